@@ -1,0 +1,35 @@
+"""The Celery app factory every service uses, configured as Celery's docs recommend for
+reliable work on Redis: late acks, requeue on a lost worker, one message prefetched."""
+
+from __future__ import annotations
+
+from celery import Celery
+from kombu import Queue
+
+from shared import keys
+from shared.settings import Settings
+
+__all__ = ["make_celery"]
+
+
+def make_celery(settings: Settings, tool_names: list[str] | None = None) -> Celery:
+    """A Celery app on the settings' broker, with the `agent` queue and one queue per tool."""
+    app = Celery("taskyard", broker=settings.broker_url, backend=settings.result_backend)
+    queues = [Queue(keys.AGENT_QUEUE)]
+    queues += [Queue(keys.tool_queue(name)) for name in tool_names or []]
+    app.conf.update(
+        task_queues=queues,
+        task_default_queue=keys.AGENT_QUEUE,
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_serializer="json",
+        accept_content=["json"],
+        result_serializer="json",
+        task_ignore_result=True,  # results travel through the task store, not the backend
+        broker_connection_retry_on_startup=True,
+        # A step or a tool call must finish long before Redis would redeliver it.
+        broker_transport_options={"visibility_timeout": 3600},
+        worker_hijack_root_logger=False,
+    )
+    return app

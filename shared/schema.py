@@ -1,0 +1,136 @@
+"""The messages every component exchanges: `AgentMessage` and the action (tool) vocabulary.
+
+Conventions the whole system relies on:
+
+- a model turn is an `AgentMessage` from the agent (``sender == agent.name``); its raw text stays
+  in `content` and what the output parser extracted goes into `formatted`. Native tool calls are
+  ``formatted = {"tool_calls": [ToolCall dicts]}``;
+- a tool result is an `AgentMessage` from the tool (``sender`` = tool name) whose `content` is an
+  `ActionReturn` and whose ``extra_info["tool_call_id"]`` names the call it answers.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+
+__all__ = [
+    "ActionReturn",
+    "ActionStatusCode",
+    "ActionValidCode",
+    "AgentMessage",
+    "AgentStatusCode",
+    "FunctionCall",
+    "ToolCall",
+]
+
+
+class AgentStatusCode(IntEnum):
+    """Where a message stands in its stream; values match Lagent's."""
+
+    END = 0
+    STREAM_ING = 1
+    SERVER_ERR = -1
+    SESSION_CLOSED = -2
+    SESSION_OUT_OF_LIMIT = -3
+    SESSION_INVALID_ARG = -4
+    SESSION_READY = 2
+    PLUGIN_START = 3
+    PLUGIN_END = 4
+    PLUGIN_RETURN = 5
+    CODING = 6
+    CODE_END = 7
+    CODE_RETURN = 8
+
+
+class ActionStatusCode(IntEnum):
+    ING = 1
+    SUCCESS = 0
+    HTTP_ERROR = -1000
+    ARGS_ERROR = -1001
+    API_ERROR = -1002
+
+
+class ActionValidCode(IntEnum):
+    FINISH = 1
+    OPEN = 0
+    CLOSED = -1
+    INVALID = -2
+    ABSENT = -3
+
+
+class FunctionCall(BaseModel):
+    """A call as a text protocol parser extracts it: a name and its parameters."""
+
+    name: str
+    parameters: dict[str, Any] | str = Field(default_factory=dict)
+
+
+class ToolCall(FunctionCall):
+    """A native (OpenAI ``tool_calls``) call: a `FunctionCall` with the id the result must quote."""
+
+    id: str
+
+
+class ActionReturn(BaseModel):
+    """What running an action gave: a result or an error, never an exception."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # Marks the object in JSON so an `AgentMessage` round trip restores the type (OpenAI style).
+    object: Literal["action_return"] = "action_return"
+    type: str | None = None
+    args: dict[str, Any] | None = None
+    url: str | None = None
+    result: list[dict[str, Any]] | None = None
+    errmsg: str | None = None
+    state: ActionStatusCode = ActionStatusCode.SUCCESS
+    thought: str | None = None
+    valid: ActionValidCode = ActionValidCode.OPEN
+
+    def format_result(self) -> str:
+        """The result as text for a model: text parts joined, other parts named by type."""
+        parts = []
+        for item in self.result or []:
+            if item.get("type", "text") == "text":
+                parts.append(str(item.get("content", "")))
+            else:
+                parts.append(f"[{item['type']}]({item.get('content', '')})")
+        return "\n".join(parts)
+
+
+def _content_kind(value: Any) -> str:
+    # A dict is an ActionReturn only when it says so, so a tool-call dict stays a dict.
+    if isinstance(value, ActionReturn):
+        return "action_return"
+    if isinstance(value, dict):
+        return "action_return" if value.get("object") == "action_return" else "dict"
+    if value is None:
+        return "none"
+    return "list" if isinstance(value, list) else "str"
+
+
+MessageContent = Annotated[
+    Annotated[str, Tag("str")]
+    | Annotated[dict[str, Any], Tag("dict")]
+    | Annotated[list[Any], Tag("list")]
+    | Annotated[ActionReturn, Tag("action_return")]
+    | Annotated[None, Tag("none")],
+    Discriminator(_content_kind),
+]
+
+
+class AgentMessage(BaseModel):
+    """One message between agents, tools, users and services; JSON round trip is lossless."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    content: MessageContent = None
+    sender: str = "user"
+    formatted: Any = None
+    extra_info: Any = None
+    type: str | None = None
+    receiver: str | None = None
+    stream_state: AgentStatusCode = AgentStatusCode.END
