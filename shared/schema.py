@@ -23,6 +23,7 @@ __all__ = [
     "AgentMessage",
     "AgentStatusCode",
     "FunctionCall",
+    "LLMResponse",
     "ToolCall",
 ]
 
@@ -72,6 +73,15 @@ class ToolCall(FunctionCall):
     """A native (OpenAI ``tool_calls``) call: a `FunctionCall` with the id the result must quote."""
 
     id: str
+
+
+class LLMResponse(BaseModel):
+    """One model turn as an LLM client returns it: the text and any native tool calls."""
+
+    text: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    finish_reason: str | None = None
+    usage: dict[str, int] = Field(default_factory=dict)
 
 
 class ActionReturn(BaseModel):
