@@ -17,7 +17,7 @@ class AgentSpec(BaseModel):
         default=None, description="A registered agent's name; inline fields then only override."
     )
     name: str = Field(default="assistant", min_length=1, max_length=64)
-    model: str | None = Field(default=None, description="Model name; the settings' default if unset.")
+    model: str | None = Field(default=None, description="Model name; default from settings.")
     system_prompt: str | None = Field(default=None, max_length=100_000)
     tools: list[str] = Field(default_factory=lambda: ["IPythonInterpreter"], max_length=32)
     max_steps: int | None = Field(default=None, ge=1, le=100)
