@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Build the sandbox image (taskyard/sandbox:latest) idempotently.
+#
+# Without a registry, the base image is made locally: debootstrap a minimal Debian bookworm
+# from the archive apt already uses, then `docker import` it as taskyard/base:bookworm.
+# Each step is skipped when its result exists: the base by name, the sandbox image by a label
+# holding the hash of its inputs (Dockerfile, kernel, base packages).
+#
+# Environment: SANDBOX_IMAGE, SANDBOX_BASE (an existing base image, e.g. python:3.11-slim,
+# skips debootstrap), SANDBOX_PACKAGES (Debian packages for the local base).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CONTEXT="$ROOT/shared/sandbox"
+DOCKERFILE="$CONTEXT/image/Dockerfile"
+IMAGE="${SANDBOX_IMAGE:-taskyard/sandbox:latest}"
+LOCAL_BASE="taskyard/base:bookworm"
+BASE="${SANDBOX_BASE:-$LOCAL_BASE}"
+PACKAGES="${SANDBOX_PACKAGES:-python3,python3-numpy}"
+
+log() { echo "build_sandbox_image: $*" >&2; }
+
+# The archive address comes from this machine's apt sources, never from the repository.
+archive_url() {
+    local sources=/etc/apt/sources.list.d/debian.sources
+    if [[ -f $sources ]]; then
+        awk 'BEGIN { RS = ""; FS = "\n" }
+             /(^|\n)Suites:([^\n]* )?bookworm( |\n|$)/ {
+                 for (i = 1; i <= NF; i++) if ($i ~ /^URIs:/) { split($i, f, " "); print f[2]; exit }
+             }' "$sources"
+    elif [[ -f /etc/apt/sources.list ]]; then
+        awk '$1 == "deb" && $3 == "bookworm" { print $2; exit }' /etc/apt/sources.list
+    fi
+}
+
+build_local_base() {
+    if docker image inspect "$LOCAL_BASE" >/dev/null 2>&1; then
+        log "$LOCAL_BASE exists; skipping debootstrap"
+        return
+    fi
+    command -v debootstrap >/dev/null || { apt-get update -qq && apt-get install -y debootstrap; }
+    local archive rootfs
+    archive="$(archive_url)"
+    [[ -n $archive ]] || { log "no bookworm archive found in apt sources"; exit 1; }
+    rootfs="$(mktemp -d /tmp/taskyard-rootfs.XXXXXX)"
+    # shellcheck disable=SC2064 # expand now: the local is gone when the trap runs
+    trap "rm -rf '$rootfs'" EXIT
+    log "debootstrap bookworm ($PACKAGES) into $rootfs"
+    debootstrap --variant=minbase --include="$PACKAGES" bookworm "$rootfs" "$archive" >&2
+    # Package caches and lists only make the image bigger.
+    rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
+    tar -C "$rootfs" -c . | docker import - "$LOCAL_BASE" >/dev/null
+    log "imported $LOCAL_BASE"
+}
+
+inputs_hash() {
+    { cat "$DOCKERFILE" "$CONTEXT/kernel.py"; echo "$BASE $PACKAGES"; } | sha256sum | cut -c1-16
+}
+
+main() {
+    local hash current
+    docker info >/dev/null 2>&1 || "$ROOT/scripts/setup_docker.sh"
+    hash="$(inputs_hash)"
+    current="$(docker image inspect "$IMAGE" \
+        --format '{{ index .Config.Labels "taskyard.inputs" }}' 2>/dev/null || true)"
+    if [[ $current == "$hash" ]]; then
+        log "$IMAGE is up to date (inputs $hash)"
+        return
+    fi
+    [[ $BASE == "$LOCAL_BASE" ]] && build_local_base
+    log "building $IMAGE from $BASE (inputs $hash)"
+    docker build --quiet --build-arg "BASE=$BASE" --label "taskyard.inputs=$hash" \
+        -t "$IMAGE" -f "$DOCKERFILE" "$CONTEXT" >&2
+}
+
+main "$@"
