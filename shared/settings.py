@@ -49,6 +49,8 @@ class Settings(BaseSettings):
     sandbox_pids: int = 64
     sandbox_cpus: float = 1.0
     sandbox_idle_s: float = 600.0
+    sandbox_disk: str = "64m"  # size of each tmpfs (/work, /tmp) inside a sandbox
+    sandbox_warm_pool: int = Field(default=1, ge=0)  # started kernels waiting for a session
 
     # Where user-defined agents and actions live: comma-separated importable module names.
     plugin_modules: str = ""
