@@ -1,0 +1,31 @@
+"""Output parsers: what the model wrote, turned into the agent message's `formatted` part."""
+
+from shared.parsers.base import OutputParser, ToolStatusCode, response_text
+from shared.parsers.json_parser import JSONParser, ParseFailure
+from shared.parsers.native import NativeToolCallParser, decode_arguments
+from shared.parsers.tool import (
+    InterpreterParser,
+    MixedToolParser,
+    PluginParser,
+    PythonFenceParser,
+    ToolParse,
+    ToolParser,
+    json_object,
+)
+
+__all__ = [
+    "InterpreterParser",
+    "JSONParser",
+    "MixedToolParser",
+    "NativeToolCallParser",
+    "OutputParser",
+    "ParseFailure",
+    "PluginParser",
+    "PythonFenceParser",
+    "ToolParse",
+    "ToolParser",
+    "ToolStatusCode",
+    "decode_arguments",
+    "json_object",
+    "response_text",
+]
