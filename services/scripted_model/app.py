@@ -1,0 +1,164 @@
+"""The scripted model's endpoints: parse the OpenAI request, ask the script, encode the turn."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from services.scripted_model import wire
+from services.scripted_model.http import Reply, Request
+from services.scripted_model.options import ScriptedOptions
+from services.scripted_model.prefix_cache import PrefixCache
+from services.scripted_model.script import ScriptedTurn, chat_turn, echo_text, message_text
+
+__all__ = ["ScriptedApp"]
+
+_SSE = "text/event-stream"
+
+
+class _BadRequest(Exception):
+    """The request cannot be answered; carries the HTTP status and the message."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(slots=True)
+class _Counters:
+    requests: int = 0
+    completion_tokens: int = 0
+
+
+class ScriptedApp:
+    """Answers requests for one replica; `replica` names it in every response header."""
+
+    def __init__(self, options: ScriptedOptions, replica: str) -> None:
+        self.options = options
+        self.replica = replica
+        self.cache = PrefixCache(options.prefix_cache) if options.prefix_cache else None
+        self.counters = _Counters()
+        self._routes: dict[tuple[str, str], Callable[[Request], Reply]] = {
+            ("POST", "/v1/chat/completions"): self._chat,
+            ("POST", "/v1/completions"): self._completions,
+            ("GET", "/v1/models"): self._models,
+            ("GET", "/health"): self._health,
+            ("POST", "/scripted/config"): self._config,
+            ("GET", "/scripted/stats"): self._stats,
+        }
+
+    def handle(self, request: Request) -> Reply:
+        """Route one request; every failure becomes an OpenAI-style error response."""
+        route = self._routes.get((request.method, request.path))
+        try:
+            if route is None:
+                raise _BadRequest(*self._no_route(request))
+            return route(request)
+        except _BadRequest as error:
+            return Reply(error.status, wire.error_body(error.status, str(error)))
+
+    def _no_route(self, request: Request) -> tuple[int, str]:
+        if any(path == request.path for _, path in self._routes):
+            return 405, f"method {request.method} not allowed on {request.path}"
+        return 404, f"no route {request.path}"
+
+    # model endpoints
+
+    def _chat(self, request: Request) -> Reply:
+        payload = _json_object(request.body)
+        messages = payload.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise _BadRequest(400, "messages must be a non-empty list")
+        prompt = " ".join(f"{m.get('role')}: {message_text(m)}" for m in messages)
+        turn = chat_turn(messages, payload.get("tools"))
+        return self._answer(payload, prompt, turn, wire.chat_body, wire.chat_chunks)
+
+    def _completions(self, request: Request) -> Reply:
+        payload = _json_object(request.body)
+        prompt = payload.get("prompt")
+        if isinstance(prompt, list):
+            prompt = " ".join(str(part) for part in prompt)
+        if not isinstance(prompt, str):
+            raise _BadRequest(400, "prompt must be a string or a list of strings")
+        turn = ScriptedTurn(text=echo_text(prompt))
+        return self._answer(
+            payload, prompt, turn, wire.text_completion_body, wire.text_completion_chunks
+        )
+
+    def _answer(
+        self,
+        payload: dict[str, Any],
+        prompt: str,
+        turn: ScriptedTurn,
+        encode_body: Callable[[wire.Completion], bytes],
+        encode_events: Callable[[wire.Completion, bool], list[bytes]],
+    ) -> Reply:
+        options = self.options
+        delay_ms = options.latency_ms
+        if options.fail_status is not None:
+            return self._failure(options.fail_status, delay_ms)
+        tokens = prompt.split()
+        headers: tuple[tuple[str, str], ...] = ()
+        if self.cache is not None:
+            lookup = self.cache.lookup(tokens)
+            delay_ms += self.cache.prefill_ms(lookup)
+            headers = (("x-prefix-cached-tokens", str(lookup.cached_tokens)),)
+        model = str(payload.get("model") or options.model)
+        completion = wire.Completion(turn, model, len(tokens), wire.count_completion_tokens(turn))
+        self.counters.requests += 1
+        self.counters.completion_tokens += completion.completion_tokens
+        interval_s = 1.0 / options.tokens_per_s if options.tokens_per_s else 0.0
+        if payload.get("stream"):
+            include_usage = bool((payload.get("stream_options") or {}).get("include_usage"))
+            events = encode_events(completion, include_usage)
+            return Reply(
+                200, events, _SSE, headers, delay_ms / 1000, interval_s, options.fail_after_chunks
+            )
+        generation_s = completion.completion_tokens * interval_s
+        return Reply(
+            200, encode_body(completion), headers=headers, delay_s=delay_ms / 1000 + generation_s
+        )
+
+    def _failure(self, status: int, delay_ms: float) -> Reply:
+        self.counters.requests += 1
+        kind = "server_error" if status >= 500 else "invalid_request_error"
+        body = wire.error_body(status, f"scripted failure: status {status} configured", kind)
+        return Reply(status, body, delay_s=delay_ms / 1000)
+
+    def _models(self, request: Request) -> Reply:
+        return Reply(200, wire.models_body(self.options.model))
+
+    def _health(self, request: Request) -> Reply:
+        return Reply(200, b'{"status":"ok","scripted":true}')
+
+    # control endpoints
+
+    def _config(self, request: Request) -> Reply:
+        try:
+            self.options.update(_json_object(request.body))
+        except ValueError as error:
+            raise _BadRequest(400, str(error)) from error
+        return Reply(200, json.dumps(self.options.runtime_view()).encode())
+
+    def _stats(self, request: Request) -> Reply:
+        stats: dict[str, Any] = {
+            "replica": self.replica,
+            "requests": self.counters.requests,
+            "completion_tokens": self.counters.completion_tokens,
+            "prefix_cache": self.cache is not None,
+        }
+        if self.cache is not None:
+            stats.update(self.cache.stats())
+        return Reply(200, json.dumps(stats).encode())
+
+
+def _json_object(body: bytes) -> dict[str, Any]:
+    try:
+        payload = json.loads(body or b"{}")
+    except ValueError as error:
+        raise _BadRequest(400, f"body is not JSON: {error}") from error
+    if not isinstance(payload, dict):
+        raise _BadRequest(400, "body must be a JSON object")
+    return payload

@@ -1,0 +1,77 @@
+"""The script: which deterministic turn the scripted model gives for a chat request.
+
+Pure functions over the request's messages and tools, so the HTTP layer only encodes the turn.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from services.scripted_model.programs import program_for
+
+__all__ = ["CODE_TOOL", "ScriptedTurn", "ToolCallTurn", "chat_turn", "echo_text", "message_text"]
+
+CODE_TOOL = "IPythonInterpreter"
+_LABEL = "(scripted model)"
+_ERROR_MARKERS = ("Traceback", "Error")
+_ECHO_LIMIT = 200
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallTurn:
+    """A native tool call: the function's name and its JSON arguments."""
+
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptedTurn:
+    """What the model says: text, or a tool call (then `text` is empty)."""
+
+    text: str = ""
+    tool_call: ToolCallTurn | None = None
+
+
+def chat_turn(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> ScriptedTurn:
+    """The scripted answer to a chat: call the code tool, quote its result, or echo."""
+    last = messages[-1] if messages else {}
+    role = last.get("role")
+    if role == "tool":
+        return ScriptedTurn(text=_quote_tool_output(message_text(last)))
+    if role == "user" and CODE_TOOL in _tool_names(tools):
+        arguments = json.dumps({"command": program_for(message_text(last))})
+        return ScriptedTurn(tool_call=ToolCallTurn(CODE_TOOL, arguments))
+    return ScriptedTurn(text=echo_text(message_text(last)))
+
+
+def echo_text(prompt: str) -> str:
+    """The deterministic plain answer: the prompt's start echoed back, labelled scripted."""
+    quoted = " ".join(prompt.split())[:_ECHO_LIMIT]
+    return f"You said: {quoted} {_LABEL}"
+
+
+def message_text(message: dict[str, Any]) -> str:
+    """A message's text, whether `content` is a string or a list of OpenAI content parts."""
+    content = message.get("content")
+    if isinstance(content, list):
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return "" if content is None else str(content)
+
+
+def _tool_names(tools: list[dict[str, Any]] | None) -> set[str]:
+    names = set()
+    for tool in tools or []:
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if isinstance(function, dict):
+            names.add(function.get("name"))
+    return names
+
+
+def _quote_tool_output(output: str) -> str:
+    output = output.strip()
+    if any(marker in output for marker in _ERROR_MARKERS):
+        return f"The tool reported an error: {output} {_LABEL}"
+    return f"The result is: {output} {_LABEL}"

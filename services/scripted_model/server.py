@@ -1,0 +1,150 @@
+"""Starting the scripted model: in the current event loop, in a background thread, or forever."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from collections.abc import Callable
+from types import TracebackType
+
+import uvloop
+
+from services.scripted_model.app import ScriptedApp
+from services.scripted_model.http import HttpProtocol
+from services.scripted_model.options import ScriptedOptions
+
+__all__ = ["ScriptedModelThread", "ScriptedServer", "serve", "start_server"]
+
+_BACKLOG = 2048  # the benchmarks open hundreds of connections at once
+
+
+class ScriptedServer:
+    """A listening scripted model in the running event loop."""
+
+    def __init__(
+        self,
+        app: ScriptedApp,
+        server: asyncio.Server,
+        connections: set[HttpProtocol],
+        address: tuple[str, int],
+    ) -> None:
+        self.app = app
+        self.host, self.port = address
+        self._server = server
+        self._connections = connections
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI base URL clients use (``.../v1``)."""
+        return f"http://{self.host}:{self.port}/v1"
+
+    async def close(self) -> None:
+        """Stop listening and drop every open connection."""
+        self._server.close()
+        for connection in list(self._connections):
+            connection.drop()
+        await self._server.wait_closed()
+
+
+async def start_server(
+    options: ScriptedOptions | None = None, host: str = "127.0.0.1", port: int = 0
+) -> ScriptedServer:
+    """Listen on host:port (0 picks a free port) and answer as the scripted model."""
+    sock = socket.create_server((host, port), backlog=_BACKLOG)
+    bound_port = sock.getsockname()[1]
+    app = ScriptedApp(options or ScriptedOptions(), replica=str(bound_port))
+    headers = {"x-scripted-replica": str(bound_port)}
+    connections: set[HttpProtocol] = set()
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(
+        lambda: HttpProtocol(app.handle, headers, connections), sock=sock
+    )
+    return ScriptedServer(app, server, connections, (host, bound_port))
+
+
+async def serve(
+    options: ScriptedOptions,
+    host: str,
+    port: int,
+    on_ready: Callable[[ScriptedServer], None] | None = None,
+) -> None:
+    """Run the scripted model until cancelled; `on_ready` hears the bound server first."""
+    server = await start_server(options, host, port)
+    if on_ready is not None:
+        on_ready(server)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await server.close()
+
+
+class ScriptedModelThread:
+    """The scripted model on its own uvloop in a daemon thread, for tests and sync callers.
+
+    Use as a context manager; `server` (with `port`, `base_url`, `app`) is set once started.
+    """
+
+    def __init__(self, options: ScriptedOptions | None = None, host: str = "127.0.0.1") -> None:
+        self._options = options or ScriptedOptions()
+        self._host = host
+        self._loop = uvloop.new_event_loop()
+        self._ready = threading.Event()
+        self._stopped: asyncio.Event | None = None
+        self._thread = threading.Thread(target=self._run, name="scripted-model", daemon=True)
+        self.server: ScriptedServer | None = None
+        self._error: BaseException | None = None
+
+    @property
+    def base_url(self) -> str:
+        return self._started().base_url
+
+    @property
+    def port(self) -> int:
+        return self._started().port
+
+    def start(self) -> ScriptedModelThread:
+        """Start the thread and wait until the server listens (re-raising a start failure)."""
+        self._thread.start()
+        self._ready.wait()
+        if self._error is not None:
+            raise self._error
+        return self
+
+    def stop(self) -> None:
+        """Close the server and join the thread."""
+        if self._stopped is not None:
+            self._loop.call_soon_threadsafe(self._stopped.set)
+        self._thread.join()
+        self._loop.close()
+
+    def __enter__(self) -> ScriptedModelThread:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def _started(self) -> ScriptedServer:
+        if self.server is None:
+            raise RuntimeError("the scripted model thread is not started")
+        return self.server
+
+    def _run(self) -> None:
+        self._loop.run_until_complete(self._main())
+
+    async def _main(self) -> None:
+        self._stopped = asyncio.Event()
+        try:
+            self.server = await start_server(self._options, self._host)
+        except BaseException as error:
+            self._error = error
+            self._ready.set()
+            return
+        self._ready.set()
+        await self._stopped.wait()
+        await self.server.close()

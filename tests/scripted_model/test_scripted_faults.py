@@ -1,0 +1,79 @@
+"""Run-time behaviour changes through `POST /scripted/config`: errors, cut streams, latency."""
+
+from __future__ import annotations
+
+import httpx
+import openai
+import pytest
+
+
+def _chat(client: openai.OpenAI, **kwargs: object) -> object:
+    return client.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "one two three"}], **kwargs
+    )
+
+
+def test_config_reports_the_options_it_set(control: httpx.Client) -> None:
+    answer = control.post("/scripted/config", json={"latency_ms": 5, "fail_after_chunks": 2})
+    assert answer.status_code == 200
+    assert answer.json() == {
+        "latency_ms": 5.0,
+        "tokens_per_s": 0.0,
+        "fail_status": None,
+        "fail_after_chunks": 2,
+    }
+
+
+@pytest.mark.parametrize(
+    "body",
+    [{"latency_ms": -1}, {"fail_status": 200}, {"fail_status": "503"}, {"colour": "red"}, [1]],
+)
+def test_config_refuses_bad_values(control: httpx.Client, body: object) -> None:
+    answer = control.post("/scripted/config", json=body)
+    assert answer.status_code == 400
+    assert answer.json()["error"]["message"]
+
+
+def test_fail_status_answers_an_openai_error_until_cleared(
+    client: openai.OpenAI, control: httpx.Client
+) -> None:
+    control.post("/scripted/config", json={"fail_status": 503})
+    with pytest.raises(openai.InternalServerError) as failure:
+        _chat(client)
+    assert failure.value.status_code == 503
+    assert "scripted failure" in failure.value.message
+    control.post("/scripted/config", json={"fail_status": 429})
+    with pytest.raises(openai.RateLimitError):
+        _chat(client, stream=True)
+    control.post("/scripted/config", json={"fail_status": None})
+    assert _chat(client).choices[0].finish_reason == "stop"
+
+
+def test_fail_after_chunks_cuts_the_stream_and_the_connection(
+    client: openai.OpenAI, control: httpx.Client
+) -> None:
+    control.post("/scripted/config", json={"fail_after_chunks": 2})
+    received = []
+    with pytest.raises(openai.APIError):
+        for chunk in _chat(client, stream=True):
+            received.append(chunk)
+    assert len(received) == 2
+    control.post("/scripted/config", json={"fail_after_chunks": None})
+    assert sum(1 for _ in _chat(client, stream=True)) > 2
+
+
+def test_latency_and_pacing_keep_the_answer_the_same(
+    client: openai.OpenAI, control: httpx.Client
+) -> None:
+    fast = _chat(client).choices[0].message.content
+    control.post("/scripted/config", json={"latency_ms": 20, "tokens_per_s": 500})
+    slow_stream = "".join(c.choices[0].delta.content or "" for c in _chat(client, stream=True))
+    assert _chat(client).choices[0].message.content == fast == slow_stream
+
+
+def test_keep_alive_serves_many_requests_on_one_connection(control: httpx.Client) -> None:
+    control.post("/scripted/config", json={"latency_ms": 1})
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    for _ in range(5):
+        assert control.post("/v1/chat/completions", json=body).status_code == 200
+    assert control.get("/scripted/stats").json()["requests"] == 5
