@@ -10,20 +10,6 @@ import pytest
 
 from services.scripted_model import ScriptedModelThread, ScriptedOptions
 
-DEMO_QUESTION = "What is the square root of 2, to 12 decimal places? Use Python."
-CODE_TOOL_SPEC = {
-    "type": "function",
-    "function": {
-        "name": "IPythonInterpreter",
-        "description": "Run Python code in a persistent interpreter.",
-        "parameters": {
-            "type": "object",
-            "properties": {"command": {"type": "string"}},
-            "required": ["command"],
-        },
-    },
-}
-
 
 @pytest.fixture
 def start_model() -> Iterator[Callable[..., ScriptedModelThread]]:

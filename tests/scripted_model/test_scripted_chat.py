@@ -8,9 +8,22 @@ import sys
 
 import httpx
 import openai
-from conftest import CODE_TOOL_SPEC, DEMO_QUESTION
 
 from services.scripted_model import ScriptedModelThread
+
+DEMO_QUESTION = "What is the square root of 2, to 12 decimal places? Use Python."
+CODE_TOOL_SPEC = {
+    "type": "function",
+    "function": {
+        "name": "IPythonInterpreter",
+        "description": "Run Python code in a persistent interpreter.",
+        "parameters": {
+            "type": "object",
+            "properties": {"command": {"type": "string"}},
+            "required": ["command"],
+        },
+    },
+}
 
 
 def _run_python(source: str) -> subprocess.CompletedProcess[str]:
