@@ -1,0 +1,70 @@
+"""The gateway's API models, one per direction; the storage record never leaves as is."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from shared.schema import AgentMessage
+from shared.spec import AgentSpec
+from shared.task import TaskRecord, TaskStatus
+
+__all__ = ["TaskAccepted", "TaskCreate", "TaskPublic"]
+
+
+class TaskCreate(BaseModel):
+    """`POST /v1/tasks` body."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input: str = Field(min_length=1, max_length=200_000, description="The user's message.")
+    session_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=128,
+        pattern=r"^[A-Za-z0-9_.:-]+$",
+        description="Tasks of one session share memory and interpreter; a new one if unset.",
+    )
+    agent: AgentSpec = Field(default_factory=AgentSpec)
+    if_session_busy: Literal["wait", "reject"] = Field(
+        default="wait", description="When the session runs another task: queue behind it, or 409."
+    )
+
+
+class TaskAccepted(BaseModel):
+    id: str
+    status: TaskStatus
+    session_id: str
+
+
+class TaskPublic(BaseModel):
+    id: str
+    status: TaskStatus
+    session_id: str
+    step: int
+    result: str | None
+    error: str | None
+    usage: dict[str, int]
+    created_at: float
+    updated_at: float
+    messages: list[AgentMessage]
+
+    @classmethod
+    def of(cls, record: TaskRecord, messages: list[AgentMessage]) -> TaskPublic:
+        usage = {
+            "prompt_tokens": record.prompt_tokens,
+            "completion_tokens": record.completion_tokens,
+        }
+        return cls(
+            id=record.id,
+            status=record.status,
+            session_id=record.session_id,
+            step=record.step,
+            result=record.result,
+            error=record.error,
+            usage=usage,
+            created_at=record.created_at,
+            updated_at=record.updated_at,
+            messages=messages,
+        )

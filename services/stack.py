@@ -1,0 +1,251 @@
+"""The local stack: Redis and every service as processes on this machine.
+
+Used by `make up` (through `taskyard up`) and by the end-to-end tests. The model is the scripted
+OpenAI-compatible upstream unless `upstreams` points at a real one (vLLM, ...).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+__all__ = ["LocalStack", "StackPorts", "free_port"]
+
+_CELERY_FLAGS = ["--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class StackPorts:
+    redis: int = field(default_factory=free_port)
+    model: int = field(default_factory=free_port)
+    proxy: int = field(default_factory=free_port)
+    gateway: int = field(default_factory=free_port)
+
+
+@dataclass
+class LocalStack:
+    """Starts Redis, the scripted model, the LLM proxy, the gateway and both workers."""
+
+    ports: StackPorts = field(default_factory=StackPorts)
+    run_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="taskyard-")))
+    api_key: str = "dev-key"
+    sandbox_backend: str = "docker"
+    upstreams: str | None = None  # real OpenAI-compatible upstreams; scripted model if None
+    agent_concurrency: int = 4
+    tool_concurrency: int = 4
+    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+
+    @property
+    def gateway_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports.gateway}"
+
+    @property
+    def redis_url(self) -> str:
+        return f"redis://127.0.0.1:{self.ports.redis}"
+
+    def env(self) -> dict[str, str]:
+        upstreams = self.upstreams or f"http://127.0.0.1:{self.ports.model}/v1"
+        return {
+            **os.environ,
+            "PYTHONUNBUFFERED": "1",
+            "TASKYARD_REDIS_URL": f"{self.redis_url}/0",
+            "TASKYARD_BROKER_URL": f"{self.redis_url}/1",
+            "TASKYARD_RESULT_BACKEND": f"{self.redis_url}/2",
+            "TASKYARD_API_KEYS": f"{self.api_key}=demo",
+            "TASKYARD_LLM_BASE_URL": f"http://127.0.0.1:{self.ports.proxy}/v1",
+            "TASKYARD_PROXY_UPSTREAMS": upstreams,
+            "TASKYARD_SANDBOX_BACKEND": self.sandbox_backend,
+        }
+
+    def start(self) -> LocalStack:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._start_all()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start_all(self) -> None:
+        py = sys.executable
+        self._spawn(
+            "redis",
+            [
+                _redis_server(),
+                "--port",
+                str(self.ports.redis),
+                "--bind",
+                "127.0.0.1",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "everysec",
+                "--dir",
+                str(self.run_dir),
+                "--save",
+                "",
+            ],
+        )
+        if self.upstreams is None:
+            self._spawn(
+                "model",
+                [
+                    py,
+                    "-m",
+                    "services.scripted_model",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(self.ports.model),
+                ],
+            )
+        self._spawn(
+            "proxy",
+            [
+                py,
+                "-m",
+                "services.llm_proxy",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.ports.proxy),
+            ],
+        )
+        self._spawn(
+            "gateway",
+            [
+                py,
+                "-m",
+                "uvicorn",
+                "services.gateway.app:app",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.ports.gateway),
+                "--no-access-log",
+            ],
+        )
+        self._spawn(
+            "agent_worker",
+            [
+                py,
+                "-m",
+                "celery",
+                "-A",
+                "services.agent_worker.worker",
+                "worker",
+                "-Q",
+                "agent",
+                "--pool",
+                "threads",
+                "-c",
+                str(self.agent_concurrency),
+                "-n",
+                "agent@%h",
+                *_CELERY_FLAGS,
+            ],
+        )
+        self._spawn(
+            "tool_worker",
+            [
+                py,
+                "-m",
+                "celery",
+                "-A",
+                "services.tool_worker.worker",
+                "worker",
+                "-Q",
+                "tools.IPythonInterpreter,tools.WebBrowser",
+                "--pool",
+                "threads",
+                "-c",
+                str(self.tool_concurrency),
+                "-n",
+                "tools@%h",
+                *_CELERY_FLAGS,
+            ],
+        )
+        self._wait_http("model", f"http://127.0.0.1:{self.ports.model}/health", optional=True)
+        self._wait_http("proxy", f"http://127.0.0.1:{self.ports.proxy}/healthz")
+        self._wait_http("gateway", f"{self.gateway_url}/readyz")
+        self._wait_log("agent_worker", "ready.")
+        self._wait_log("tool_worker", "ready.")
+
+    def _spawn(self, name: str, argv: list[str]) -> None:
+        log = open(self.log_path(name), "wb")  # noqa: SIM115 - the process owns it until stop()
+        self.procs[name] = subprocess.Popen(
+            argv, env=self.env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+    def log_path(self, name: str) -> Path:
+        return self.run_dir / f"{name}.log"
+
+    def _check_alive(self, name: str) -> None:
+        proc = self.procs[name]
+        if proc.poll() is not None:
+            tail = self.log_path(name).read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"{name} exited with {proc.returncode}:\n{tail}")
+
+    def _wait_http(self, name: str, url: str, optional: bool = False, timeout: float = 60) -> None:
+        if optional and name not in self.procs:
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self._check_alive(name)
+            try:
+                if httpx.get(url, timeout=2).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        raise TimeoutError(f"{name} not ready at {url} after {timeout}s")
+
+    def _wait_log(self, name: str, marker: str, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self._check_alive(name)
+            if marker in self.log_path(name).read_text(errors="replace"):
+                return
+            time.sleep(0.1)
+        raise TimeoutError(f"{name} did not log {marker!r} within {timeout}s")
+
+    def kill(self, name: str) -> None:
+        """SIGKILL one service (fault tests)."""
+        proc = self.procs.pop(name)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+    def stop(self) -> None:
+        """Stop every process: workers first (warm shutdown), Redis last."""
+        for name in reversed(list(self.procs)):
+            proc = self.procs.pop(name)
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+def _redis_server() -> str:
+    path = shutil.which("redis-server")
+    if path is None:
+        raise RuntimeError("redis-server not found: run `make deps` (apt-get install redis-server)")
+    return path

@@ -1,0 +1,98 @@
+"""`taskyard`: run the local stack with a demo task, submit tasks, follow them live."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+
+from shared.client import TaskyardClient
+from shared.transcript import render_event
+
+__all__ = ["main"]
+
+DEMO_TASK = "What is the square root of 2, to 12 decimal places? Use Python."
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    return args.run(args)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="taskyard", description=__doc__)
+    parser.add_argument(
+        "--gateway", default=os.environ.get("TASKYARD_GATEWAY_URL", "http://127.0.0.1:8000")
+    )
+    parser.add_argument("--api-key", default=os.environ.get("TASKYARD_API_KEY", "dev-key"))
+    sub = parser.add_subparsers(required=True)
+
+    up = sub.add_parser("up", help="start the local stack, run the demo task, stay up")
+    up.add_argument("--sandbox", choices=["docker", "local"], default="docker")
+    up.add_argument("--gateway-port", type=int, default=8000)
+    up.add_argument("--task", default=DEMO_TASK, help="the demo task's text")
+    up.set_defaults(run=_up)
+
+    submit = sub.add_parser("submit", help="submit a task and follow it live")
+    submit.add_argument("text")
+    submit.add_argument("--session", default=None, help="session id (shares memory, interpreter)")
+    submit.add_argument("--no-follow", action="store_true", help="print the id and return")
+    submit.set_defaults(run=_submit)
+
+    get = sub.add_parser("get", help="print a task's status and result")
+    get.add_argument("task_id")
+    get.set_defaults(run=_get)
+    return parser
+
+
+def _follow(client: TaskyardClient, task_id: str) -> int:
+    status = "unknown"
+    for event in client.events(task_id):
+        text = render_event(event)
+        if text:
+            print(text, flush=True)
+        if event.is_final:
+            status = event.data["status"]
+    return 0 if status == "succeeded" else 1
+
+
+def _submit(args: argparse.Namespace) -> int:
+    client = TaskyardClient(args.gateway, args.api_key)
+    accepted = client.submit(args.text, session_id=args.session)
+    print(f"task {accepted['id']} (session {accepted['session_id']})", flush=True)
+    return 0 if args.no_follow else _follow(client, accepted["id"])
+
+
+def _get(args: argparse.Namespace) -> int:
+    task = TaskyardClient(args.gateway, args.api_key).get(args.task_id)
+    print(f"{task['id']}: {task['status']}\nresult: {task['result']}\nerror: {task['error']}")
+    return 0
+
+
+def _up(args: argparse.Namespace) -> int:
+    from services.stack import LocalStack, StackPorts  # only `up` needs the service code
+
+    stack = LocalStack(ports=StackPorts(gateway=args.gateway_port), sandbox_backend=args.sandbox)
+    print(
+        f"starting the local stack (logs in {stack.run_dir}); model: scripted upstream", flush=True
+    )
+    stack.start()
+    code = 1
+    try:
+        print(
+            f"gateway: {stack.gateway_url}  (API docs: {stack.gateway_url}/docs, "
+            f"key: {stack.api_key})\n\n> {args.task}",
+            flush=True,
+        )
+        client = TaskyardClient(stack.gateway_url, stack.api_key)
+        code = _follow(client, client.submit(args.task)["id"])
+        print(f"\nstack up at {stack.gateway_url}; Ctrl-C to stop", flush=True)
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        print("\nstopping", file=sys.stderr)
+        return code
+    finally:
+        stack.stop()

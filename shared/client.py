@@ -1,0 +1,77 @@
+"""The Python client for the gateway: submit a task, read it, follow its events live."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+
+from shared.events import Event, EventKind
+
+__all__ = ["TaskyardClient"]
+
+
+class TaskyardClient:
+    """A thin client over the gateway's HTTP API."""
+
+    def __init__(self, base_url: str, api_key: str, timeout: float = 30.0) -> None:
+        self.http = httpx.Client(
+            base_url=base_url, headers={"Authorization": f"Bearer {api_key}"}, timeout=timeout
+        )
+
+    def submit(
+        self,
+        text: str,
+        session_id: str | None = None,
+        agent: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"input": text}
+        if session_id:
+            body["session_id"] = session_id
+        if agent:
+            body["agent"] = agent
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+        resp = self.http.post("/v1/tasks", json=body, headers=headers)
+        resp.raise_for_status()
+        return resp.json()
+
+    def get(self, task_id: str) -> dict[str, Any]:
+        resp = self.http.get(f"/v1/tasks/{task_id}")
+        resp.raise_for_status()
+        return resp.json()
+
+    def events(self, task_id: str, last_event_id: str | None = None) -> Iterator[Event]:
+        """Every event of the task until its final one, resuming after a dropped connection."""
+        while True:
+            headers = {"Last-Event-ID": last_event_id} if last_event_id else {}
+            try:
+                for event in self._stream(task_id, headers):
+                    last_event_id = event.id
+                    yield event
+                    if event.is_final:
+                        return
+            except httpx.TransportError:
+                continue  # reconnect and resume after the last event seen
+
+    def _stream(self, task_id: str, headers: dict[str, str]) -> Iterator[Event]:
+        path = f"/v1/tasks/{task_id}/events"
+        with self.http.stream("GET", path, headers=headers, timeout=None) as resp:
+            resp.raise_for_status()
+            fields: dict[str, str] = {}
+            for line in resp.iter_lines():
+                if line:
+                    name, _, value = line.partition(": ")
+                    fields[name] = value
+                elif "data" in fields:
+                    yield Event(
+                        id=fields["id"],
+                        kind=EventKind(fields["event"]),
+                        data=json.loads(fields["data"]),
+                    )
+                    fields = {}
+
+    def close(self) -> None:
+        self.http.close()

@@ -1,0 +1,42 @@
+"""A task's event stream: what happened to it, in order, resumable by entry id.
+
+Each entry of `task:{id}:events` is ``{"kind": ..., "data": <JSON>}``; the Redis entry id is the
+SSE event id, so a client that reconnects with `Last-Event-ID` resumes exactly where it dropped.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel
+
+from shared.task import TERMINAL, TaskStatus
+
+__all__ = ["Event", "EventKind", "decode_entry", "encode"]
+
+
+class EventKind(StrEnum):
+    STATUS = "status"  # data: {"status", "reason"?, "result"?}
+    MESSAGE = "message"  # data: an AgentMessage
+    TOKEN = "token"  # data: {"delta": text} while the model streams
+
+
+class Event(BaseModel):
+    id: str
+    kind: EventKind
+    data: dict[str, Any]
+
+    @property
+    def is_final(self) -> bool:
+        """The last event of a task: its terminal status."""
+        return self.kind == EventKind.STATUS and TaskStatus(self.data["status"]) in TERMINAL
+
+
+def encode(kind: EventKind, data: dict[str, Any]) -> dict[str, str]:
+    return {"kind": kind.value, "data": json.dumps(data)}
+
+
+def decode_entry(entry_id: str, fields: dict[str, str]) -> Event:
+    return Event(id=entry_id, kind=EventKind(fields["kind"]), data=json.loads(fields["data"]))

@@ -1,0 +1,81 @@
+"""A task as the system stores it: its states and its record. API models live in the gateway."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from enum import StrEnum
+
+from pydantic import BaseModel, Field
+
+from shared.spec import AgentSpec
+
+__all__ = ["TERMINAL", "TaskRecord", "TaskStatus", "new_task_id"]
+
+
+class TaskStatus(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    WAITING_TOOLS = "waiting_tools"
+    WAITING_APPROVAL = "waiting_approval"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    TIMED_OUT = "timed_out"
+
+
+TERMINAL = frozenset(
+    {TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.CANCELLED, TaskStatus.TIMED_OUT}
+)
+
+
+def new_task_id() -> str:
+    return f"task_{uuid.uuid4().hex}"
+
+
+class TaskRecord(BaseModel):
+    """The `task:{id}` hash, typed. `step` counts committed agent steps."""
+
+    id: str = Field(default_factory=new_task_id)
+    tenant: str
+    session_id: str
+    input: str
+    spec: AgentSpec = Field(default_factory=AgentSpec)
+    status: TaskStatus = TaskStatus.QUEUED
+    step: int = 0
+    result: str | None = None
+    error: str | None = None
+    pending_calls: list[str] = Field(default_factory=list)  # tool call ids of the current step
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    created_at: float = Field(default_factory=time.time)
+    updated_at: float = Field(default_factory=time.time)
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL
+
+    def to_redis(self) -> dict[str, str]:
+        """Flat string fields for HSET; nested values as JSON."""
+        data = self.model_dump(mode="json")
+        return {k: v if isinstance(v, str) else _json(v) for k, v in data.items() if v is not None}
+
+    @classmethod
+    def from_redis(cls, fields: dict[str, str]) -> TaskRecord:
+        decoded = {k: _maybe_json(k, v) for k, v in fields.items() if k in cls.model_fields}
+        return cls.model_validate(decoded)
+
+
+_JSON_FIELDS = frozenset(
+    {"spec", "pending_calls", "step", "prompt_tokens", "completion_tokens", "created_at",
+     "updated_at"}
+)
+
+
+def _json(value: object) -> str:
+    return json.dumps(value)
+
+
+def _maybe_json(key: str, value: str) -> object:
+    return json.loads(value) if key in _JSON_FIELDS else value
