@@ -1,0 +1,21 @@
+"""What only the Redis memory does: its key names, and sharing a session between instances."""
+
+from __future__ import annotations
+
+import redis
+
+from shared import keys
+from shared.memory import RedisMemory
+
+
+def test_uses_the_shared_session_key(redis_client: redis.Redis) -> None:
+    RedisMemory(redis_client, tenant="acme").add("hi", session_id="s1")
+    assert redis_client.llen(keys.session_memory("acme", "s1")) == 1
+
+
+def test_two_instances_see_the_same_session(redis_client: redis.Redis) -> None:
+    writer, reader = RedisMemory(redis_client, tenant="t"), RedisMemory(redis_client, tenant="t")
+    writer.add(["a", "b"], session_id=9)
+    assert [m.content for m in reader.get_memory(9)] == ["a", "b"]
+    assert 9 in reader
+    assert [m.content for m in RedisMemory(redis_client, tenant="other").get_memory(9)] == []
