@@ -17,7 +17,7 @@ _PLACEHOLDER_KEYS = {"", "changeme", "secret"}
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="TASKYARD_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="TASKYARD_", extra="ignore", frozen=True)
 
     # Redis: tasks, events and memory on one database, Celery's broker and results on others.
     redis_url: str = "redis://127.0.0.1:6379/0"
