@@ -1,0 +1,125 @@
+"""The gateway's HTTP API against a real Redis (store and Celery broker)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+import redis
+from fastapi.testclient import TestClient
+
+from services.gateway.app import create_app
+from shared.events import EventKind
+from shared.schema import AgentMessage
+from shared.settings import Settings, get_settings
+from shared.store import TaskStore
+from shared.task import TaskStatus
+
+AUTH = {"Authorization": "Bearer key-a"}
+
+
+@pytest.fixture
+def settings(redis_server: str, redis_client: redis.Redis) -> Settings:
+    redis.Redis.from_url(f"{redis_server}/1").flushdb()
+    return Settings(
+        redis_url=f"{redis_server}/0",
+        broker_url=f"{redis_server}/1",
+        result_backend=f"{redis_server}/2",
+        api_keys="key-a=tenant-a,key-b=tenant-b",
+    )
+
+
+@pytest.fixture
+def client(settings: Settings) -> Iterator[TestClient]:
+    app = create_app()
+    app.dependency_overrides[get_settings] = lambda: settings
+    with TestClient(app) as c:
+        yield c
+
+
+def _queued_steps(settings: Settings) -> list[list]:
+    broker = redis.Redis.from_url(settings.broker_url)
+    return [json.loads(m)["headers"]["argsrepr"] for m in broker.lrange("agent", 0, -1)]
+
+
+@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer nope"}, {"Authorization": "x"}])
+def test_missing_or_wrong_key_is_401(client: TestClient, headers: dict) -> None:
+    resp = client.post("/v1/tasks", json={"input": "hi"}, headers=headers)
+    assert resp.status_code == 401
+    assert "API key" in resp.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"input": ""},
+        {"input": 3},
+        {"input": "hi", "agent": {"max_steps": 0}},
+        {"input": "hi", "session_id": "bad id!"},
+        {"input": "hi", "surprise": 1},
+    ],
+)
+def test_malformed_body_is_422_with_reason(client: TestClient, body: dict) -> None:
+    resp = client.post("/v1/tasks", json=body, headers=AUTH)
+    assert resp.status_code == 422
+    assert resp.json()["detail"][0]["loc"]
+
+
+def test_submit_stores_and_enqueues(client: TestClient, settings: Settings) -> None:
+    resp = client.post("/v1/tasks", json={"input": "hi", "session_id": "s1"}, headers=AUTH)
+    assert resp.status_code == 202
+    body = resp.json()
+    assert body["status"] == "queued" and body["session_id"] == "s1"
+    assert _queued_steps(settings) == [repr([body["id"], 0])]
+    task = client.get(f"/v1/tasks/{body['id']}", headers=AUTH).json()
+    assert task["status"] == "queued" and task["messages"] == []
+
+
+def test_idempotency_key_returns_the_same_task(client: TestClient, settings: Settings) -> None:
+    headers = {**AUTH, "Idempotency-Key": "abc"}
+    first = client.post("/v1/tasks", json={"input": "hi"}, headers=headers).json()
+    second = client.post("/v1/tasks", json={"input": "hi"}, headers=headers).json()
+    assert first["id"] == second["id"]
+    assert len(_queued_steps(settings)) == 1
+
+
+def test_busy_session_waits_or_rejects(client: TestClient, settings: Settings) -> None:
+    first = client.post("/v1/tasks", json={"input": "a", "session_id": "s"}, headers=AUTH)
+    waiting = client.post("/v1/tasks", json={"input": "b", "session_id": "s"}, headers=AUTH)
+    rejected = client.post(
+        "/v1/tasks",
+        json={"input": "c", "session_id": "s", "if_session_busy": "reject"},
+        headers=AUTH,
+    )
+    assert first.status_code == waiting.status_code == 202
+    assert rejected.status_code == 409
+    assert _queued_steps(settings) == [repr([first.json()["id"], 0])]  # b waits its turn
+
+
+def test_other_tenants_task_is_404(client: TestClient) -> None:
+    task_id = client.post("/v1/tasks", json={"input": "hi"}, headers=AUTH).json()["id"]
+    resp = client.get(f"/v1/tasks/{task_id}", headers={"Authorization": "Bearer key-b"})
+    assert resp.status_code == 404
+
+
+def test_events_stream_ends_after_final_and_resumes(client: TestClient, settings: Settings) -> None:
+    task_id = client.post("/v1/tasks", json={"input": "hi"}, headers=AUTH).json()["id"]
+    store = TaskStore.from_url(settings.redis_url)
+    reply = AgentMessage(sender="assistant", content="done")
+    store.publish(task_id, EventKind.MESSAGE, reply.model_dump(mode="json"))
+    store.set_status(task_id, TaskStatus.SUCCEEDED)
+    text = client.get(f"/v1/tasks/{task_id}/events", headers=AUTH).text
+    ids = [line[4:] for line in text.splitlines() if line.startswith("id: ")]
+    kinds = [line[7:] for line in text.splitlines() if line.startswith("event: ")]
+    assert kinds == ["status", "message", "status"]
+    resumed = client.get(
+        f"/v1/tasks/{task_id}/events", headers={**AUTH, "Last-Event-ID": ids[1]}
+    ).text
+    assert [line[4:] for line in resumed.splitlines() if line.startswith("id: ")] == ids[2:]
+
+
+def test_openapi_docs_served(client: TestClient) -> None:
+    assert client.get("/docs").status_code == 200
+    assert "/v1/tasks" in client.get("/openapi.json").json()["paths"]
