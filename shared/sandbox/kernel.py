@@ -65,6 +65,7 @@ class Kernel:
 
     def __init__(self) -> None:
         self.namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
+        self.pid = os.getpid()
         self.running = False
         self._cells = 0
 
@@ -87,9 +88,12 @@ class Kernel:
         except BaseException as exc:
             error = self._format_error(exc)
         finally:
+            if os.getpid() != self.pid:
+                os._exit(0)  # a child the cell forked must never answer or read requests
             self.running = False
             sys.stdout, sys.stderr = sys.__stderr__, sys.__stderr__
-        return {"stdout": out.getvalue(), "stderr": err.getvalue(), "result": result, "error": error}
+        stdout, stderr = out.getvalue(), err.getvalue()
+        return {"stdout": stdout, "stderr": stderr, "result": result, "error": error}
 
     def _execute(self, code: str) -> str | None:
         self._cells += 1
@@ -139,8 +143,13 @@ def _reply(kernel: Kernel, line: str) -> dict[str, Any]:
         request = json.loads(line)
         code = request["code"]
     except (ValueError, KeyError, TypeError) as exc:
-        return {"id": None, "stdout": "", "stderr": "", "result": None,
-                "error": f"bad request: {exc!r}"}
+        return {
+            "id": None,
+            "stdout": "",
+            "stderr": "",
+            "result": None,
+            "error": f"bad request: {exc!r}",
+        }
     return {"id": request.get("id"), **kernel.run(str(code))}
 
 
