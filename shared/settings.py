@@ -52,6 +52,12 @@ class Settings(BaseSettings):
     sandbox_disk: str = "64m"  # size of each tmpfs (/work, /tmp) inside a sandbox
     sandbox_warm_pool: int = Field(default=1, ge=0)  # started kernels waiting for a session
 
+    # Web tools: a SearxNG-compatible JSON search API (GET {search_url}/search?q=..&format=json).
+    search_url: str = "http://127.0.0.1:8888"
+    search_timeout_s: float = 15.0
+    search_top_k: int = Field(default=5, ge=1, le=50)
+    browse_max_chars: int = Field(default=8000, ge=100)  # page text kept per opened page
+
     # Where user-defined agents and actions live: comma-separated importable module names.
     plugin_modules: str = ""
 
