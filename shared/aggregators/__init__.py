@@ -1,0 +1,16 @@
+"""Aggregators: a session's memory turned into OpenAI chat messages for the model."""
+
+from shared.aggregators.default import ChatMessage, DefaultAggregator, SystemPrompt, content_text
+from shared.aggregators.few_shot import FewShotAggregator
+from shared.aggregators.native_tool import NativeToolAggregator
+from shared.aggregators.text_tool import TextToolAggregator
+
+__all__ = [
+    "ChatMessage",
+    "DefaultAggregator",
+    "FewShotAggregator",
+    "NativeToolAggregator",
+    "SystemPrompt",
+    "TextToolAggregator",
+    "content_text",
+]

@@ -1,0 +1,95 @@
+"""The default aggregator: memory to OpenAI chat messages, with Lagent's semantics.
+
+System messages first (the system prompt, with the parser's format instruction appended);
+messages from the agent itself (``sender == name``) become ``assistant``; every other sender
+becomes ``user``, and consecutive user messages are merged into one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from shared.parsers.base import OutputParser
+from shared.schema import ActionReturn, AgentMessage
+
+__all__ = ["ChatMessage", "DefaultAggregator", "SystemPrompt", "content_text"]
+
+ChatMessage = dict[str, Any]
+SystemPrompt = str | ChatMessage | list[ChatMessage]
+
+
+class DefaultAggregator:
+    """Turns a session's messages into the ``messages`` of a chat completion request.
+
+    Subclasses usually override `render` (one memory message to chat messages) or wrap
+    `aggregate` (see `FewShotAggregator`).
+    """
+
+    user_separator = "\n"
+
+    def aggregate(
+        self,
+        messages: Sequence[AgentMessage],
+        name: str,
+        parser: OutputParser | None = None,
+        system_prompt: SystemPrompt | None = None,
+    ) -> list[ChatMessage]:
+        """The chat messages for `messages` as seen by the agent called `name`."""
+        chat = self.system_messages(system_prompt, parser)
+        for message in messages:
+            for entry in self.render(message, name):
+                self._append(chat, entry)
+        return chat
+
+    def render(self, message: AgentMessage, name: str) -> list[ChatMessage]:
+        """The chat messages for one memory message."""
+        role = "assistant" if message.sender == name else "user"
+        return [{"role": role, "content": content_text(message.content)}]
+
+    def system_messages(
+        self, system_prompt: SystemPrompt | None, parser: OutputParser | None
+    ) -> list[ChatMessage]:
+        """The leading system messages; the parser's instruction joins the first one."""
+        chat = _as_chat(system_prompt)
+        instruction = parser.format_instruction() if parser else None
+        if instruction and chat and chat[0]["role"] == "system":
+            chat[0] = {**chat[0], "content": f"{chat[0]['content']}\n\n{instruction}"}
+        elif instruction:
+            chat.insert(0, {"role": "system", "content": instruction})
+        return chat
+
+    def _append(self, chat: list[ChatMessage], entry: ChatMessage) -> None:
+        last = chat[-1] if chat else None
+        if entry["role"] == "user" and last is not None and _plain_user(last):
+            last["content"] = f"{last['content']}{self.user_separator}{entry['content']}"
+        else:
+            chat.append(entry)
+
+
+def content_text(content: Any) -> str:
+    """Message content as text for a model: tool results by their text, structures as JSON."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, ActionReturn):
+        return content.errmsg if content.errmsg else content.format_result()
+    return json.dumps(content, ensure_ascii=False, default=str)
+
+
+def _plain_user(message: ChatMessage) -> bool:
+    return message["role"] == "user" and isinstance(message.get("content"), str)
+
+
+def _as_chat(system_prompt: SystemPrompt | None) -> list[ChatMessage]:
+    if system_prompt is None:
+        return []
+    if isinstance(system_prompt, str):
+        return [{"role": "system", "content": system_prompt}]
+    entries = [system_prompt] if isinstance(system_prompt, dict) else list(system_prompt)
+    for entry in entries:
+        if not (isinstance(entry, dict) and "role" in entry and "content" in entry):
+            raise TypeError(f"a system prompt entry needs 'role' and 'content': {entry!r:.80}")
+    return [dict(entry) for entry in entries]
