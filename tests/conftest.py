@@ -58,3 +58,12 @@ def redis_client(redis_server: str) -> Iterator[redis.Redis]:
     client.flushdb()
     yield client
     client.close()
+
+
+@pytest.fixture(scope="session")
+def sandbox_image() -> str:
+    """The sandbox image on the real Docker engine, built by the project's scripts if missing."""
+    root = Path(__file__).resolve().parent.parent
+    subprocess.run(["bash", str(root / "scripts/setup_docker.sh")], check=True)
+    subprocess.run(["bash", str(root / "scripts/build_sandbox_image.sh")], check=True)
+    return "taskyard/sandbox:latest"

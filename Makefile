@@ -1,0 +1,38 @@
+# The two commands of the README: `make up` (local stack + demo task) and `make test`.
+VENV    := .venv
+BIN     := $(VENV)/bin
+SANDBOX ?= docker
+
+.PHONY: up test deps venv lint bench clean
+
+## up: install, start Redis, Docker, every service as a process, run the demo task, stay up
+up: venv deps
+	$(BIN)/taskyard up --sandbox $(SANDBOX)
+
+## test: install and start what the tests need, then run the whole suite
+test: venv deps
+	$(BIN)/ruff check .
+	$(BIN)/pytest
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml requirements.lock
+	test -x $(BIN)/python || python3 -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check -c requirements.lock -e '.[dev]'
+	touch $@
+
+## deps: system packages, the Docker engine and the sandbox image
+deps:
+	bash scripts/install_system_deps.sh
+	bash scripts/setup_docker.sh
+	bash scripts/build_sandbox_image.sh
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+bench: venv deps
+	$(BIN)/python bench/e2e_bench.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,87 @@
+"""End to end: every service as its own process (Redis, scripted model, LLM proxy, gateway,
+agent worker, tool worker with the Docker sandbox), driven over HTTP like a user would."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from services.stack import LocalStack
+from shared.cli import DEMO_TASK
+from shared.client import TaskyardClient
+from shared.events import Event, EventKind
+from shared.schema import ActionReturn, AgentMessage
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def stack(sandbox_image: str) -> Iterator[LocalStack]:
+    stack = LocalStack(sandbox_backend="docker").start()
+    yield stack
+    stack.stop()
+
+
+@pytest.fixture
+def client(stack: LocalStack) -> Iterator[TaskyardClient]:
+    client = TaskyardClient(stack.gateway_url, stack.api_key)
+    yield client
+    client.close()
+
+
+def _run(client: TaskyardClient, text: str, **kw: object) -> tuple[dict, list[Event]]:
+    task_id = client.submit(text, **kw)["id"]
+    events = list(client.events(task_id))
+    return client.get(task_id), events
+
+
+def _messages(events: list[Event]) -> list[AgentMessage]:
+    return [AgentMessage.model_validate(e.data) for e in events if e.kind == EventKind.MESSAGE]
+
+
+def _tool_output(message: AgentMessage) -> str:
+    assert isinstance(message.content, ActionReturn)
+    return message.content.format_result() + (message.content.errmsg or "")
+
+
+def test_demo_task_transcript(client: TaskyardClient) -> None:
+    task, events = _run(client, DEMO_TASK)
+    user, call, tool, answer = _messages(events)
+    assert user.content == DEMO_TASK
+    calls = call.formatted["tool_calls"]
+    assert [c["name"] for c in calls] == ["IPythonInterpreter"]
+    assert "sqrt" in calls[0]["parameters"]["command"]
+    assert tool.extra_info == {"tool_call_id": calls[0]["id"]}
+    assert _tool_output(tool).strip() == "1.414213562373"
+    assert "1.414213562373" in answer.content
+    assert events[-1].data["status"] == "succeeded"
+    assert task["status"] == "succeeded" and "1.414213562373" in task["result"]
+    assert task["messages"] == [m.model_dump(mode="json") for m in (user, call, tool, answer)]
+
+
+def test_session_keeps_memory_and_interpreter(client: TaskyardClient, stack: LocalStack) -> None:
+    first, _ = _run(client, "```python\nx = 41\n```", session_id="e2e-s1")
+    second, events = _run(client, "```python\nprint(x + 1)\n```", session_id="e2e-s1")
+    assert first["status"] == second["status"] == "succeeded"
+    assert _tool_output(_messages(events)[2]).strip() == "42"
+    memory = redis.Redis.from_url(f"{stack.redis_url}/0").lrange(
+        "session:demo:e2e-s1:memory", 0, -1
+    )
+    contents = [AgentMessage.model_validate_json(m).content for m in memory]
+    assert len(contents) == 8 and contents[0] == "```python\nx = 41\n```"
+
+
+def test_other_session_shares_nothing(client: TaskyardClient) -> None:
+    _run(client, "```python\ny_private = 7\n```", session_id="e2e-a")
+    task, events = _run(client, "```python\nprint(y_private)\n```", session_id="e2e-b")
+    assert "NameError" in _tool_output(_messages(events)[2])
+    assert task["status"] == "succeeded"  # the model saw the error and answered
+
+
+def test_max_steps_ends_a_runaway_task(client: TaskyardClient) -> None:
+    task, events = _run(client, DEMO_TASK, agent={"max_steps": 1})
+    assert task["status"] == "failed"
+    assert "max_steps (1)" in task["error"]
+    assert events[-1].data == {"status": "failed", "error": task["error"]}
