@@ -28,8 +28,8 @@ def make_celery(settings: Settings, tool_names: list[str] | None = None) -> Cele
         result_serializer="json",
         task_ignore_result=True,  # results travel through the task store, not the backend
         broker_connection_retry_on_startup=True,
-        # A step or a tool call must finish long before Redis would redeliver it.
-        broker_transport_options={"visibility_timeout": 3600},
+        # A job whose worker died returns after this; a step or tool call must finish well before.
+        broker_transport_options={"visibility_timeout": settings.visibility_timeout_s},
         worker_hijack_root_logger=False,
     )
     return app

@@ -23,6 +23,8 @@ class Settings(BaseSettings):
     redis_url: str = "redis://127.0.0.1:6379/0"
     broker_url: str = "redis://127.0.0.1:6379/1"
     result_backend: str = "redis://127.0.0.1:6379/2"
+    # An unacked job (its worker died) returns to its queue after this long; steps are idempotent.
+    visibility_timeout_s: int = Field(default=600, ge=1)
 
     # Gateway auth: "key=tenant" pairs separated by commas.
     api_keys: str = "dev-key=demo"
