@@ -1,0 +1,45 @@
+"""Actions (tools): typed classes the model calls, their registry, and the executors.
+
+Importing this package registers the built-in actions: IPythonInterpreter, WebBrowser and
+FinishAction. User actions register with `register_action` in a plugin module.
+"""
+
+from shared.actions.api import ToolApi, tool_api
+from shared.actions.base import ActionError, ActionResources, BaseAction, text_result
+from shared.actions.executor import ActionExecutor, AsyncActionExecutor
+from shared.actions.finish import FinishAction
+from shared.actions.hooks import ActionHook
+from shared.actions.ipython import IPythonInterpreter
+from shared.actions.registry import (
+    ACTIONS,
+    action_queue,
+    build_actions,
+    openai_tool_schemas,
+    register_action,
+    split_call_name,
+)
+from shared.actions.web_browser import WebBrowser
+from shared.actions.web_client import SearchHit, WebClient
+
+__all__ = [
+    "ACTIONS",
+    "ActionError",
+    "ActionExecutor",
+    "ActionHook",
+    "ActionResources",
+    "AsyncActionExecutor",
+    "BaseAction",
+    "FinishAction",
+    "IPythonInterpreter",
+    "SearchHit",
+    "ToolApi",
+    "WebBrowser",
+    "WebClient",
+    "action_queue",
+    "build_actions",
+    "openai_tool_schemas",
+    "register_action",
+    "split_call_name",
+    "text_result",
+    "tool_api",
+]

@@ -1,0 +1,204 @@
+"""Executors: a tool-call message in, a result message out; a failure is a result, never raised.
+
+The call is ``{"name": "Tool" | "Toolkit.api", "parameters": {...}, "id"?: ...}`` in the
+message's content, or a `FunctionCall` / `ToolCall` object. The reply comes from the action
+(sender = the action's name), holds an `ActionReturn`, and quotes ``tool_call_id`` when the
+call had one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Self
+
+from shared.actions.base import ActionResources, BaseAction
+from shared.actions.hooks import ActionHook
+from shared.actions.registry import build_actions, split_call_name
+from shared.parsers.native import decode_arguments
+from shared.schema import (
+    ActionReturn,
+    ActionStatusCode,
+    ActionValidCode,
+    AgentMessage,
+    FunctionCall,
+)
+
+__all__ = ["ActionExecutor", "AsyncActionExecutor"]
+
+_SENDER = "ActionExecutor"  # the sender of replies to messages that named no tool
+
+
+@dataclass(frozen=True)
+class _Call:
+    name: str
+    parameters: Any
+    id: str | None
+
+
+class _Refused(Exception):
+    """A call the executor cannot run; carries the reply that says why."""
+
+    def __init__(self, sender: str, state: ActionStatusCode, errmsg: str, **fields: Any) -> None:
+        super().__init__(errmsg)
+        self.sender = sender
+        self.ret = ActionReturn(state=state, errmsg=errmsg, **fields)
+
+
+class AsyncActionExecutor:
+    """Runs tool calls against a set of actions, with `ActionHook`s around each call."""
+
+    def __init__(self, actions: Iterable[BaseAction], hooks: Iterable[ActionHook] = ()) -> None:
+        self.actions = {action.name: action for action in actions}
+        self.hooks = list(hooks)
+
+    @classmethod
+    def from_registry(
+        cls,
+        resources: ActionResources,
+        names: list[str] | None = None,
+        hooks: Iterable[ActionHook] = (),
+    ) -> Self:
+        """An executor over the named registered actions (all of them by default)."""
+        return cls(build_actions(names, resources), hooks)
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """OpenAI ``tools`` entries for every action this executor runs."""
+        return [schema for action in self.actions.values() for schema in action.tool_schemas()]
+
+    async def __call__(
+        self, message: AgentMessage | FunctionCall, session_id: str = "default"
+    ) -> AgentMessage:
+        """Run the call in `message` for the session `session_id`."""
+        message = _as_message(message)
+        try:
+            for hook in self.hooks:
+                message = hook.before_action(self, message, session_id) or message
+            reply = await self._execute(message, session_id)
+            for hook in self.hooks:
+                reply = hook.after_action(self, reply, session_id) or reply
+        except Exception as exc:  # a broken hook must still answer the call
+            ret = ActionReturn(
+                state=ActionStatusCode.API_ERROR, errmsg=f"action hook failed: {exc!r}"
+            )
+            return _reply(_SENDER, ret, _call_id(message))
+        return reply
+
+    async def _execute(self, message: AgentMessage, session_id: str) -> AgentMessage:
+        call_id = _call_id(message)
+        try:
+            call = _read_call(message)
+            action, api = self._resolve(call.name)
+            arguments = _arguments(call)
+        except _Refused as refused:
+            return _reply(refused.sender, refused.ret, call_id)
+        ret = await action.acall(api, arguments, session_id)
+        return _reply(action.name, ret, call_id)
+
+    def _resolve(self, name: str) -> tuple[BaseAction, str]:
+        tool, api = split_call_name(name)
+        action = self.actions.get(tool)
+        if action is None:
+            known = ", ".join(sorted(self.actions)) or "none"
+            raise _Refused(
+                name,
+                ActionStatusCode.API_ERROR,
+                f"unknown tool {name!r} (available: {known})",
+                type=name,
+                valid=ActionValidCode.INVALID,
+            )
+        if api is None and action.is_toolkit():
+            apis = ", ".join(action.function_name(a) for a in action.apis)
+            raise _Refused(
+                name,
+                ActionStatusCode.API_ERROR,
+                f"{name} is a toolkit: call one of {apis}",
+                type=name,
+            )
+        return action, api or "run"
+
+
+class ActionExecutor:
+    """The blocking form of `AsyncActionExecutor`, for callers without a running event loop
+    (a Celery task, a script). Each call runs the async core to completion."""
+
+    def __init__(self, actions: Iterable[BaseAction], hooks: Iterable[ActionHook] = ()) -> None:
+        self.core = AsyncActionExecutor(actions, hooks)
+
+    @classmethod
+    def from_registry(
+        cls,
+        resources: ActionResources,
+        names: list[str] | None = None,
+        hooks: Iterable[ActionHook] = (),
+    ) -> Self:
+        """An executor over the named registered actions (all of them by default)."""
+        return cls(build_actions(names, resources), hooks)
+
+    @property
+    def actions(self) -> dict[str, BaseAction]:
+        return self.core.actions
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """OpenAI ``tools`` entries for every action this executor runs."""
+        return self.core.tool_schemas()
+
+    def __call__(
+        self, message: AgentMessage | FunctionCall, session_id: str = "default"
+    ) -> AgentMessage:
+        """Run the call in `message` for the session `session_id`."""
+        return asyncio.run(self.core(message, session_id))
+
+
+def _as_message(message: AgentMessage | FunctionCall) -> AgentMessage:
+    if isinstance(message, FunctionCall):
+        return AgentMessage(content=message.model_dump())
+    return message
+
+
+def _call_id(message: AgentMessage) -> str | None:
+    content, extra = message.content, message.extra_info
+    if isinstance(content, dict) and isinstance(content.get("id"), str):
+        return content["id"]
+    if isinstance(extra, dict) and isinstance(extra.get("tool_call_id"), str):
+        return extra["tool_call_id"]
+    return None
+
+
+def _read_call(message: AgentMessage) -> _Call:
+    content = message.content
+    if not (isinstance(content, dict) and isinstance(content.get("name"), str)):
+        raise _Refused(
+            _SENDER,
+            ActionStatusCode.ARGS_ERROR,
+            f'no tool call to run: expected {{"name": ..., "parameters": {{...}}}}, '
+            f"got {_preview(content)}",
+        )
+    return _Call(content["name"], content.get("parameters", {}), _call_id(message))
+
+
+def _arguments(call: _Call) -> dict[str, Any]:
+    parameters = call.parameters
+    if isinstance(parameters, str):
+        parameters, error = decode_arguments(parameters)
+        if error:
+            raise _Refused(call.name, ActionStatusCode.ARGS_ERROR, error, type=call.name)
+    if not isinstance(parameters, dict):
+        raise _Refused(
+            call.name,
+            ActionStatusCode.ARGS_ERROR,
+            f"parameters must be a JSON object, got {_preview(parameters)}",
+            type=call.name,
+        )
+    return parameters
+
+
+def _reply(sender: str, ret: ActionReturn, call_id: str | None) -> AgentMessage:
+    extra = {"tool_call_id": call_id} if call_id else None
+    return AgentMessage(sender=sender, content=ret, extra_info=extra)
+
+
+def _preview(value: Any, limit: int = 200) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
