@@ -10,6 +10,7 @@ from shared.actions.executor import ActionExecutor, AsyncActionExecutor
 from shared.actions.finish import FinishAction
 from shared.actions.hooks import ActionHook
 from shared.actions.ipython import IPythonInterpreter
+from shared.actions.processors import ActionProcessor, InternLMActionProcessor
 from shared.actions.registry import (
     ACTIONS,
     action_queue,
@@ -26,11 +27,13 @@ __all__ = [
     "ActionError",
     "ActionExecutor",
     "ActionHook",
+    "ActionProcessor",
     "ActionResources",
     "AsyncActionExecutor",
     "BaseAction",
     "FinishAction",
     "IPythonInterpreter",
+    "InternLMActionProcessor",
     "SearchHit",
     "ToolApi",
     "WebBrowser",

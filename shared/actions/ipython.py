@@ -16,8 +16,8 @@ __all__ = ["IPythonInterpreter", "format_execution"]
 _FENCED = re.compile(r"^\s*```(?:python|py|ipython)?[ \t]*\n(.*?)\n?```\s*$", re.DOTALL)
 
 STATE_LOST = (
-    "Note: the interpreter was restarted, so variables, imports and files from earlier "
-    "cells are gone."
+    "Note: the interpreter lost its state and is restarted: variables, imports and files "
+    "from earlier cells are gone."
 )
 
 
@@ -62,8 +62,8 @@ def format_execution(outcome: ExecutionResult, timeout: float) -> str:
     parts += [text.rstrip("\n") for text in (outcome.stdout, outcome.stderr) if text]
     if outcome.result is not None:
         parts.append(outcome.result)
-    if outcome.timed_out:
-        parts.append(f"TimeoutError: the code ran longer than {timeout:g} s and was interrupted.")
     if outcome.error:
         parts.append(outcome.error.rstrip("\n"))
+    elif outcome.timed_out:  # a backend may report a timeout without words for it
+        parts.append(f"TimeoutError: the code ran longer than {timeout:g} s and was interrupted.")
     return "\n".join(parts) if parts else "(no output)"
