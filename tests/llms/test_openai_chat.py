@@ -1,0 +1,107 @@
+"""OpenAIChat and AsyncOpenAIChat against a real local HTTP server: headers, any model name,
+text or LLMResponse, streaming snapshots, tool-call assembly, and error translation."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fake_openai_server import FakeOpenAI, Reply
+
+from shared.llms import AsyncOpenAIChat, LLMError, OpenAIChat
+from shared.schema import LLMResponse, ToolCall
+
+TOOLS = [{"type": "function", "function": {"name": "IPythonInterpreter", "parameters": {}}}]
+HELLO = [{"role": "user", "content": "hi"}]
+
+
+def sync_client(server: FakeOpenAI, model: str = "scripted", **kw: object) -> OpenAIChat:
+    return OpenAIChat(base_url=server.base_url, model=model, max_retries=0, **kw)  # type: ignore[arg-type]
+
+
+def async_client(server: FakeOpenAI, model: str = "scripted") -> AsyncOpenAIChat:
+    return AsyncOpenAIChat(base_url=server.base_url, model=model, max_retries=0)
+
+
+def test_chat_returns_text_and_sends_session_and_task_headers(fake_openai: FakeOpenAI) -> None:
+    fake_openai.script(Reply(text="hello there"))
+    llm = sync_client(fake_openai, temperature=0.5)
+    assert llm.chat(HELLO, session_id=7, task_id="t-1") == "hello there"
+    sent = fake_openai.requests[0]
+    assert sent.headers["x-session-id"] == "7"
+    assert sent.headers["x-task-id"] == "t-1"
+    assert sent.body["messages"] == HELLO
+    assert sent.body["temperature"] == 0.5
+    assert "tools" not in sent.body
+
+
+def test_any_model_name_is_accepted(fake_openai: FakeOpenAI) -> None:
+    llm = sync_client(fake_openai, model="my-org/Qwen3-0.6B:finetune@v2")
+    llm.chat(HELLO)
+    assert fake_openai.requests[0].body["model"] == "my-org/Qwen3-0.6B:finetune@v2"
+
+
+def test_chat_with_tools_returns_llm_response(fake_openai: FakeOpenAI) -> None:
+    fake_openai.script(Reply(tool_calls=[("c1", "IPythonInterpreter", '{"command": "1+1"}')]))
+    response = sync_client(fake_openai).chat(HELLO, tools=TOOLS)
+    assert isinstance(response, LLMResponse)
+    assert response.tool_calls == [
+        ToolCall(id="c1", name="IPythonInterpreter", parameters='{"command": "1+1"}')
+    ]
+    assert response.finish_reason == "tool_calls"
+    assert response.usage["total_tokens"] == 5
+    assert fake_openai.requests[0].body["tools"] == TOOLS
+
+
+def test_stream_yields_text_so_far_then_the_whole(fake_openai: FakeOpenAI) -> None:
+    fake_openai.script(Reply(text="one two three"))
+    snapshots = list(sync_client(fake_openai).stream_chat(HELLO, session_id="s"))
+    assert snapshots == ["one", "one two", "one two three", "one two three"]
+    sent = fake_openai.requests[0]
+    assert sent.body["stream"] is True
+    assert sent.headers["x-session-id"] == "s"
+
+
+def test_stream_assembles_tool_calls_from_pieces(fake_openai: FakeOpenAI) -> None:
+    args = json.dumps({"command": "print(1)"})
+    fake_openai.script(Reply(text="ok", tool_calls=[("c1", "IPythonInterpreter", args)]))
+    *_, last = sync_client(fake_openai).stream_chat(HELLO, tools=TOOLS)
+    assert isinstance(last, LLMResponse)
+    assert last.tool_calls == [ToolCall(id="c1", name="IPythonInterpreter", parameters=args)]
+    assert last.finish_reason == "tool_calls"
+    assert last.usage == {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+
+
+def test_server_error_becomes_llm_error_with_status(fake_openai: FakeOpenAI) -> None:
+    fake_openai.script(Reply(status=500), Reply(status=503))
+    llm = sync_client(fake_openai)
+    with pytest.raises(LLMError) as failure:
+        llm.chat(HELLO)
+    assert failure.value.status_code == 500
+    with pytest.raises(LLMError):
+        list(llm.stream_chat(HELLO))
+
+
+async def test_async_chat_passes_session_id(fake_openai: FakeOpenAI) -> None:
+    # Lagent's async client dropped session_id; here it reaches the server on every request.
+    fake_openai.script(Reply(text="a"), Reply(text="b c"))
+    llm = async_client(fake_openai, model="anything-goes")
+    assert await llm.chat(HELLO, session_id=3) == "a"
+    snapshots = [s async for s in llm.stream_chat(HELLO, session_id=4, task_id="t")]
+    assert snapshots[-1] == "b c"
+    await llm.close()
+    assert [r.headers["x-session-id"] for r in fake_openai.requests] == ["3", "4"]
+    assert fake_openai.requests[1].headers["x-task-id"] == "t"
+    assert fake_openai.requests[0].body["model"] == "anything-goes"
+
+
+async def test_async_tools_and_errors(fake_openai: FakeOpenAI) -> None:
+    fake_openai.script(Reply(tool_calls=[("c9", "FinishAction", "{}")]), Reply(status=400))
+    llm = async_client(fake_openai)
+    response = await llm.chat(HELLO, tools=TOOLS)
+    assert isinstance(response, LLMResponse)
+    assert response.tool_calls[0].id == "c9"
+    with pytest.raises(LLMError) as failure:
+        await llm.chat(HELLO)
+    assert failure.value.status_code == 400
+    await llm.close()
