@@ -1,5 +1,47 @@
-"""Code sandboxes: one stateful interpreter per session, behind one small interface."""
+"""Code sandboxes: one stateful interpreter per session, behind one small interface.
+
+Use: ``make_sandbox_provider(settings).get(f"{tenant}:{session_id}").run(code, timeout)``.
+"""
+
+from collections.abc import Callable
 
 from shared.sandbox.base import CodeSandbox, ExecutionResult, SandboxProvider
+from shared.sandbox.docker import ContainerSpec, DockerSandboxProvider
+from shared.sandbox.errors import KernelGone, SandboxClosed, SandboxError, SandboxUnavailable
+from shared.sandbox.local import LocalSandboxProvider
+from shared.settings import Settings
 
-__all__ = ["CodeSandbox", "ExecutionResult", "SandboxProvider"]
+__all__ = [
+    "BACKENDS",
+    "CodeSandbox",
+    "ContainerSpec",
+    "DockerSandboxProvider",
+    "ExecutionResult",
+    "KernelGone",
+    "LocalSandboxProvider",
+    "SandboxClosed",
+    "SandboxError",
+    "SandboxProvider",
+    "SandboxUnavailable",
+    "make_sandbox_provider",
+]
+
+# settings.sandbox_backend names one of these.
+BACKENDS: dict[str, Callable[[Settings], SandboxProvider]] = {
+    "docker": DockerSandboxProvider,
+    "local": LocalSandboxProvider,
+}
+
+
+def make_sandbox_provider(settings: Settings) -> SandboxProvider:
+    """The provider `settings.sandbox_backend` names.
+
+    Raises `SandboxUnavailable` when that backend cannot run here (no engine, no launcher).
+    """
+    try:
+        backend = BACKENDS[settings.sandbox_backend]
+    except KeyError:
+        known = ", ".join(sorted(BACKENDS))
+        name = settings.sandbox_backend
+        raise ValueError(f"unknown sandbox_backend {name!r}; known: {known}") from None
+    return backend(settings)
