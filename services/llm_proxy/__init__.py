@@ -1,0 +1,10 @@
+"""OpenAI-compatible proxy in front of a pool of model replicas (vLLM in production).
+
+Start it with `python -m services.llm_proxy` (see `--help`), or in process with `ProxyApp`;
+`services.llm_proxy.testing` starts one as a subprocess for tests.
+"""
+
+from services.llm_proxy.app import ProxyApp
+from services.llm_proxy.config import PoolSpec, ProxySettings, ReplicaSpec, get_proxy_settings
+
+__all__ = ["PoolSpec", "ProxyApp", "ProxySettings", "ReplicaSpec", "get_proxy_settings"]

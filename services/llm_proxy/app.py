@@ -1,0 +1,164 @@
+"""The proxy application: endpoints, and the wiring of pool, routing, health, limits and usage."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+import orjson
+
+from services.llm_proxy.admission import WaitQueue
+from services.llm_proxy.config import PoolSpec, ProxySettings, load_pool
+from services.llm_proxy.errors import BodyTooLarge, NoReplica, NotFound, ProxyError
+from services.llm_proxy.forward import Forwarder, Job
+from services.llm_proxy.health import HealthChecker, HealthPolicy
+from services.llm_proxy.httpserver import Connection, HttpServer, Request
+from services.llm_proxy.metrics import Metrics
+from services.llm_proxy.payload import parse_request
+from services.llm_proxy.pool import Pool
+from services.llm_proxy.ratelimit import RateLimiter
+from services.llm_proxy.routing import make_policy
+from services.llm_proxy.sync import RedisSync
+from services.llm_proxy.tenants import TenantDirectory
+from services.llm_proxy.usage import UsageLedger
+
+__all__ = ["ProxyApp"]
+
+log = logging.getLogger(__name__)
+
+_JSON = [(b"content-type", b"application/json")]
+_INTERNAL = ProxyError("internal proxy error")
+
+Endpoint = Callable[[Request, Connection], Awaitable[None]]
+
+
+class ProxyApp:
+    """One proxy instance; `await start()` serves it, `await stop()` ends it."""
+
+    def __init__(self, settings: ProxySettings, pool_spec: PoolSpec | None = None) -> None:
+        self.settings = settings
+        self.pool = Pool(pool_spec or load_pool(settings), settings)
+        self.metrics = Metrics(self.pool)
+        self.limiter = RateLimiter()
+        self.ledger = UsageLedger()
+        self.tenants = TenantDirectory(
+            settings.proxy_keys, settings.llm_api_key, settings.proxy_require_key
+        )
+        self._health_policy = HealthPolicy(
+            settings.proxy_eject_after, settings.proxy_cooldown_s, settings.proxy_max_cooldown_s
+        )
+        self._server = HttpServer(self.handle, settings.proxy_max_body_bytes)
+        self._routes: dict[tuple[bytes, bytes], tuple[str, Endpoint]] = {
+            (b"POST", b"/v1/chat/completions"): ("chat", self._chat),
+            (b"POST", b"/v1/completions"): ("completions", self._completions),
+            (b"GET", b"/v1/models"): ("models", self._models),
+            (b"GET", b"/healthz"): ("healthz", self._healthz),
+            (b"GET", b"/readyz"): ("readyz", self._readyz),
+            (b"GET", b"/metrics"): ("metrics", self._metrics),
+        }
+        self._forwarder: Forwarder | None = None
+        self._checker: HealthChecker | None = None
+        self._sync: RedisSync | None = None
+        self.port = 0
+
+    async def start(self, host: str | None = None, port: int | None = None) -> int:
+        """Start the background jobs (probes, Redis sync) and listen; returns the bound port."""
+        s = self.settings
+        queues = {
+            name: WaitQueue(s.proxy_queue_size, s.proxy_queue_timeout_s)
+            for name in {r.spec.model for r in self.pool.replicas}
+        }
+        self._forwarder = Forwarder(
+            self.pool, make_policy(s.proxy_policy, s.proxy_load_factor), self._health_policy,
+            queues, self.limiter, self.ledger, self.metrics, s.proxy_max_retries,
+        )
+        self._checker = HealthChecker(
+            self.pool, self._health_policy, s.proxy_probe_interval_s, s.proxy_probe_timeout_s
+        )
+        self._checker.start()
+        if s.proxy_redis_url:
+            self._sync = RedisSync(s.proxy_redis_url, self.limiter, self.ledger,
+                                   s.proxy_sync_interval_s)
+            self._sync.start()
+        self.port = await self._server.start(host or s.proxy_host,
+                                             s.proxy_port if port is None else port)
+        return self.port
+
+    async def stop(self) -> None:
+        """Stop listening and stop the background jobs (flushing usage to Redis)."""
+        await self._server.close()
+        if self._checker is not None:
+            await self._checker.stop()
+        if self._sync is not None:
+            await self._sync.stop()
+        self.pool.close()
+
+    async def handle(self, request: Request, conn: Connection) -> None:
+        """Dispatch one request; every error becomes an OpenAI-style JSON answer."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        path = request.path.split(b"?", 1)[0]
+        name, endpoint = self._routes.get((request.method, path), ("unknown", self._not_found))
+        try:
+            await endpoint(request, conn)
+        except ProxyError as exc:
+            self._fail(conn, exc)
+        except Exception:
+            log.exception("unexpected error on %s", path)
+            self._fail(conn, _INTERNAL)
+        self.metrics.request_done(name, conn.status, loop.time() - started)
+
+    def _fail(self, conn: Connection, exc: ProxyError) -> None:
+        self.metrics.errors[type(exc).__name__] += 1
+        if conn.response_started:
+            conn.abort()  # mid-response: a second head would corrupt the stream
+        else:
+            conn.respond(exc.status, exc.headers(), exc.body())
+
+    # --- endpoints --------------------------------------------------------------------------
+
+    async def _chat(self, request: Request, conn: Connection) -> None:
+        await self._complete(request, conn, chat=True, path=b"/chat/completions")
+
+    async def _completions(self, request: Request, conn: Connection) -> None:
+        await self._complete(request, conn, chat=False, path=b"/completions")
+
+    async def _complete(self, request: Request, conn: Connection, chat: bool, path: bytes) -> None:
+        headers = request.headers
+        tenant = self.tenants.authenticate(headers.get(b"authorization"))
+        if request.body_too_large:
+            raise BodyTooLarge(
+                f"the body is larger than {self.settings.proxy_max_body_bytes} bytes"
+            )
+        session = headers.get(b"x-session-id")
+        parsed = parse_request(request.body, chat, session, self.settings.proxy_prefix_chars)
+        self.limiter.admit(tenant)
+        task_id = headers.get(b"x-task-id")
+        assert self._forwarder is not None
+        await self._forwarder.forward(
+            Job(conn, path, parsed, tenant, task_id.decode() if task_id else None, session)
+        )
+
+    async def _models(self, request: Request, conn: Connection) -> None:
+        data = [
+            {"id": name, "object": "model", "created": 0, "owned_by": "taskyard"}
+            for name in self.pool.model_names()
+        ]
+        conn.respond(200, _JSON, orjson.dumps({"object": "list", "data": data}))
+
+    async def _healthz(self, request: Request, conn: Connection) -> None:
+        conn.respond(200, _JSON, b'{"status":"ok"}')
+
+    async def _readyz(self, request: Request, conn: Connection) -> None:
+        healthy = sum(r.healthy for r in self.pool.replicas)
+        if not healthy:
+            raise NoReplica("no replica is healthy", retry_after=1)
+        body = {"status": "ready", "healthy_replicas": healthy, "replicas": len(self.pool.replicas)}
+        conn.respond(200, _JSON, orjson.dumps(body))
+
+    async def _metrics(self, request: Request, conn: Connection) -> None:
+        conn.respond(200, [(b"content-type", b"text/plain; version=0.0.4")], self.metrics.render())
+
+    async def _not_found(self, request: Request, conn: Connection) -> None:
+        raise NotFound(f"no route for {request.method.decode()} {request.path.decode()}")

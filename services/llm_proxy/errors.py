@@ -1,0 +1,118 @@
+"""The proxy's error tree; each error knows its HTTP status and OpenAI-style JSON body.
+
+    ProxyError
+    ├── BadRequest          400 invalid_request_error (malformed JSON, missing fields)
+    │   └── ContextTooLong  400 the upstream refused the prompt's length (triggers fallback)
+    ├── Unauthorized        401 missing or unknown API key
+    ├── NotFound            404 unknown path
+    ├── ModelNotFound       404 no replica serves the model
+    ├── BodyTooLarge        413 request body past the limit
+    ├── RateLimited         429 a key's request or token budget is spent (Retry-After)
+    ├── Overloaded          429/503 every replica is at its bound and the queue is full or slow
+    ├── NoReplica           503 no healthy replica for the model (and its fallbacks)
+    └── UpstreamFailed      502 the replicas kept failing after the retries
+"""
+
+from __future__ import annotations
+
+import orjson
+
+__all__ = [
+    "BadRequest",
+    "BodyTooLarge",
+    "ContextTooLong",
+    "ModelNotFound",
+    "NoReplica",
+    "NotFound",
+    "Overloaded",
+    "ProxyError",
+    "RateLimited",
+    "Unauthorized",
+    "UpstreamFailed",
+]
+
+
+class ProxyError(Exception):
+    """An error the client sees as an OpenAI-style JSON body with `status`."""
+
+    status = 500
+    type = "server_error"
+    code: str | None = None
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retry_after = retry_after
+
+    def body(self) -> bytes:
+        """The OpenAI error JSON."""
+        error = {"message": self.message, "type": self.type, "param": None, "code": self.code}
+        return orjson.dumps({"error": error})
+
+    def headers(self) -> list[tuple[bytes, bytes]]:
+        """Response headers: JSON, plus Retry-After when the client should come back later."""
+        headers = [(b"content-type", b"application/json")]
+        if self.retry_after is not None:
+            headers.append((b"retry-after", str(max(1, round(self.retry_after))).encode()))
+        return headers
+
+
+class BadRequest(ProxyError):
+    status = 400
+    type = "invalid_request_error"
+    code = "bad_request"
+
+
+class ContextTooLong(BadRequest):
+    code = "context_length_exceeded"
+
+
+class Unauthorized(ProxyError):
+    status = 401
+    type = "authentication_error"
+    code = "invalid_api_key"
+
+
+class NotFound(ProxyError):
+    status = 404
+    type = "invalid_request_error"
+    code = "not_found"
+
+
+class ModelNotFound(ProxyError):
+    status = 404
+    type = "invalid_request_error"
+    code = "model_not_found"
+
+
+class BodyTooLarge(ProxyError):
+    status = 413
+    type = "invalid_request_error"
+    code = "request_too_large"
+
+
+class RateLimited(ProxyError):
+    status = 429
+    type = "rate_limit_error"
+    code = "rate_limit_exceeded"
+
+
+class Overloaded(ProxyError):
+    type = "overloaded_error"
+    code = "overloaded"
+
+    def __init__(self, message: str, *, status: int, retry_after: float) -> None:
+        super().__init__(message, retry_after=retry_after)
+        self.status = status
+
+
+class NoReplica(ProxyError):
+    status = 503
+    type = "service_unavailable"
+    code = "no_healthy_replica"
+
+
+class UpstreamFailed(ProxyError):
+    status = 502
+    type = "upstream_error"
+    code = "upstream_failed"

@@ -1,0 +1,79 @@
+"""Per-tenant request and token budgets per minute, decided in process, shared through Redis.
+
+The request path only reads and bumps local counters. A background sync (see `sync.py`) adds
+each tenant's local spending to a per-minute Redis counter and reads back the total of every
+proxy instance, so all instances converge on one budget within a sync interval without a
+round trip per request.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from services.llm_proxy.errors import RateLimited
+from services.llm_proxy.tenants import Tenant
+
+__all__ = ["RateLimiter", "Spending"]
+
+WINDOW_S = 60
+
+
+@dataclass(slots=True)
+class Spending:
+    requests: int = 0
+    tokens: int = 0
+
+
+class RateLimiter:
+    """Fixed one-minute windows per tenant: remote totals seen plus local unsynced spending."""
+
+    def __init__(self) -> None:
+        self.window = self._current_window()
+        self._remote: dict[str, Spending] = {}
+        self._local: dict[str, Spending] = {}
+
+    @staticmethod
+    def _current_window() -> int:
+        return int(time.time() // WINDOW_S)
+
+    def admit(self, tenant: Tenant) -> None:
+        """Count a request against `tenant`, or raise `RateLimited` if its budget is spent."""
+        if not tenant.rpm and not tenant.tpm:
+            return
+        self._roll()
+        remote = self._remote.get(tenant.name) or Spending()
+        local = self._local.setdefault(tenant.name, Spending())
+        if tenant.rpm and remote.requests + local.requests >= tenant.rpm:
+            raise RateLimited("request rate limit reached", retry_after=self._seconds_left())
+        if tenant.tpm and remote.tokens + local.tokens >= tenant.tpm:
+            raise RateLimited("token rate limit reached", retry_after=self._seconds_left())
+        local.requests += 1
+
+    def charge(self, tenant: Tenant, tokens: int) -> None:
+        """Count tokens a finished request used."""
+        if tenant.tpm:
+            self._roll()
+            self._local.setdefault(tenant.name, Spending()).tokens += tokens
+
+    def take_local(self) -> tuple[int, dict[str, Spending]]:
+        """Hand the unsynced spending (and its window) to the sync, and forget it locally."""
+        self._roll()
+        local, self._local = self._local, {}
+        return self.window, local
+
+    def set_remote(self, window: int, totals: Mapping[str, Spending]) -> None:
+        """Record every instance's totals as read back from Redis."""
+        if window == self.window:
+            self._remote.update(totals)
+
+    def _roll(self) -> None:
+        window = self._current_window()
+        if window != self.window:
+            self.window = window
+            self._remote.clear()
+            self._local.clear()
+
+    def _seconds_left(self) -> float:
+        return (self.window + 1) * WINDOW_S - time.time()
