@@ -1,4 +1,4 @@
-"""Hooks: code that runs around every agent call (and, for executors, every action call).
+"""Agent hooks: code that runs around every agent call (executors have `ActionHook`).
 
 A hook method may be a plain function or a coroutine function; async agents await it, and
 sync agents run it to completion (a coroutine that truly suspends there raises a clear error).
@@ -25,12 +25,6 @@ class Hook:
         return None
 
     def after_agent(self, agent: Any, message: Any, session_id: int | str) -> Any:
-        return None
-
-    def before_action(self, executor: Any, message: Any, session_id: int | str) -> Any:
-        return None
-
-    def after_action(self, executor: Any, message: Any, session_id: int | str) -> Any:
         return None
 
 
