@@ -134,12 +134,12 @@ def text_result(text: str) -> list[dict[str, Any]]:
 
 
 def _collect_apis(cls: type[BaseAction]) -> dict[str, ToolApi]:
-    marked = [name for name in dir(cls) if is_tool_api(getattr(cls, name))]
-    if marked and "run" in marked:
+    marked = [name for name in dir(cls) if name != "run" and is_tool_api(getattr(cls, name))]
+    has_run = callable(getattr(cls, "run", None))
+    if marked and has_run:
         raise TypeError(f"{cls.__name__}: `run` and other tool APIs cannot be mixed")
-    if not marked and callable(getattr(cls, "run", None)):
-        marked = ["run"]
-    return {name: describe_api(cls.__name__, getattr(cls, name)) for name in marked}
+    names = ["run"] if has_run else marked
+    return {name: describe_api(cls.__name__, getattr(cls, name)) for name in names}
 
 
 async def _invoke(method: Any, kwargs: dict[str, Any]) -> Any:
