@@ -31,8 +31,6 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--pool-file", default=None, help="YAML pool (TASKYARD_PROXY_POOL_FILE)")
     parser.add_argument("--policy", choices=sorted(POLICIES), default=None,
                         help=f"routing policy (default {defaults.proxy_policy})")
-    parser.add_argument("--port-file", default=None,
-                        help="write the bound port here once listening (for tests)")
     return parser.parse_args()
 
 
@@ -47,16 +45,15 @@ def _settings(args: argparse.Namespace) -> ProxySettings:
     return ProxySettings(**overrides)
 
 
-async def _serve(settings: ProxySettings, port_file: str | None) -> None:
+async def _serve(settings: ProxySettings) -> None:
     app = ProxyApp(settings)
     port = await app.start()
     logging.getLogger("services.llm_proxy").info(
         "listening on %s:%d, %d replicas, policy %s",
         settings.proxy_host, port, len(app.pool.replicas), settings.proxy_policy,
     )
-    if port_file:
-        with open(port_file, "w") as handle:
-            handle.write(str(port))
+    # A parent that asked for port 0 reads this line to learn the port.
+    print(f"listening on http://{settings.proxy_host}:{port}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -68,7 +65,7 @@ async def _serve(settings: ProxySettings, port_file: str | None) -> None:
 def main() -> None:
     args = _arguments()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    uvloop.run(_serve(_settings(args), args.port_file))
+    uvloop.run(_serve(_settings(args)))
 
 
 if __name__ == "__main__":

@@ -77,8 +77,8 @@ class ProxyApp:
             self.pool, self._health_policy, s.proxy_probe_interval_s, s.proxy_probe_timeout_s
         )
         self._checker.start()
-        if s.proxy_redis_url:
-            self._sync = RedisSync(s.proxy_redis_url, self.limiter, self.ledger,
+        if s.proxy_redis_sync:
+            self._sync = RedisSync(s.proxy_redis_url or s.redis_url, self.limiter, self.ledger,
                                    s.proxy_sync_interval_s)
             self._sync.start()
         self.port = await self._server.start(host or s.proxy_host,

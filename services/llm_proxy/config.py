@@ -69,7 +69,9 @@ class ProxySettings(Settings):
     # `llm_api_key` is accepted, without limits.
     proxy_keys: str = ""
     proxy_require_key: bool = True
-    # Redis sync for rate-limit buckets and usage, off the request path; empty disables.
+    # Redis sync for rate-limit buckets and task usage, off the request path. The URL
+    # defaults to `redis_url`.
+    proxy_redis_sync: bool = True
     proxy_redis_url: str | None = None
     proxy_sync_interval_s: float = 0.5
 

@@ -39,6 +39,7 @@ class RedisSync:
         self._ledger = ledger
         self._interval = interval_s
         self._task: asyncio.Task[None] | None = None
+        self._failing = False
 
     def start(self) -> None:
         """Sync in the background until `stop`."""
@@ -60,7 +61,11 @@ class RedisSync:
             try:
                 await self.sync_once()
             except (RedisError, OSError) as exc:
-                log.warning("redis sync failed, will retry: %s", exc)
+                if not self._failing:  # once per outage, not every interval
+                    log.warning("redis sync failing, will keep retrying: %s", exc)
+                self._failing = True
+            else:
+                self._failing = False
 
     async def sync_once(self) -> None:
         """One round trip: add local spending and usage, read the shared totals."""
