@@ -1,0 +1,239 @@
+"""`BaseAgent`: the one core every agent runs, sync or async, streamed or not.
+
+`_run` is the whole of an agent call, written once as an async generator: before hooks,
+memory add of the inputs, `forward`, the reply wrapped into an `AgentMessage`, memory add of
+the reply, after hooks. It yields ``STREAM_ING`` messages while a streaming `forward` produces
+text, then the one ``END`` reply. `Agent` and `AsyncAgent` only choose how to drive it.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from shared.agents.drive import aiter_any, resolve, stream_of
+from shared.agents.errors import AgentError, EmptyReplyError
+from shared.agents.node import AgentNode
+from shared.aggregators import ChatMessage, DefaultAggregator, SystemPrompt
+from shared.hooks import Hook, RemovableHandle
+from shared.llms import AsyncChatModel, ChatModel, ChatResult
+from shared.memory import MemoryManager, SessionId, SessionMemory
+from shared.parsers.base import OutputParser
+from shared.schema import AgentMessage, AgentStatusCode, LLMResponse
+
+__all__ = ["AgentInput", "BaseAgent"]
+
+AgentInput = AgentMessage | str | Sequence[AgentMessage | str]
+
+
+class BaseAgent(AgentNode):
+    """Shared state and the call core; subclass `Agent` or `AsyncAgent`, not this.
+
+    Args:
+        llm: the model client (`OpenAIChat` for `Agent`, `AsyncOpenAIChat` for `AsyncAgent`).
+        name: the sender name of this agent's messages; the class name by default.
+        system_prompt: a string, or chat messages to put first.
+        memory: per-session memory; a fresh `MemoryManager` by default.
+        output_format: the parser whose result goes into the reply's `formatted`.
+        aggregator: memory to chat messages; `DefaultAggregator` by default.
+        tools: OpenAI ``tools`` entries offered to the model on every call.
+        hooks: hooks to register at once.
+        description: what this agent does (for agents that pick sub-agents).
+    """
+
+    def __init__(
+        self,
+        llm: ChatModel | AsyncChatModel | None = None,
+        *,
+        name: str | None = None,
+        system_prompt: SystemPrompt | None = None,
+        memory: SessionMemory | None = None,
+        output_format: OutputParser | None = None,
+        aggregator: DefaultAggregator | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        hooks: Iterable[Hook] = (),
+        description: str | None = None,
+    ) -> None:
+        _refuse_configs(llm=llm, memory=memory, output_format=output_format, aggregator=aggregator)
+        self.name = name or type(self).__name__
+        self.llm = llm
+        self.system_prompt = system_prompt
+        self.memory = memory if memory is not None else MemoryManager()
+        self.output_format = output_format
+        self.aggregator = aggregator or DefaultAggregator()
+        self.tools = tools
+        self.description = description
+        self._hooks: dict[int, Hook] = {}
+        for hook in hooks:
+            self.register_hook(hook)
+
+    def register_hook(self, hook: Hook) -> RemovableHandle:
+        """Run `hook` around every call of this agent; the handle removes it."""
+        handle = RemovableHandle(self._hooks)
+        self._hooks[handle.id] = hook
+        return handle
+
+    def forward(self, *messages: AgentMessage, session_id: SessionId = 0, **kwargs: Any) -> Any:
+        """One reply to `messages`: an `AgentMessage` or content, or (streaming) a generator of
+        text so far ending with the reply. Override this, not `__call__`."""
+        raise NotImplementedError
+
+    def to_message(self, response: ChatResult) -> AgentMessage:
+        """A model turn as this agent's message: raw text in `content`, parsed in `formatted`."""
+        text = response if isinstance(response, str) else response.text
+        extra = None
+        if isinstance(response, LLMResponse):
+            extra = {"finish_reason": response.finish_reason, "usage": response.usage}
+        return AgentMessage(
+            sender=self.name, content=text, formatted=self._parse(response), extra_info=extra
+        )
+
+    def prompt(self, messages: Sequence[AgentMessage], session_id: SessionId) -> list[ChatMessage]:
+        """The chat messages for the model: the session's memory, aggregated."""
+        history = self.memory.get_memory(session_id) if self.memory is not None else messages
+        return self.aggregator.aggregate(history, self.name, self.output_format, self.system_prompt)
+
+    # The core, written once.
+
+    async def _run(
+        self, messages: tuple[AgentInput, ...], session_id: SessionId, kwargs: dict[str, Any]
+    ) -> AsyncIterator[AgentMessage]:
+        inputs = as_inputs(messages)
+        for hook in list(self._hooks.values()):
+            replaced = await resolve(hook.before_agent(self, inputs, session_id))
+            inputs = as_inputs(replaced) if replaced is not None else inputs
+        self._remember(inputs, session_id)
+        last: Any = _NOTHING
+        async for item, streamed in stream_of(
+            self.forward(*inputs, session_id=session_id, **kwargs)
+        ):
+            last = item
+            if streamed and _is_partial(item):
+                yield self._partial(item)
+        reply = self._as_reply(last)
+        self._remember([reply], session_id)
+        reply = reply.model_copy(deep=True)  # hooks must not edit what memory holds
+        for hook in list(self._hooks.values()):
+            replaced = await resolve(hook.after_agent(self, reply, session_id))
+            reply = _checked_reply(replaced) if replaced is not None else reply
+        yield reply
+
+    async def _reply(
+        self, messages: tuple[AgentInput, ...], session_id: SessionId, kwargs: dict[str, Any]
+    ) -> AgentMessage:
+        reply = None
+        async for reply in self._run(messages, session_id, kwargs):  # noqa: B007
+            pass
+        assert reply is not None  # _run always ends with the reply
+        return reply
+
+    # The default forward bodies, shared by the sync and async agents.
+
+    async def _generate(
+        self, messages: Sequence[AgentMessage], session_id: SessionId, kwargs: dict[str, Any]
+    ) -> AgentMessage:
+        llm = self._llm()
+        chat = self.prompt(messages, session_id)
+        response = await resolve(llm.chat(chat, session_id=session_id, **self._llm_args(kwargs)))
+        return self.to_message(response)
+
+    async def _generate_stream(
+        self, messages: Sequence[AgentMessage], session_id: SessionId, kwargs: dict[str, Any]
+    ) -> AsyncIterator[str | AgentMessage]:
+        llm = self._llm()
+        chat = self.prompt(messages, session_id)
+        snapshots = llm.stream_chat(chat, session_id=session_id, **self._llm_args(kwargs))
+        last, shown = None, ""
+        async for last in aiter_any(snapshots):
+            text = last if isinstance(last, str) else last.text
+            if text != shown:
+                shown = text
+                yield text
+        if last is None:
+            raise EmptyReplyError(f"{self.name}: the model stream ended without a turn")
+        yield self.to_message(last)
+
+    def _llm(self) -> ChatModel | AsyncChatModel:
+        if self.llm is None:
+            raise AgentError(f"{self.name} has no llm: pass one, or override forward")
+        return self.llm
+
+    def _llm_args(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        return {**kwargs, "tools": self.tools} if self.tools else kwargs
+
+    def _parse(self, response: ChatResult) -> Any:
+        if self.output_format is not None:
+            return self.output_format.parse_response(response)
+        # No parser: still keep native tool calls, in the shape the schema prescribes.
+        if isinstance(response, LLMResponse) and response.tool_calls:
+            return {"tool_calls": [call.model_dump() for call in response.tool_calls]}
+        return None
+
+    def _remember(self, messages: list[AgentMessage], session_id: SessionId) -> None:
+        if self.memory is not None:
+            self.memory.add(copy.deepcopy(messages), session_id)
+
+    def _partial(self, item: str | AgentMessage) -> AgentMessage:
+        if isinstance(item, AgentMessage):
+            return item.model_copy(deep=True)
+        return AgentMessage(sender=self.name, content=item, stream_state=AgentStatusCode.STREAM_ING)
+
+    def _as_reply(self, value: Any) -> AgentMessage:
+        if value is _NOTHING:
+            raise EmptyReplyError(f"{self.name}.forward produced no reply")
+        if isinstance(value, AgentMessage):
+            return value.model_copy(update={"stream_state": AgentStatusCode.END})
+        try:
+            return AgentMessage(sender=self.name, content=value)
+        except ValidationError:
+            raise TypeError(
+                f"{self.name}.forward returned {type(value).__name__}; return an AgentMessage, "
+                "text, a dict, an ActionReturn or a list"
+            ) from None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"
+
+
+_NOTHING = object()
+
+
+def as_inputs(messages: Iterable[Any]) -> list[AgentMessage]:
+    """Call inputs as fresh messages: a str is a user message, lists are flattened."""
+    inputs: list[AgentMessage] = []
+    for item in messages:
+        if isinstance(item, list | tuple):
+            inputs.extend(as_inputs(item))
+        elif isinstance(item, AgentMessage):
+            inputs.append(item.model_copy(deep=True))
+        elif isinstance(item, str):
+            inputs.append(AgentMessage(sender="user", content=item))
+        else:
+            raise TypeError(f"agents take AgentMessage or str inputs, not {type(item).__name__}")
+    return inputs
+
+
+def _refuse_configs(**components: Any) -> None:
+    # Lagent built components from dict(type=...) configs no checker can follow; we take objects.
+    for role, value in components.items():
+        if isinstance(value, dict | str):
+            raise TypeError(
+                f"{role} must be a constructed object (e.g. OpenAIChat(...)), not {value!r:.60}"
+            )
+
+
+def _is_partial(item: Any) -> bool:
+    if isinstance(item, AgentMessage):
+        return item.stream_state == AgentStatusCode.STREAM_ING
+    return isinstance(item, str)
+
+
+def _checked_reply(value: Any) -> AgentMessage:
+    if not isinstance(value, AgentMessage):
+        raise TypeError(
+            f"an after_agent hook must return an AgentMessage or None, not {value!r:.80}"
+        )
+    return value

@@ -1,0 +1,64 @@
+"""`build_agent`: the agent a task's `AgentSpec` asks for, ready for the agent worker."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.actions import openai_tool_schemas
+from shared.agents.agent import AsyncAgent
+from shared.agents.registry import AGENTS
+from shared.agents.streaming import AsyncStreamingAgent
+from shared.aggregators import NativeToolAggregator
+from shared.llms import AsyncChatModel, AsyncOpenAIChat
+from shared.parsers import NativeToolCallParser
+from shared.settings import Settings
+from shared.spec import AgentSpec
+
+__all__ = ["build_agent", "default_llm"]
+
+# Spec fields a registered agent receives as constructor overrides when the task sets them.
+_OVERRIDABLE = ("name", "system_prompt")
+
+
+def default_llm(spec: AgentSpec, settings: Settings) -> AsyncOpenAIChat:
+    """The OpenAI-compatible client for the spec's model, through the configured proxy."""
+    return AsyncOpenAIChat(
+        base_url=settings.llm_base_url,
+        model=spec.model or settings.default_model,
+        api_key=settings.llm_api_key,
+        timeout=settings.llm_timeout_s,
+        temperature=spec.temperature,
+    )
+
+
+def build_agent(
+    spec: AgentSpec, settings: Settings, *, llm: AsyncChatModel | None = None
+) -> AsyncAgent:
+    """The registered agent `spec.agent` names, or else the default tool-using agent: native
+    tool calls over the spec's tools, streaming its text. `llm` replaces the default client."""
+    llm = llm or default_llm(spec, settings)
+    if spec.agent is not None:
+        return _registered(spec, llm)
+    return AsyncStreamingAgent(
+        llm,
+        name=spec.name,
+        system_prompt=spec.system_prompt,
+        aggregator=NativeToolAggregator(),
+        output_format=NativeToolCallParser(),
+        tools=openai_tool_schemas(spec.tools) or None,
+    )
+
+
+def _registered(spec: AgentSpec, llm: AsyncChatModel) -> AsyncAgent:
+    assert spec.agent is not None
+    overrides: dict[str, Any] = {
+        field: getattr(spec, field) for field in _OVERRIDABLE if field in spec.model_fields_set
+    }
+    if "tools" in spec.model_fields_set:
+        overrides["tools"] = openai_tool_schemas(spec.tools)
+    agent = AGENTS.get(spec.agent)(llm=llm, **overrides)
+    if not isinstance(agent, AsyncAgent):
+        raise TypeError(
+            f"registered agent {spec.agent!r} built {agent!r}; the services need an AsyncAgent"
+        )
+    return agent

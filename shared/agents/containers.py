@@ -1,0 +1,134 @@
+"""Containers: `Sequential` pipes a message through agents; `AgentList` and `AgentDict` hold
+agents so their memories join the parent's `state_dict` (keys ``"0.memory"``, ``"name.memory"``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping, MutableSequence
+from typing import Any, overload
+
+from shared.agents.agent import Agent, AsyncAgent
+from shared.agents.base import BaseAgent
+from shared.agents.drive import resolve, run_sync
+from shared.agents.node import AgentNode
+from shared.memory import SessionId
+from shared.schema import AgentMessage
+
+__all__ = ["AgentDict", "AgentList", "AsyncSequential", "Sequential"]
+
+
+class _Chain(BaseAgent):
+    """The pipeline, once: each agent's reply is the next agent's input."""
+
+    _accepts: tuple[type[BaseAgent], ...] = (Agent, AsyncAgent)
+
+    def __init__(self, *agents: BaseAgent, name: str | None = None, **kwargs: Any) -> None:
+        if not agents:
+            raise ValueError(f"{type(self).__name__} needs at least one agent")
+        super().__init__(name=name, **kwargs)
+        for index, agent in enumerate(agents):
+            if not isinstance(agent, self._accepts):
+                kinds = " or ".join(k.__name__ for k in self._accepts)
+                raise TypeError(f"{type(self).__name__} takes {kinds}, not {agent!r}")
+            setattr(self, str(index), agent)
+
+    def __len__(self) -> int:
+        return len(dict(self.named_children()))
+
+    def __getitem__(self, index: int) -> BaseAgent:
+        return list(dict(self.named_children()).values())[index]  # type: ignore[return-value]
+
+    async def _chain(
+        self, messages: tuple[AgentMessage, ...], session_id: SessionId, kwargs: dict[str, Any]
+    ) -> AgentMessage:
+        reply: AgentMessage | None = None
+        for _, agent in self.named_children():
+            reply = await resolve(agent(*messages, session_id=session_id, **kwargs))  # type: ignore[operator]
+            messages = (reply,)
+        assert reply is not None  # the constructor refuses an empty chain
+        return reply
+
+
+class Sequential(_Chain, Agent):
+    """Sync agents in a row: ``Sequential(writer, critic)(message, session_id=1)``."""
+
+    _accepts = (Agent,)
+
+    def forward(
+        self, *messages: AgentMessage, session_id: SessionId = 0, **kwargs: Any
+    ) -> AgentMessage:
+        return run_sync(self._chain(messages, session_id, kwargs), self._owner())
+
+
+class AsyncSequential(_Chain, AsyncAgent):
+    """Async (or sync) agents in a row: ``await AsyncSequential(a, b)(message)``."""
+
+    async def forward(
+        self, *messages: AgentMessage, session_id: SessionId = 0, **kwargs: Any
+    ) -> AgentMessage:
+        return await self._chain(messages, session_id, kwargs)
+
+
+def _checked(agent: Any) -> AgentNode:
+    if not isinstance(agent, AgentNode):
+        raise TypeError(f"agent containers hold agents, not {type(agent).__name__}")
+    return agent
+
+
+class AgentList(AgentNode, MutableSequence[AgentNode]):
+    """A list of agents; sub-agent names are their positions."""
+
+    def __init__(self, agents: Iterable[AgentNode] = ()) -> None:
+        self._items: list[AgentNode] = [_checked(a) for a in agents]
+
+    def named_children(self) -> Iterator[tuple[str, AgentNode]]:
+        return ((str(i), agent) for i, agent in enumerate(self._items))
+
+    @overload
+    def __getitem__(self, index: int) -> AgentNode: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[AgentNode]: ...
+    def __getitem__(self, index: int | slice) -> AgentNode | list[AgentNode]:
+        return self._items[index]
+
+    def __setitem__(self, index: Any, agent: Any) -> None:
+        if isinstance(index, slice):
+            self._items[index] = [_checked(a) for a in agent]
+        else:
+            self._items[index] = _checked(agent)
+
+    def __delitem__(self, index: int | slice) -> None:
+        del self._items[index]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def insert(self, index: int, agent: AgentNode) -> None:
+        self._items.insert(index, _checked(agent))
+
+
+class AgentDict(AgentNode, MutableMapping[str, AgentNode]):
+    """A mapping of names to agents; names are strings without dots (they make the keys)."""
+
+    def __init__(self, agents: Mapping[str, AgentNode] | None = None) -> None:
+        self._items: dict[str, AgentNode] = {}
+        self.update(agents or {})
+
+    def named_children(self) -> Iterator[tuple[str, AgentNode]]:
+        return iter(list(self._items.items()))
+
+    def __getitem__(self, name: str) -> AgentNode:
+        return self._items[name]
+
+    def __setitem__(self, name: str, agent: AgentNode) -> None:
+        if not isinstance(name, str) or "." in name or not name:
+            raise KeyError(f"agent names are non-empty strings without '.', not {name!r}")
+        self._items[name] = _checked(agent)
+
+    def __delitem__(self, name: str) -> None:
+        del self._items[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)

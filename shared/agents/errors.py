@@ -1,0 +1,23 @@
+"""The agent package's errors.
+
+AgentError
+├── NotSynchronousError   a sync agent met something that must be awaited
+└── EmptyReplyError       forward produced nothing
+"""
+
+from __future__ import annotations
+
+__all__ = ["AgentError", "EmptyReplyError", "NotSynchronousError"]
+
+
+class AgentError(Exception):
+    """Base of the agent package's errors."""
+
+
+class NotSynchronousError(AgentError, TypeError):
+    """A sync agent (or a sync use of an async core) awaited something that truly suspends:
+    an async LLM client, hook or sub-agent. Use the `Async` twin instead."""
+
+
+class EmptyReplyError(AgentError):
+    """`forward` returned an empty stream, so there is no reply to remember."""

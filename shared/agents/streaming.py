@@ -1,0 +1,35 @@
+"""Streaming agents: `forward` streams the model's text, so `stream()` yields it live.
+
+``for message in agent.stream(...)`` gives ``STREAM_ING`` messages with the text so far, then
+one ``END`` reply; memory stores only the reply. ``agent(...)`` still returns the reply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+from shared.agents.agent import Agent, AsyncAgent
+from shared.agents.drive import iter_sync
+from shared.memory import SessionId
+from shared.schema import AgentMessage
+
+__all__ = ["AsyncStreamingAgent", "StreamingAgent"]
+
+
+class StreamingAgent(Agent):
+    """`Agent` whose default `forward` calls ``llm.stream_chat``."""
+
+    def forward(
+        self, *messages: AgentMessage, session_id: SessionId = 0, **kwargs: Any
+    ) -> Iterator[str | AgentMessage]:
+        return iter_sync(self._generate_stream(messages, session_id, kwargs), self._owner())
+
+
+class AsyncStreamingAgent(AsyncAgent):
+    """`AsyncAgent` whose default `forward` calls ``llm.stream_chat``."""
+
+    def forward(  # type: ignore[override]
+        self, *messages: AgentMessage, session_id: SessionId = 0, **kwargs: Any
+    ) -> AsyncIterator[str | AgentMessage]:
+        return self._generate_stream(messages, session_id, kwargs)
