@@ -1,0 +1,36 @@
+"""The sandbox image: built idempotently, unprivileged, the kernel as its entry point."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import docker
+
+ROOT = Path(__file__).resolve().parents[2]
+IMAGE = "taskyard/sandbox:latest"
+
+
+def test_build_is_skipped_when_inputs_did_not_change(docker_client: docker.DockerClient) -> None:
+    before = docker_client.images.get(IMAGE).id
+    build = subprocess.run(
+        [ROOT / "scripts" / "build_sandbox_image.sh"], capture_output=True, text=True, check=True
+    )
+    assert "up to date" in build.stderr
+    assert docker_client.images.get(IMAGE).id == before
+
+
+def test_image_runs_the_kernel_as_nobody(docker_client: docker.DockerClient) -> None:
+    config = docker_client.images.get(IMAGE).attrs["Config"]
+    assert config["User"] == "65534:65534"
+    assert config["Entrypoint"] == ["python3", "/opt/taskyard/kernel.py"]
+
+
+def test_setup_docker_is_a_no_op_when_the_engine_answers(
+    docker_client: docker.DockerClient,
+) -> None:
+    setup = subprocess.run(
+        [ROOT / "scripts" / "setup_docker.sh"], capture_output=True, text=True, check=True
+    )
+    assert setup.stderr == ""  # it neither installed nor started anything
+    assert docker_client.ping()
