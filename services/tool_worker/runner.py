@@ -1,42 +1,35 @@
-"""One tool call. Interim body until shared.actions lands (issue 3)."""
+"""One tool call: the registered actions, run by one `ActionExecutor` per worker process."""
 
 from __future__ import annotations
 
-from shared.sandbox import ExecutionResult, SandboxProvider
-from shared.schema import ActionReturn, ActionStatusCode, AgentMessage, ToolCall
+import threading
+
+from shared.actions import ActionExecutor, ActionResources
+from shared.sandbox import SandboxProvider
+from shared.schema import AgentMessage, ToolCall
 from shared.settings import Settings
 
 __all__ = ["run_tool_call"]
+
+# Built on first use and kept: the actions hold per-session state (search results) and the
+# provider holds the sessions' interpreters. The entry keeps its key objects alive, so an id
+# is never reused for a different provider while the entry exists.
+_executors: dict[tuple[int, int], tuple[SandboxProvider, Settings, ActionExecutor]] = {}
+_lock = threading.Lock()
 
 
 def run_tool_call(
     call: ToolCall, *, session_key: str, sandboxes: SandboxProvider, settings: Settings
 ) -> AgentMessage:
-    """Run the call in the session's sandbox; errors come back in the ActionReturn."""
-    args = call.parameters if isinstance(call.parameters, dict) else {}
-    if call.name != "IPythonInterpreter" or "command" not in args:
-        ret = ActionReturn(
-            type=call.name,
-            args=args,
-            state=ActionStatusCode.ARGS_ERROR,
-            errmsg=f"unknown tool {call.name!r} or missing 'command'",
-        )
-    else:
-        res = sandboxes.get(session_key).run(args["command"], settings.sandbox_timeout_s)
-        ret = _to_return(call, res)
-    return AgentMessage(sender=call.name, content=ret, extra_info={"tool_call_id": call.id})
+    """Run the call for the session ("tenant:session_id"); failures come back in the
+    `ActionReturn`, and the reply quotes the call's id."""
+    return _executor(sandboxes, settings)(call, session_key)
 
 
-def _to_return(call: ToolCall, res: ExecutionResult) -> ActionReturn:
-    text = "".join(filter(None, [res.stdout, res.stderr, res.result]))
-    if res.error:
-        return ActionReturn(
-            type=call.name,
-            args=call.parameters,
-            errmsg=res.error,
-            result=[{"type": "text", "content": text}],
-            state=ActionStatusCode.API_ERROR,
-        )
-    return ActionReturn(
-        type=call.name, args=call.parameters, result=[{"type": "text", "content": text}]
-    )
+def _executor(sandboxes: SandboxProvider, settings: Settings) -> ActionExecutor:
+    key = (id(sandboxes), id(settings))
+    with _lock:
+        if key not in _executors:
+            resources = ActionResources(settings=settings, sandboxes=sandboxes)
+            _executors[key] = (sandboxes, settings, ActionExecutor.from_registry(resources))
+        return _executors[key][2]

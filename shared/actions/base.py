@@ -90,8 +90,15 @@ class BaseAction:
             first, second = second, first
         return first or second
 
-    async def acall(self, api: str, arguments: dict[str, Any], session_id: str) -> ActionReturn:
-        """Validate `arguments`, run the API, and report any failure as an `ActionReturn`."""
+    async def acall(
+        self, api: str, arguments: dict[str, Any], session_id: str, *, offload: bool = True
+    ) -> ActionReturn:
+        """Validate `arguments`, run the API, and report any failure as an `ActionReturn`.
+
+        A blocking (non-async) API runs in a worker thread when `offload` is true, so the event
+        loop keeps serving other calls; a caller whose loop serves only this call passes False
+        and the API runs in the caller's own thread.
+        """
         spec = self.apis.get(api)
         call_name = self.function_name(api)
         if spec is None:
@@ -115,7 +122,7 @@ class BaseAction:
         if spec.wants_session:
             kwargs["session_id"] = session_id
         try:
-            outputs = await _invoke(getattr(self, spec.method), kwargs)
+            outputs = await _invoke(getattr(self, spec.method), kwargs, offload)
         except ActionError as exc:
             return _failed(call_name, arguments, exc.state, str(exc))
         except Exception as exc:  # a tool's bug is reported to the model, never raised
@@ -142,11 +149,10 @@ def _collect_apis(cls: type[BaseAction]) -> dict[str, ToolApi]:
     return {name: describe_api(cls.__name__, getattr(cls, name)) for name in names}
 
 
-async def _invoke(method: Any, kwargs: dict[str, Any]) -> Any:
+async def _invoke(method: Any, kwargs: dict[str, Any], offload: bool) -> Any:
     if inspect.iscoroutinefunction(method):
         return await method(**kwargs)
-    # Blocking tools (a sandbox cell) run in a thread so an event loop keeps serving others.
-    return await asyncio.to_thread(method, **kwargs)
+    return await asyncio.to_thread(method, **kwargs) if offload else method(**kwargs)
 
 
 def _to_return(call_name: str, arguments: dict[str, Any], outputs: Any) -> ActionReturn:

@@ -49,9 +49,17 @@ class _Refused(Exception):
 class AsyncActionExecutor:
     """Runs tool calls against a set of actions, with `ActionHook`s around each call."""
 
-    def __init__(self, actions: Iterable[BaseAction], hooks: Iterable[ActionHook] = ()) -> None:
+    def __init__(
+        self,
+        actions: Iterable[BaseAction],
+        hooks: Iterable[ActionHook] = (),
+        *,
+        offload_blocking: bool = True,
+    ) -> None:
         self.actions = {action.name: action for action in actions}
         self.hooks = list(hooks)
+        # Blocking actions run in worker threads so the loop stays free (see BaseAction.acall).
+        self.offload_blocking = offload_blocking
 
     @classmethod
     def from_registry(
@@ -93,7 +101,7 @@ class AsyncActionExecutor:
             arguments = _arguments(call)
         except _Refused as refused:
             return _reply(refused.sender, refused.ret, call_id)
-        ret = await action.acall(api, arguments, session_id)
+        ret = await action.acall(api, arguments, session_id, offload=self.offload_blocking)
         return _reply(action.name, ret, call_id)
 
     def _resolve(self, name: str) -> tuple[BaseAction, str]:
@@ -124,7 +132,9 @@ class ActionExecutor:
     (a Celery task, a script). Each call runs the async core to completion."""
 
     def __init__(self, actions: Iterable[BaseAction], hooks: Iterable[ActionHook] = ()) -> None:
-        self.core = AsyncActionExecutor(actions, hooks)
+        # The loop of each call serves that call alone, so blocking actions run right in the
+        # caller's thread: a sandbox kernel started from a throwaway thread could die with it.
+        self.core = AsyncActionExecutor(actions, hooks, offload_blocking=False)
 
     @classmethod
     def from_registry(

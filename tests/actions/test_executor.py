@@ -1,4 +1,5 @@
 import asyncio
+import threading
 
 import pytest
 
@@ -230,3 +231,21 @@ async def test_replies_survive_a_json_round_trip() -> None:
     reply = await executor()(call("Clock", {"zone": "UTC"}, "c1"), "s")
     again = AgentMessage.model_validate_json(reply.model_dump_json())
     assert again == reply
+
+
+class WhichThread(BaseAction):
+    """Report the thread the action ran on."""
+
+    def run(self) -> int:
+        return threading.get_ident()
+
+
+def test_the_sync_executor_runs_blocking_actions_in_the_callers_thread() -> None:
+    # A sandbox kernel started from a throwaway thread can die with that thread.
+    reply = ActionExecutor([WhichThread()])(call("WhichThread"), "s")
+    assert ret_of(reply).format_result() == str(threading.get_ident())
+
+
+async def test_the_async_executor_keeps_its_loop_free_of_blocking_actions() -> None:
+    reply = await AsyncActionExecutor([WhichThread()])(call("WhichThread"), "s")
+    assert ret_of(reply).format_result() != str(threading.get_ident())
