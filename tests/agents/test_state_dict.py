@@ -1,0 +1,105 @@
+"""state_dict / load_state_dict / reset over an agent tree: shape, dotted keys, one session."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from scripted_llm import scripted
+
+from shared.agents import Agent, AgentDict, AgentList
+from shared.schema import AgentMessage
+
+
+class Team(Agent):
+    """A composite agent: sub-agents assigned as attributes register themselves."""
+
+    def __init__(self) -> None:
+        super().__init__(name="team")
+        self.writer = Agent(scripted(), name="writer")
+        self.reviewers = AgentList([Agent(scripted(), name="r0"), Agent(scripted(), name="r1")])
+        self.tools = None
+        self.experts = AgentDict({"math": Agent(scripted(), name="math")})
+        self.experts["math"].helper = Agent(scripted(), name="helper")
+
+    def forward(self, *messages: AgentMessage, session_id: Any = 0, **kw: Any) -> AgentMessage:
+        draft = self.writer(*messages, session_id=session_id)
+        for reviewer in self.reviewers:
+            reviewer(draft, session_id=session_id)  # type: ignore[operator]
+        return self.experts["math"].helper(draft, session_id=session_id)  # type: ignore[attr-defined]
+
+
+KEYS = [
+    "memory",
+    "writer.memory",
+    "reviewers.0.memory",
+    "reviewers.1.memory",
+    "experts.math.memory",
+    "experts.math.helper.memory",
+]
+
+
+def test_state_dict_has_dotted_keys_and_plain_json() -> None:
+    team = Team()
+    team("hello", session_id=5)
+    state = team.state_dict(5)
+    assert list(state) == KEYS
+    assert json.loads(json.dumps(state)) == state
+    assert [m["content"] for m in state["writer.memory"]] == ["hello", "echo: hello"]
+    assert [m["sender"] for m in state["reviewers.1.memory"]] == ["writer", "r1"]
+    assert team.state_dict(99) == {key: [] for key in KEYS}
+
+
+def test_load_state_dict_restores_a_fresh_tree() -> None:
+    team = Team()
+    team("hello", session_id=5)
+    saved = team.state_dict(5)
+    fresh = Team()
+    fresh.load_state_dict(saved, session_id="elsewhere")
+    assert fresh.state_dict("elsewhere") == saved
+    assert fresh.state_dict(5) == {key: [] for key in KEYS}
+
+
+def test_load_state_dict_refuses_missing_and_unexpected_keys() -> None:
+    team = Team()
+    state = team.state_dict(0)
+    with pytest.raises(KeyError, match=r"missing \['writer.memory'\]"):
+        team.load_state_dict({k: v for k, v in state.items() if k != "writer.memory"})
+    with pytest.raises(KeyError, match=r"unexpected \['ghost.memory'\]"):
+        team.load_state_dict({**state, "ghost.memory": []})
+
+
+def test_reset_clears_one_session_in_the_whole_tree() -> None:
+    team = Team()
+    team("a", session_id=1)
+    team("b", session_id=2)
+    other = team.state_dict(2)
+    team.reset(1)
+    assert team.state_dict(1) == {key: [] for key in KEYS}
+    assert team.state_dict(2) == other
+    assert other["writer.memory"] and other["experts.math.helper.memory"]
+
+
+def test_reassigning_an_attribute_unregisters_the_sub_agent() -> None:
+    parent = Agent(scripted())
+    parent.child = Agent(scripted())
+    assert list(parent.state_dict()) == ["memory", "child.memory"]
+    parent.child = None
+    assert list(parent.state_dict()) == ["memory"]
+    parent.other = Agent(scripted())
+    del parent.other
+    assert list(parent.state_dict()) == ["memory"]
+
+
+def test_containers_check_what_they_hold() -> None:
+    with pytest.raises(TypeError, match="hold agents"):
+        AgentList(["not an agent"])  # type: ignore[list-item]
+    with pytest.raises(KeyError, match=r"without '\.'"):
+        AgentDict({"a.b": Agent(scripted())})
+    agents = AgentList([Agent(scripted())])
+    agents.append(Agent(scripted()))
+    agents.insert(0, Agent(scripted()))
+    del agents[1]
+    assert len(agents) == 2
+    assert [name for name, _ in agents.named_children()] == ["0", "1"]
