@@ -9,7 +9,6 @@ from shared.registry import load_plugins
 from shared.schema import ActionReturn, ActionStatusCode, ToolCall
 from shared.settings import Settings
 
-
 ROOT = Path(__file__).resolve().parents[2]
 
 
