@@ -39,15 +39,13 @@ class PrefixCache:
 
     def lookup(self, tokens: list[str]) -> CacheLookup:
         """Count the cached prefix of `tokens`, then insert (or refresh) all its full blocks."""
-        size = self.options.block_tokens
-        cached, still_hitting, key = 0, True, 0
-        for start in range(0, len(tokens) - size + 1, size):
-            key = hash((key, *tokens[start : start + size]))
-            if still_hitting and key in self._blocks:
-                cached += size
-            else:
-                still_hitting = False
+        keys = self._block_keys(tokens)
+        hits = next((i for i, key in enumerate(keys) if key not in self._blocks), len(keys))
+        # Touch the last block first: equally recent, a prompt's tail is evicted before its
+        # head, as vLLM does, so an evicted block never orphans the blocks behind it.
+        for key in reversed(keys):
             self._touch(key)
+        cached = hits * self.options.block_tokens
         self._count(len(tokens), cached)
         return CacheLookup(len(tokens), cached)
 
@@ -65,6 +63,13 @@ class PrefixCache:
             "hit_rate": rate,
             "cached_blocks": len(self._blocks),
         }
+
+    def _block_keys(self, tokens: list[str]) -> list[int]:
+        size, key, keys = self.options.block_tokens, 0, []
+        for start in range(0, len(tokens) - size + 1, size):
+            key = hash((key, *tokens[start : start + size]))
+            keys.append(key)
+        return keys
 
     def _touch(self, key: int) -> None:
         self._blocks[key] = None

@@ -72,3 +72,11 @@ def test_without_prefix_cache_there_is_no_cache_header(control: httpx.Client) ->
     answer = control.post("/v1/chat/completions", json=body)
     assert "x-prefix-cached-tokens" not in answer.headers
     assert control.get("/scripted/stats").json()["prefix_cache"] is False
+
+
+def test_a_prompt_loses_its_tail_before_its_head() -> None:
+    cache = PrefixCache(PrefixCacheOptions(block_tokens=2, capacity_blocks=3))
+    prompt = _words("p", 6)  # three blocks fill the cache
+    cache.lookup(prompt)
+    cache.lookup(_words("q", 2))  # one more block evicts the prompt's last block
+    assert cache.lookup(prompt).cached_tokens == 4
