@@ -19,3 +19,13 @@ def test_two_instances_see_the_same_session(redis_client: redis.Redis) -> None:
     assert [m.content for m in reader.get_memory(9)] == ["a", "b"]
     assert 9 in reader
     assert [m.content for m in RedisMemory(redis_client, tenant="other").get_memory(9)] == []
+
+
+def test_works_with_a_client_that_returns_bytes(redis_server: str) -> None:
+    with redis.Redis.from_url(f"{redis_server}/3") as raw_client:
+        raw_client.flushdb()
+        memory = RedisMemory(raw_client)
+        memory.add(["a", "b"], session_id=1)
+        memory.delete(0, session_id=1)
+        assert [m.content for m in memory.get_memory(1)] == ["b"]
+        assert memory.save(1)[0]["content"] == "b"
