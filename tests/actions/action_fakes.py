@@ -1,62 +1,11 @@
-"""Fakes for the action tests: an in-process sandbox provider and a SearxNG-shaped server."""
+"""A fake web for the action tests: a SearxNG-shaped search API and a few pages."""
 
 from __future__ import annotations
 
-import ast
-import contextlib
-import io
 import json
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
-
-from shared.sandbox import ExecutionResult
-
-
-class InProcessSandbox:
-    """A stand-in for one session's kernel: exec in a namespace that lives as long as it."""
-
-    def __init__(self) -> None:
-        self.namespace: dict[str, Any] = {}
-        self.calls: list[tuple[str, float]] = []
-
-    def run(self, code: str, timeout: float) -> ExecutionResult:
-        self.calls.append((code, timeout))
-        tree = ast.parse(code)
-        last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
-        out = io.StringIO()
-        try:
-            with contextlib.redirect_stdout(out):
-                exec(compile(tree, "<cell>", "exec"), self.namespace)
-                value = (
-                    eval(compile(ast.Expression(last.value), "<cell>", "eval"), self.namespace)
-                    if last
-                    else None
-                )
-        except Exception as exc:
-            return ExecutionResult(stdout=out.getvalue(), error=f"{type(exc).__name__}: {exc}")
-        return ExecutionResult(stdout=out.getvalue(), result=None if value is None else repr(value))
-
-    def close(self) -> None:
-        self.namespace.clear()
-
-
-class InProcessProvider:
-    """A `SandboxProvider` over `InProcessSandbox`es, one per session key (tests only)."""
-
-    def __init__(self) -> None:
-        self.sandboxes: dict[str, InProcessSandbox] = {}
-
-    def get(self, session_key: str) -> InProcessSandbox:
-        return self.sandboxes.setdefault(session_key, InProcessSandbox())
-
-    def release(self, session_key: str) -> None:
-        self.sandboxes.pop(session_key, InProcessSandbox()).close()
-
-    def close_all(self) -> None:
-        for key in list(self.sandboxes):
-            self.release(key)
-
 
 PAGES = {
     "/docs/redis": (

@@ -1,4 +1,4 @@
-"""Fixtures for the action tests: a sandbox provider and a fake search server on loopback."""
+"""Fixtures for the action tests: the local sandbox backend and a fake web on loopback."""
 
 from __future__ import annotations
 
@@ -7,12 +7,18 @@ from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
 
 import pytest
-from action_fakes import FakeSearch, InProcessProvider, SearchHandler
+from action_fakes import FakeSearch, SearchHandler
+
+from shared.sandbox import SandboxProvider, make_sandbox_provider
+from shared.settings import Settings
 
 
-@pytest.fixture
-def sandboxes() -> InProcessProvider:
-    return InProcessProvider()
+@pytest.fixture(scope="session")
+def local_sandboxes() -> Iterator[SandboxProvider]:
+    """The real local (namespace) sandbox backend; kernels start on a session's first run."""
+    provider = make_sandbox_provider(Settings(sandbox_backend="local", sandbox_warm_pool=0))
+    yield provider
+    provider.close_all()
 
 
 @pytest.fixture

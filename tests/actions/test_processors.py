@@ -1,9 +1,9 @@
 import pytest
-from action_fakes import InProcessProvider
 
 from shared.actions import ActionExecutor, FinishAction, InternLMActionProcessor, IPythonInterpreter
 from shared.actions.processors import ActionProcessor
 from shared.parsers import InterpreterParser, MixedToolParser, PluginParser
+from shared.sandbox import SandboxProvider
 from shared.schema import ActionReturn, ActionStatusCode, AgentMessage, FunctionCall
 
 
@@ -13,9 +13,9 @@ def model_turn(text: str) -> AgentMessage:
 
 
 @pytest.fixture
-def executor(sandboxes: InProcessProvider) -> ActionExecutor:
+def executor(local_sandboxes: SandboxProvider) -> ActionExecutor:
     return ActionExecutor(
-        [FinishAction(), IPythonInterpreter(sandboxes)], hooks=[InternLMActionProcessor()]
+        [FinishAction(), IPythonInterpreter(local_sandboxes)], hooks=[InternLMActionProcessor()]
     )
 
 

@@ -14,6 +14,7 @@ from shared.actions import (
     openai_tool_schemas,
 )
 from shared.registry import RegistryError, load_plugins
+from shared.sandbox import SandboxProvider
 from shared.settings import Settings
 
 
@@ -54,13 +55,13 @@ def test_a_toolkit_call_runs_on_its_toolkit_queue() -> None:
     assert action_queue("IPythonInterpreter") == "tools.IPythonInterpreter"
 
 
-def test_build_actions_hands_resources_to_the_actions(sandboxes: object) -> None:
+def test_build_actions_hands_resources_to_the_actions(local_sandboxes: SandboxProvider) -> None:
     settings = Settings(search_url="http://127.0.0.1:9/", sandbox_timeout_s=7)
-    resources = ActionResources(settings=settings, sandboxes=sandboxes)  # type: ignore[arg-type]
+    resources = ActionResources(settings=settings, sandboxes=local_sandboxes)
     ipython, browser, finish = build_actions(
         ["IPythonInterpreter", "WebBrowser.search", "WebBrowser.open", "FinishAction"], resources
     )
-    assert isinstance(ipython, IPythonInterpreter) and ipython.sandboxes is sandboxes
+    assert isinstance(ipython, IPythonInterpreter) and ipython.sandboxes is local_sandboxes
     assert ipython.timeout == 7
     assert isinstance(browser, WebBrowser)
     assert browser.client.search_url == "http://127.0.0.1:9/search"
