@@ -1,0 +1,290 @@
+"""Benchmark taskyard's LLM proxy against going direct and against the LiteLLM proxy.
+
+    .venv/bin/python bench/proxy_bench.py [--quick] [--skip-litellm]
+
+One run, one machine, the same scripted replicas (`services.scripted_model`, no GPU):
+
+1. Overhead and throughput: one client (added latency), 50 clients (requests/s), one streaming
+   client (added time to first byte) against the replica directly, through taskyard's proxy
+   (one worker process) and through LiteLLM's proxy (one worker, its own virtualenv).
+2. Routing quality: 4 replicas modelling vLLM's prefix cache, many multi-turn sessions that
+   share a few system prompts, sent with `X-Session-ID`, through taskyard's proxy with round
+   robin and with its own routing: cache-hit rate, mean time to first token, load spread.
+
+All traffic goes to 127.0.0.1, bounded in count and time. Figures are printed, never asserted;
+the load generator runs in its own process. On a shared 2-core machine, other work skews them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+from _litellm import start_litellm
+from _procs import ChildFailed, Processes, python
+from _taskyard import proxy_available, start_taskyard_proxy
+from _workload import SessionMix, chat_request, session_lanes
+
+MODEL = "scripted"
+LOADGEN = Path(__file__).resolve().parent / "_loadgen.py"
+TASKYARD_KEY = os.environ.get("TASKYARD_LLM_API_KEY", "taskyard")
+REPLICAS = 4
+BLOCK_TOKENS = 16
+# A replica's prefix cache holds this many times its share of the live sessions' prompts: KV
+# cache is the scarce resource of a loaded GPU pool, which is when routing matters.
+CACHE_HEADROOM = 1.25
+
+
+@dataclass(frozen=True, slots=True)
+class Phase:
+    """One measured load shape."""
+
+    name: str
+    concurrency: int
+    stream: bool
+    duration_s: float
+    warmup_s: float
+    max_requests: int
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    phases: tuple[Phase, ...]
+    sessions: SessionMix
+    session_concurrency: int
+
+
+def _plan(quick: bool, clients: int) -> Plan:
+    scale = 0.4 if quick else 1.0
+    phases = (
+        Phase("one client", 1, False, 5 * scale, 0.5, 20_000),
+        Phase(f"{clients} clients", clients, False, 10 * scale, 1.0, 10**7),
+        Phase("one client, stream", 1, True, 5 * scale, 0.5, 20_000),
+    )
+    return Plan(phases, SessionMix(sessions=48 if quick else 144), session_concurrency=16)
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where the load goes: a root URL and the headers it wants."""
+
+    name: str
+    url: str
+    headers: dict[str, str]
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
+
+
+def run_load(spec: dict[str, Any]) -> dict[str, Any]:
+    """Run `_loadgen.py` in its own process on `spec` and return its JSON summary."""
+    limit = float(spec.get("duration_s", 60)) + float(spec.get("warmup_s", 0)) + 120
+    ran = subprocess.run(
+        [python(), str(LOADGEN)],
+        input=json.dumps(spec),
+        capture_output=True,
+        text=True,
+        timeout=limit,
+        check=True,
+    )
+    return json.loads(ran.stdout)
+
+
+def measure(target: Target, phase: Phase) -> dict[str, Any]:
+    request = chat_request(
+        MODEL, [{"role": "user", "content": "hello there"}], phase.stream, target.headers
+    )
+    spec = {
+        "host": "127.0.0.1",
+        "port": target.port,
+        "concurrency": phase.concurrency,
+        "duration_s": phase.duration_s,
+        "warmup_s": phase.warmup_s,
+        "max_requests": phase.max_requests,
+        "requests": [request],
+    }
+    return run_load(spec)
+
+
+# 1. overhead and throughput
+
+
+def overhead_targets(procs: Processes, workdir: Path, skip_litellm: bool) -> list[Target]:
+    replica = procs.start_scripted("replica", [])
+    targets = [Target("direct", replica, {})]
+    if proxy_available():
+        url = start_taskyard_proxy(procs, "taskyard", [replica], "round_robin")
+        targets.append(Target("taskyard", url, {"authorization": f"Bearer {TASKYARD_KEY}"}))
+    else:
+        print("! taskyard proxy: services/llm_proxy/__main__.py not found; skipped")
+    if not skip_litellm:
+        litellm = start_litellm(procs, replica, MODEL, workdir)
+        targets.append(
+            Target("litellm", litellm.url, {"authorization": f"Bearer {litellm.master_key}"})
+        )
+    return targets
+
+
+def run_overhead(procs: Processes, plan: Plan, workdir: Path, skip_litellm: bool) -> None:
+    targets = overhead_targets(procs, workdir, skip_litellm)
+    results: dict[str, list[dict[str, Any]]] = {}
+    for target in targets:
+        results[target.name] = [measure(target, phase) for phase in plan.phases]
+        print(f"  measured {target.name}", flush=True)
+    print_overhead(plan, results)
+
+
+def print_overhead(plan: Plan, results: dict[str, list[dict[str, Any]]]) -> None:
+    one, many, stream = plan.phases
+    print(f"\n{'target':<10}| {one.name:^27}| {many.name:^35}| {stream.name + ' (TTFB)':^27}")
+    print(
+        f"{'':<10}| {'p50 ms':>8} {'p99 ms':>8} {'n':>8} | {'req/s':>9} {'p50 ms':>8} "
+        f"{'p99 ms':>8} {'errors':>6} | {'p50 ms':>8} {'p99 ms':>8} {'n':>8}"
+    )
+    for name, (a, b, c) in results.items():
+        print(
+            f"{name:<10}| {_ms(a, 'latency_ms', 'p50')} {_ms(a, 'latency_ms', 'p99')} "
+            f"{a['ok']:>8} | {b['rps']:>9.0f} {_ms(b, 'latency_ms', 'p50')} "
+            f"{_ms(b, 'latency_ms', 'p99')} {b['errors']:>6} | "
+            f"{_ms(c, 'first_byte_ms', 'p50')} {_ms(c, 'first_byte_ms', 'p99')} {c['ok']:>8}"
+        )
+    direct = results["direct"]
+    for name, (a, _, c) in results.items():
+        if name == "direct":
+            continue
+        added = a["latency_ms"]["p50"] - direct[0]["latency_ms"]["p50"]
+        added99 = a["latency_ms"]["p99"] - direct[0]["latency_ms"]["p99"]
+        ttft = c["first_byte_ms"]["p50"] - direct[2]["first_byte_ms"]["p50"]
+        print(
+            f"{name}: added latency p50 {added:.3f} ms, p99 {added99:.3f} ms; "
+            f"added time to first byte (stream) p50 {ttft:.3f} ms"
+        )
+    if "taskyard" in results and "litellm" in results:
+        ratio = results["taskyard"][1]["rps"] / max(results["litellm"][1]["rps"], 1e-9)
+        print(
+            f"taskyard / litellm requests/s at {many.concurrency} clients: {ratio:.1f}x "
+            "(target >= 25x)"
+        )
+    if "taskyard" in results:
+        added = results["taskyard"][0]["latency_ms"]["p50"] - direct[0]["latency_ms"]["p50"]
+        print(f"taskyard added p50: {added:.3f} ms (target <= 0.5 ms)")
+
+
+def _ms(result: dict[str, Any], kind: str, key: str) -> str:
+    value = result[kind].get(key)
+    return f"{value:>8.3f}" if value is not None else f"{'-':>8}"
+
+
+# 2. routing quality
+
+
+def run_routing(procs: Processes, plan: Plan) -> None:
+    if not proxy_available():
+        print("! routing quality needs taskyard's proxy; skipped")
+        return
+    flags = _prefix_flags(plan)
+    print(f"workload: {plan.sessions.describe()}; {plan.session_concurrency} sessions at once")
+    print(f"replicas: {REPLICAS} x scripted model {' '.join(flags)}")
+    print(f"(cache = {CACHE_HEADROOM}x a replica's share of the live sessions' mean prompt)")
+    rows = {
+        policy: route_sessions(procs, plan, policy, flags) for policy in ("round_robin", "affinity")
+    }
+    print(
+        f"\n{'policy':<12} {'hit rate':>9} {'TTFT mean':>10} {'TTFT p99':>9} "
+        f"{'load max/mean':>14} {'requests per replica':>24} {'errors':>7}"
+    )
+    for policy, row in rows.items():
+        print(
+            f"{policy:<12} {row['hit_rate']:>9.1%} {row['ttft_mean']:>8.2f}ms "
+            f"{row['ttft_p99']:>7.2f}ms {row['spread']:>14.2f} "
+            f"{row['per_replica']!s:>24} {row['errors']:>7}"
+        )
+    base, ours = rows["round_robin"], rows["affinity"]
+    gain = ours["hit_rate"] / base["hit_rate"] if base["hit_rate"] else float("inf")
+    print(
+        f"taskyard routing / round robin hit rate: {gain:.1f}x (target >= 3x); "
+        f"max replica load {ours['spread']:.2f}x the mean (target <= 1.5x)"
+    )
+
+
+def _prefix_flags(plan: Plan) -> list[str]:
+    live_per_replica = plan.session_concurrency / REPLICAS
+    prompt_blocks = plan.sessions.mean_prompt_words() / BLOCK_TOKENS
+    system_blocks = plan.sessions.system_prompts * plan.sessions.system_words / BLOCK_TOKENS
+    blocks = round(CACHE_HEADROOM * live_per_replica * prompt_blocks + system_blocks)
+    return [
+        "--prefix-cache", "--latency-ms", "2", "--block-tokens", str(BLOCK_TOKENS),
+        "--cache-blocks", str(blocks), "--uncached-token-ms", "0.05",
+    ]  # fmt: skip
+
+
+def route_sessions(procs: Processes, plan: Plan, policy: str, flags: list[str]) -> dict[str, Any]:
+    """Fresh replicas and a fresh proxy with `policy`; send every session; read the replicas."""
+    names = [f"{policy}-replica-{i}" for i in range(REPLICAS)]
+    replicas = [procs.start_scripted(name, flags) for name in names]
+    proxy = f"{policy}-proxy"
+    url = start_taskyard_proxy(procs, proxy, replicas, policy)
+    headers = {"authorization": f"Bearer {TASKYARD_KEY}"}
+    spec = {
+        "host": "127.0.0.1",
+        "port": int(url.rsplit(":", 1)[1]),
+        "concurrency": plan.session_concurrency,
+        "duration_s": 120.0,
+        "lanes": session_lanes(plan.sessions, MODEL, headers),
+    }
+    load = run_load(spec)
+    stats = [httpx.get(f"{replica}/scripted/stats", timeout=5).json() for replica in replicas]
+    for name in [proxy, *names]:
+        procs.stop(name)
+    return _routing_row(load, stats)
+
+
+def _routing_row(load: dict[str, Any], stats: list[dict[str, Any]]) -> dict[str, Any]:
+    prompt = sum(s["prompt_tokens"] for s in stats)
+    per_replica = [s["requests"] for s in stats]
+    mean = sum(per_replica) / len(per_replica)
+    return {
+        "hit_rate": sum(s["cached_tokens"] for s in stats) / prompt if prompt else 0.0,
+        "ttft_mean": load["first_byte_ms"].get("mean", 0.0),
+        "ttft_p99": load["first_byte_ms"].get("p99", 0.0),
+        "spread": max(per_replica) / mean if mean else 0.0,
+        "per_replica": per_replica,
+        "errors": load["errors"],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="shorter phases, under a minute")
+    parser.add_argument("--skip-litellm", action="store_true", help="leave LiteLLM out")
+    parser.add_argument("--clients", type=int, default=50, help="clients of the throughput phase")
+    args = parser.parse_args()
+    plan = _plan(args.quick, args.clients)
+    began = time.monotonic()
+    print(
+        f"proxy_bench ({'quick' if args.quick else 'full'}): {os.cpu_count()} CPUs, "
+        f"load average {os.getloadavg()[0]:.2f} at start; the client is a separate process"
+    )
+    with Processes() as procs, tempfile.TemporaryDirectory() as workdir:
+        try:
+            print("\n== 1. Overhead and throughput (chat completion, scripted replica) ==")
+            run_overhead(procs, plan, Path(workdir), args.skip_litellm)
+            print("\n== 2. Routing quality (prefix-cache replicas, multi-turn sessions) ==")
+            run_routing(procs, plan)
+        except ChildFailed as failure:
+            print(f"! a child process failed: {failure}")
+            raise SystemExit(1) from failure
+    print(f"\ndone in {time.monotonic() - began:.0f} s; load average {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
