@@ -1,30 +1,18 @@
-"""One agent call for one step. Interim body until shared.agents lands (issue 3)."""
+"""One agent step is one agent call: build the spec's agent, give it the session's history,
+call it on this step's inputs (streaming its text to `on_token`), return the reply."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
-from openai import AsyncOpenAI
-
-from shared.schema import ActionReturn, AgentMessage, ToolCall
+from shared.agents import build_agent, default_llm
+from shared.schema import AgentMessage, AgentStatusCode
 from shared.settings import Settings
 from shared.spec import AgentSpec
 
 __all__ = ["run_agent_step"]
 
-_IPYTHON_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "IPythonInterpreter",
-        "description": "Run Python code in a stateful interpreter; returns output and result.",
-        "parameters": {
-            "type": "object",
-            "properties": {"command": {"type": "string", "description": "Python source"}},
-            "required": ["command"],
-        },
-    },
-}
+OnToken = Callable[[str], Awaitable[None]]
 
 
 async def run_agent_step(
@@ -35,50 +23,34 @@ async def run_agent_step(
     session_id: str,
     task_id: str,
     settings: Settings,
-    on_token: Callable[[str], Awaitable[None]] | None = None,
+    on_token: OnToken | None = None,
 ) -> AgentMessage:
-    """Run the agent once on the session's history plus this step's inputs."""
-    client = AsyncOpenAI(base_url=settings.llm_base_url, api_key=settings.llm_api_key)
-    headers = {"X-Session-ID": session_id, "X-Task-ID": task_id}
-    tools = [_IPYTHON_TOOL] if "IPythonInterpreter" in spec.tools else None
-    reply = await client.chat.completions.create(
-        model=spec.model or settings.default_model,
-        messages=_to_chat(spec, [*history, *inputs]),
-        tools=tools,
-        extra_headers=headers,
-    )
-    choice = reply.choices[0].message
-    calls = [
-        ToolCall(id=c.id, name=c.function.name, parameters=json.loads(c.function.arguments))
-        for c in choice.tool_calls or []
-    ]
-    formatted = {"tool_calls": [c.model_dump() for c in calls]} if calls else None
-    return AgentMessage(sender=spec.name, content=choice.content or "", formatted=formatted)
+    """Run the agent once on the session's history plus this step's inputs.
+
+    The worker commits the inputs and the reply to Redis itself, atomically, after the call;
+    the agent's own memory here lives for this step only.
+    """
+    llm = default_llm(spec, settings)
+    try:
+        agent = build_agent(spec, settings, llm=llm)
+        state = agent.state_dict(session_id)
+        state["memory"] = [message.model_dump(mode="json") for message in history]
+        agent.load_state_dict(state, session_id)
+        stream = agent.stream(*inputs, session_id=session_id, task_id=task_id)
+        return await _reply(stream, on_token)
+    finally:
+        await llm.close()
 
 
-def _to_chat(spec: AgentSpec, messages: list[AgentMessage]) -> list[dict]:
-    chat: list[dict] = (
-        [{"role": "system", "content": spec.system_prompt}] if spec.system_prompt else []
-    )
-    for m in messages:
-        if m.sender == spec.name:
-            entry: dict = {"role": "assistant", "content": m.content or ""}
-            calls = (m.formatted or {}).get("tool_calls") if isinstance(m.formatted, dict) else None
-            if calls:
-                entry["tool_calls"] = [
-                    {
-                        "id": c["id"],
-                        "type": "function",
-                        "function": {"name": c["name"], "arguments": json.dumps(c["parameters"])},
-                    }
-                    for c in calls
-                ]
-            chat.append(entry)
-        elif isinstance(m.content, ActionReturn):
-            text = m.content.format_result() or m.content.errmsg or ""
-            chat.append(
-                {"role": "tool", "tool_call_id": m.extra_info["tool_call_id"], "content": text}
-            )
-        else:
-            chat.append({"role": "user", "content": str(m.content)})
-    return chat
+async def _reply(stream: AsyncIterator[AgentMessage], on_token: OnToken | None) -> AgentMessage:
+    shown, reply = "", None
+    async for message in stream:
+        reply = message
+        if on_token is not None and message.stream_state == AgentStatusCode.STREAM_ING:
+            text = str(message.content)
+            # Streamed messages carry the text so far; the event stream wants what is new.
+            if text.startswith(shown) and len(text) > len(shown):
+                await on_token(text[len(shown) :])
+            shown = text
+    assert reply is not None  # an agent call always ends with its reply
+    return reply
