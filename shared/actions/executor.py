@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any, Self
 
 from shared.actions.base import ActionResources, BaseAction
@@ -28,13 +27,6 @@ from shared.schema import (
 __all__ = ["ActionExecutor", "AsyncActionExecutor"]
 
 _SENDER = "ActionExecutor"  # the sender of replies to messages that named no tool
-
-
-@dataclass(frozen=True)
-class _Call:
-    name: str
-    parameters: Any
-    id: str | None
 
 
 class _Refused(Exception):
@@ -96,9 +88,9 @@ class AsyncActionExecutor:
     async def _execute(self, message: AgentMessage, session_id: str) -> AgentMessage:
         call_id = _call_id(message)
         try:
-            call = _read_call(message)
-            action, api = self._resolve(call.name)
-            arguments = _arguments(call)
+            name, parameters = _read_call(message)
+            action, api = self._resolve(name)
+            arguments = _arguments(parameters, sender=action.name, call_name=name)
         except _Refused as refused:
             return _reply(refused.sender, refused.ret, call_id)
         ret = await action.acall(api, arguments, session_id, offload=self.offload_blocking)
@@ -176,7 +168,7 @@ def _call_id(message: AgentMessage) -> str | None:
     return None
 
 
-def _read_call(message: AgentMessage) -> _Call:
+def _read_call(message: AgentMessage) -> tuple[str, Any]:
     content = message.content
     if not (isinstance(content, dict) and isinstance(content.get("name"), str)):
         raise _Refused(
@@ -185,21 +177,20 @@ def _read_call(message: AgentMessage) -> _Call:
             f'no tool call to run: expected {{"name": ..., "parameters": {{...}}}}, '
             f"got {_preview(content)}",
         )
-    return _Call(content["name"], content.get("parameters", {}), _call_id(message))
+    return content["name"], content.get("parameters", {})
 
 
-def _arguments(call: _Call) -> dict[str, Any]:
-    parameters = call.parameters
+def _arguments(parameters: Any, sender: str, call_name: str) -> dict[str, Any]:
     if isinstance(parameters, str):
         parameters, error = decode_arguments(parameters)
         if error:
-            raise _Refused(call.name, ActionStatusCode.ARGS_ERROR, error, type=call.name)
+            raise _Refused(sender, ActionStatusCode.ARGS_ERROR, error, type=call_name)
     if not isinstance(parameters, dict):
         raise _Refused(
-            call.name,
+            sender,
             ActionStatusCode.ARGS_ERROR,
             f"parameters must be a JSON object, got {_preview(parameters)}",
-            type=call.name,
+            type=call_name,
         )
     return parameters
 

@@ -249,3 +249,11 @@ def test_the_sync_executor_runs_blocking_actions_in_the_callers_thread() -> None
 async def test_the_async_executor_keeps_its_loop_free_of_blocking_actions() -> None:
     reply = await AsyncActionExecutor([WhichThread()])(call("WhichThread"), "s")
     assert ret_of(reply).format_result() != str(threading.get_ident())
+
+
+async def test_replies_about_a_known_tool_come_from_that_tool() -> None:
+    reply = await executor()(call("Files.read", '{"path": ', "c1"), "s")
+    assert (reply.sender, ret_of(reply).type) == ("Files", "Files.read")
+    assert ret_of(reply).state == ActionStatusCode.ARGS_ERROR
+    unknown = await executor()(call("Weather.today", {}, "c2"), "s")
+    assert unknown.sender == "Weather.today"
