@@ -71,8 +71,13 @@ class ScriptedApp:
         messages = payload.get("messages")
         if not isinstance(messages, list) or not messages:
             raise _BadRequest(400, "messages must be a non-empty list")
+        if not all(isinstance(message, dict) for message in messages):
+            raise _BadRequest(400, "each message must be a JSON object")
+        tools = payload.get("tools")
+        if tools is not None and not isinstance(tools, list):
+            raise _BadRequest(400, "tools must be a list")
         prompt = " ".join(f"{m.get('role')}: {message_text(m)}" for m in messages)
-        turn = chat_turn(messages, payload.get("tools"))
+        turn = chat_turn(messages, tools)
         return self._answer(payload, prompt, turn, wire.chat_body, wire.chat_chunks)
 
     def _completions(self, request: Request) -> Reply:
@@ -96,29 +101,30 @@ class ScriptedApp:
         encode_events: Callable[[wire.Completion, bool], list[bytes]],
     ) -> Reply:
         options = self.options
-        delay_ms = options.latency_ms
+        include_usage = _include_usage(payload.get("stream_options"))
         if options.fail_status is not None:
-            return self._failure(options.fail_status, delay_ms)
+            return self._failure(options.fail_status, options.latency_ms)
         tokens = prompt.split()
-        headers: tuple[tuple[str, str], ...] = ()
-        if self.cache is not None:
-            lookup = self.cache.lookup(tokens)
-            delay_ms += self.cache.prefill_ms(lookup)
-            headers = (("x-prefix-cached-tokens", str(lookup.cached_tokens)),)
+        prefill_ms, headers = self._prefill(tokens)
         model = str(payload.get("model") or options.model)
         completion = wire.Completion(turn, model, len(tokens), wire.count_completion_tokens(turn))
         self.counters.requests += 1
         self.counters.completion_tokens += completion.completion_tokens
+        delay_s = (options.latency_ms + prefill_ms) / 1000
         interval_s = 1.0 / options.tokens_per_s if options.tokens_per_s else 0.0
         if payload.get("stream"):
-            include_usage = bool((payload.get("stream_options") or {}).get("include_usage"))
             events = encode_events(completion, include_usage)
-            return Reply(
-                200, events, _SSE, headers, delay_ms / 1000, interval_s, options.fail_after_chunks
-            )
+            return Reply(200, events, _SSE, headers, delay_s, interval_s, options.fail_after_chunks)
         generation_s = completion.completion_tokens * interval_s
-        return Reply(
-            200, encode_body(completion), headers=headers, delay_s=delay_ms / 1000 + generation_s
+        return Reply(200, encode_body(completion), headers=headers, delay_s=delay_s + generation_s)
+
+    def _prefill(self, tokens: list[str]) -> tuple[float, tuple[tuple[str, str], ...]]:
+        """The prefix cache's extra time to first token, and its header (none without one)."""
+        if self.cache is None:
+            return 0.0, ()
+        lookup = self.cache.lookup(tokens)
+        return self.cache.prefill_ms(lookup), (
+            ("x-prefix-cached-tokens", str(lookup.cached_tokens)),
         )
 
     def _failure(self, status: int, delay_ms: float) -> Reply:
@@ -152,6 +158,12 @@ class ScriptedApp:
         if self.cache is not None:
             stats.update(self.cache.stats())
         return Reply(200, json.dumps(stats).encode())
+
+
+def _include_usage(stream_options: Any) -> bool:
+    if stream_options is not None and not isinstance(stream_options, dict):
+        raise _BadRequest(400, "stream_options must be an object")
+    return bool((stream_options or {}).get("include_usage"))
 
 
 def _json_object(body: bytes) -> dict[str, Any]:
