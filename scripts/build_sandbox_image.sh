@@ -7,14 +7,15 @@
 # holding the hash of its inputs (Dockerfile, kernel, base packages).
 #
 # Environment: SANDBOX_IMAGE, SANDBOX_BASE (an existing base image, e.g. python:3.11-slim,
-# skips debootstrap), SANDBOX_PACKAGES (Debian packages for the local base).
+# skips debootstrap), SANDBOX_LOCAL_BASE (the tag debootstrap's image gets),
+# SANDBOX_PACKAGES (Debian packages for the local base).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CONTEXT="$ROOT/shared/sandbox"
 DOCKERFILE="$CONTEXT/image/Dockerfile"
 IMAGE="${SANDBOX_IMAGE:-taskyard/sandbox:latest}"
-LOCAL_BASE="taskyard/base:bookworm"
+LOCAL_BASE="${SANDBOX_LOCAL_BASE:-taskyard/base:bookworm}"
 BASE="${SANDBOX_BASE:-$LOCAL_BASE}"
 PACKAGES="${SANDBOX_PACKAGES:-python3,python3-numpy}"
 
