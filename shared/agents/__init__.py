@@ -12,6 +12,7 @@ from shared.agents.errors import AgentError, EmptyReplyError, NotSynchronousErro
 from shared.agents.node import AgentNode
 from shared.agents.registry import AGENTS, AgentFactory
 from shared.agents.streaming import AsyncStreamingAgent, StreamingAgent
+from shared.agents.tool_agent import AsyncToolAgent, ToolAgent, ToolExecutor, TurnLimitError
 
 __all__ = [
     "AGENTS",
@@ -25,11 +26,15 @@ __all__ = [
     "AsyncAgent",
     "AsyncSequential",
     "AsyncStreamingAgent",
+    "AsyncToolAgent",
     "BaseAgent",
     "EmptyReplyError",
     "NotSynchronousError",
     "Sequential",
     "StreamingAgent",
+    "ToolAgent",
+    "ToolExecutor",
+    "TurnLimitError",
     "build_agent",
     "default_llm",
 ]
