@@ -39,7 +39,11 @@ class ProxyApp:
     def __init__(self, settings: ProxySettings, pool_spec: PoolSpec | None = None) -> None:
         self.settings = settings
         self.pool = Pool(pool_spec or load_pool(settings), settings)
-        self.metrics = Metrics(self.pool)
+        self.queues = {
+            name: WaitQueue(settings.proxy_queue_size, settings.proxy_queue_timeout_s)
+            for name in {r.spec.model for r in self.pool.replicas}
+        }
+        self.metrics = Metrics(self.pool, self.queues)
         self.limiter = RateLimiter()
         self.ledger = UsageLedger()
         self.tenants = TenantDirectory(
@@ -65,13 +69,9 @@ class ProxyApp:
     async def start(self, host: str | None = None, port: int | None = None) -> int:
         """Start the background jobs (probes, Redis sync) and listen; returns the bound port."""
         s = self.settings
-        queues = {
-            name: WaitQueue(s.proxy_queue_size, s.proxy_queue_timeout_s)
-            for name in {r.spec.model for r in self.pool.replicas}
-        }
         self._forwarder = Forwarder(
             self.pool, make_policy(s.proxy_policy, s.proxy_load_factor), self._health_policy,
-            queues, self.limiter, self.ledger, self.metrics, s.proxy_max_retries,
+            self.queues, self.limiter, self.ledger, self.metrics, s.proxy_max_retries,
         )
         self._checker = HealthChecker(
             self.pool, self._health_policy, s.proxy_probe_interval_s, s.proxy_probe_timeout_s

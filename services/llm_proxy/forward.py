@@ -108,7 +108,7 @@ class Forwarder:
                 failed = True
                 tried.add(replica)
                 self._metrics.errors["retry"] += 1
-        if failed:
+        if failed and any(r.healthy for _, g in groups for r in g.replicas):
             raise UpstreamFailed("the replicas failed to answer after retries", retry_after=1)
         raise NoReplica(f"no healthy replica for the model {job.request.model!r}", retry_after=1)
 
@@ -191,12 +191,14 @@ class Forwarder:
         except UpstreamError as exc:
             if not relay.started:
                 raise
+            if job.client.closed:
+                self._metrics.errors["client_gone"] += 1
+                return Outcome.ANSWERED
             # Bytes went out: no retry. The client gets a clean error event instead.
             self._metrics.errors["stream_interrupted"] += 1
             self._metrics.replica_failures[replica.name] += 1
-            if not job.client.closed:
-                relay.fail(f"the model replica failed mid-stream: {exc}")
-                self._health.failed(replica, self._loop.time(), hard=True)
+            relay.fail(f"the model replica failed mid-stream: {exc}")
+            self._health.failed(replica, self._loop.time(), hard=True)
             return Outcome.ANSWERED
         relay.finish()
         replica.conns.release(conn)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
+from collections.abc import Mapping, Sized
 
 from services.llm_proxy.pool import Pool
 
@@ -46,8 +47,9 @@ class Histogram:
 class Metrics:
     """Every counter the proxy exports; gauges are read from the pool when scraped."""
 
-    def __init__(self, pool: Pool) -> None:
+    def __init__(self, pool: Pool, queues: Mapping[str, Sized]) -> None:
         self._pool = pool
+        self._queues = queues
         self.requests: defaultdict[tuple[str, int], int] = defaultdict(int)
         self.errors: defaultdict[str, int] = defaultdict(int)
         self.replica_requests: defaultdict[str, int] = defaultdict(int)
@@ -82,6 +84,9 @@ class Metrics:
         _family(lines, "taskyard_proxy_tokens_total", "counter", "Tokens by tenant and kind.")
         for (tenant, kind), value in sorted(self.tokens.items()):
             lines.append(f'taskyard_proxy_tokens_total{{tenant="{tenant}",kind="{kind}"}} {value}')
+        _family(lines, "taskyard_proxy_queue_length", "gauge", "Requests waiting for a slot.")
+        for group, queue in sorted(self._queues.items()):
+            lines.append(f'taskyard_proxy_queue_length{{group="{group}"}} {len(queue)}')
         self._replica_lines(lines)
         return ("\n".join(lines) + "\n").encode()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 
 import httpx
@@ -76,3 +77,35 @@ def upstreams_of(group: list[Replica]) -> str:
 def client_for(proxy: ProxyProcess, **kwargs: object) -> openai.OpenAI:
     """The official SDK against the proxy; no SDK retries, so the proxy's are what we see."""
     return openai.OpenAI(base_url=proxy.base_url, api_key=API_KEY, max_retries=0, **kwargs)
+
+
+def chat(client: openai.OpenAI, content: str = "hello", *, session: str | None = None,
+         **kwargs: object) -> tuple[str, str]:
+    """One non-streamed chat call; returns (the answer text, the port of the replica)."""
+    headers = {"X-Session-ID": session} if session else {}
+    raw = client.chat.completions.with_raw_response.create(
+        model=str(kwargs.pop("model", "scripted")),
+        messages=kwargs.pop("messages", [{"role": "user", "content": content}]),  # type: ignore[arg-type]
+        extra_headers=headers,
+        **kwargs,  # type: ignore[arg-type]
+    )
+    reply = raw.parse()
+    return reply.choices[0].message.content or "", raw.headers["x-scripted-replica"]
+
+
+def metric(proxy: ProxyProcess, line_prefix: str) -> float:
+    """The value of the first /metrics line that starts with `line_prefix`."""
+    for line in httpx.get(f"{proxy.url}/metrics").text.splitlines():
+        if line.startswith(line_prefix):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"no metric line starts with {line_prefix!r}")
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Poll `condition` until true; fail the test if it never becomes true."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.02)
+    raise AssertionError("the condition did not become true in time")
