@@ -101,10 +101,7 @@ class BaseAgent(AgentNode):
     async def _run(
         self, messages: tuple[AgentInput, ...], session_id: SessionId, kwargs: dict[str, Any]
     ) -> AsyncIterator[AgentMessage]:
-        inputs = as_inputs(messages)
-        for hook in list(self._hooks.values()):
-            replaced = await resolve(hook.before_agent(self, inputs, session_id))
-            inputs = as_inputs(replaced) if replaced is not None else inputs
+        inputs = await self._before(as_inputs(messages), session_id)
         self._remember(inputs, session_id)
         last: Any = _NOTHING
         async for item, streamed in stream_of(
@@ -115,19 +112,30 @@ class BaseAgent(AgentNode):
                 yield self._partial(item)
         reply = self._as_reply(last)
         self._remember([reply], session_id)
-        reply = reply.model_copy(deep=True)  # hooks must not edit what memory holds
-        for hook in list(self._hooks.values()):
-            replaced = await resolve(hook.after_agent(self, reply, session_id))
-            reply = _checked_reply(replaced) if replaced is not None else reply
-        yield reply
+        yield await self._after(reply.model_copy(deep=True), session_id)
 
     async def _reply(
         self, messages: tuple[AgentInput, ...], session_id: SessionId, kwargs: dict[str, Any]
     ) -> AgentMessage:
-        reply = None
-        async for reply in self._run(messages, session_id, kwargs):  # noqa: B007
-            pass
+        reply: AgentMessage | None = None
+        async for message in self._run(messages, session_id, kwargs):
+            reply = message
         assert reply is not None  # _run always ends with the reply
+        return reply
+
+    async def _before(
+        self, inputs: list[AgentMessage], session_id: SessionId
+    ) -> list[AgentMessage]:
+        for hook in list(self._hooks.values()):
+            replaced = await resolve(hook.before_agent(self, inputs, session_id))
+            inputs = as_inputs(replaced) if replaced is not None else inputs
+        return inputs
+
+    async def _after(self, reply: AgentMessage, session_id: SessionId) -> AgentMessage:
+        # `reply` is a copy: hooks must not edit what memory holds.
+        for hook in list(self._hooks.values()):
+            replaced = await resolve(hook.after_agent(self, reply, session_id))
+            reply = _checked_reply(replaced) if replaced is not None else reply
         return reply
 
     # The default forward bodies, shared by the sync and async agents.
