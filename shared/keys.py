@@ -6,6 +6,7 @@ __all__ = [
     "AGENT_QUEUE",
     "AGENT_STEP_TASK",
     "TOOL_RUN_TASK",
+    "browser_results",
     "session_lock",
     "session_memory",
     "task",
@@ -43,3 +44,8 @@ def session_memory(tenant: str, session_id: str) -> str:
 
 def session_lock(tenant: str, session_id: str) -> str:
     return f"session:{tenant}:{session_id}:task"
+
+
+def browser_results(session_key: str) -> str:
+    """The WebBrowser tool's latest search results for a "tenant:session_id" session key."""
+    return f"session:{session_key}:browser"

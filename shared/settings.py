@@ -59,6 +59,7 @@ class Settings(BaseSettings):
     search_timeout_s: float = 15.0
     search_top_k: int = Field(default=5, ge=1, le=50)
     browse_max_chars: int = Field(default=8000, ge=100)  # page text kept per opened page
+    search_results_ttl_s: int = Field(default=3600, ge=1)  # a session's results, in Redis
 
     # Where user-defined agents and actions live: comma-separated importable module names.
     plugin_modules: str = ""

@@ -19,6 +19,7 @@ from shared.actions.registry import (
     register_action,
     split_call_name,
 )
+from shared.actions.search_results import MemoryResultStore, RedisResultStore, ResultStore
 from shared.actions.web_browser import WebBrowser
 from shared.actions.web_client import SearchHit, WebClient
 
@@ -34,6 +35,9 @@ __all__ = [
     "FinishAction",
     "IPythonInterpreter",
     "InternLMActionProcessor",
+    "MemoryResultStore",
+    "RedisResultStore",
+    "ResultStore",
     "SearchHit",
     "ToolApi",
     "WebBrowser",

@@ -1,14 +1,14 @@
-"""`WebBrowser`: search the web, then open a result or any URL. Results are kept per session."""
+"""`WebBrowser`: search the web, then open a result or any URL. Results are kept per session
+(Lagent keeps one list per tool instance, which every session would share)."""
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from typing import Self
 
 from shared.actions.api import tool_api
 from shared.actions.base import ActionError, ActionResources, BaseAction
 from shared.actions.registry import register_action
+from shared.actions.search_results import MemoryResultStore, RedisResultStore, ResultStore
 from shared.actions.web_client import SearchHit, WebClient
 
 __all__ = ["WebBrowser"]
@@ -19,19 +19,20 @@ class WebBrowser(BaseAction):
     """Search the web and read pages: `search` lists numbered results, `select` opens one of
     them by its number, `open` reads any http(s) URL."""
 
-    def __init__(self, client: WebClient, max_chars: int = 8000, max_sessions: int = 1024) -> None:
+    def __init__(
+        self, client: WebClient, results: ResultStore | None = None, max_chars: int = 8000
+    ) -> None:
         self.client = client
+        self.results = results or MemoryResultStore()
         self.max_chars = max_chars
-        self.max_sessions = max_sessions
-        # Each session's latest results, least recently used first; bounded so idle sessions
-        # cannot grow the worker's memory without end.
-        self._results: OrderedDict[str, list[SearchHit]] = OrderedDict()
-        self._lock = threading.Lock()
 
     @classmethod
     def build(cls, resources: ActionResources) -> Self:
+        """Results go to Redis, so any tool worker can serve a session's `select`."""
         s = resources.settings
-        return cls(WebClient(s.search_url, s.search_timeout_s, s.search_top_k), s.browse_max_chars)
+        client = WebClient(s.search_url, s.search_timeout_s, s.search_top_k)
+        results = RedisResultStore.from_url(s.redis_url, s.search_results_ttl_s)
+        return cls(client, results, s.browse_max_chars)
 
     @tool_api
     async def search(self, query: str, session_id: str) -> str:
@@ -41,7 +42,7 @@ class WebBrowser(BaseAction):
             query: what to search for
         """
         hits = await self.client.search(query)
-        self._remember(session_id, hits)
+        self.results.save(session_id, hits)
         if not hits:
             return f"No results for {query!r}."
         return "\n\n".join(_describe(i, hit) for i, hit in enumerate(hits))
@@ -53,7 +54,9 @@ class WebBrowser(BaseAction):
         Args:
             index: the number the result was listed under
         """
-        hits = self._recall(session_id)
+        hits = self.results.load(session_id)
+        if not hits:
+            raise ActionError("this session has no search results: call WebBrowser.search first")
         if not 0 <= index < len(hits):
             raise ActionError(f"no result {index}: the latest search listed 0 to {len(hits) - 1}")
         return await self.open(hits[index].url)
@@ -69,22 +72,6 @@ class WebBrowser(BaseAction):
         if len(text) > self.max_chars:
             text = text[: self.max_chars] + f"\n[... cut at {self.max_chars} characters]"
         return f"{url}\n\n{text}"
-
-    def _remember(self, session_id: str, hits: list[SearchHit]) -> None:
-        with self._lock:
-            self._results[session_id] = hits
-            self._results.move_to_end(session_id)
-            while len(self._results) > self.max_sessions:
-                self._results.popitem(last=False)
-
-    def _recall(self, session_id: str) -> list[SearchHit]:
-        with self._lock:
-            hits = self._results.get(session_id)
-            if hits is not None:
-                self._results.move_to_end(session_id)
-        if not hits:
-            raise ActionError("this session has no search results: call WebBrowser.search first")
-        return hits
 
 
 def _describe(index: int, hit: SearchHit) -> str:

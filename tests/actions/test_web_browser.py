@@ -1,14 +1,23 @@
 import pytest
+import redis
 from action_fakes import FakeSearch
 
-from shared.actions import ActionExecutor, ActionResources, AsyncActionExecutor, WebBrowser
+from shared import keys
+from shared.actions import (
+    ActionExecutor,
+    ActionResources,
+    AsyncActionExecutor,
+    MemoryResultStore,
+    WebBrowser,
+    WebClient,
+)
 from shared.schema import ActionReturn, ActionStatusCode, AgentMessage
 from shared.settings import Settings
 
 
-def browser(search: FakeSearch, **overrides: object) -> WebBrowser:
-    settings = Settings(search_url=search.url, search_timeout_s=5, **overrides)
-    return WebBrowser.build(ActionResources(settings=settings))
+def browser(search: FakeSearch, max_chars: int = 8000) -> WebBrowser:
+    client = WebClient(search.url, timeout=5, top_k=5)
+    return WebBrowser(client, MemoryResultStore(), max_chars=max_chars)
 
 
 async def call(run: AsyncActionExecutor, name: str, session: str, **args: object) -> ActionReturn:
@@ -71,7 +80,7 @@ async def test_select_out_of_range_and_empty_results(run: AsyncActionExecutor) -
 
 
 async def test_open_reads_text_pages_and_cuts_long_ones(search_server: FakeSearch) -> None:
-    run = AsyncActionExecutor([browser(search_server, browse_max_chars=100)])
+    run = AsyncActionExecutor([browser(search_server, max_chars=100)])
     notes = await call(run, "WebBrowser.open", "t:a", url=f"{search_server.url}/notes.txt")
     assert notes.format_result() == f"{search_server.url}/notes.txt\n\nplain notes"
     long = await call(run, "WebBrowser.open", "t:a", url=f"{search_server.url}/long")
@@ -92,16 +101,16 @@ async def test_http_failures_are_http_errors(
 
 
 async def test_an_unreachable_search_backend_is_an_http_error() -> None:
-    settings = Settings(search_url="http://127.0.0.1:9", search_timeout_s=5)
-    run = AsyncActionExecutor([WebBrowser.build(ActionResources(settings=settings))])
+    run = AsyncActionExecutor([WebBrowser(WebClient("http://127.0.0.1:9", timeout=5))])
     ret = await call(run, "WebBrowser.search", "t:a", query="redis")
     assert ret.state == ActionStatusCode.HTTP_ERROR
     assert ret.errmsg.startswith("request to http://127.0.0.1:9/search failed: ConnectError")
 
 
-async def test_sessions_beyond_the_bound_forget_their_results(search_server: FakeSearch) -> None:
-    action = browser(search_server)
-    action.max_sessions = 2
+async def test_sessions_beyond_the_memory_bound_forget_their_results(
+    search_server: FakeSearch,
+) -> None:
+    action = WebBrowser(WebClient(search_server.url), MemoryResultStore(max_sessions=2))
     run = AsyncActionExecutor([action])
     for session in ("t:1", "t:2", "t:3"):
         await call(run, "WebBrowser.search", session, query="redis")
@@ -111,6 +120,24 @@ async def test_sessions_beyond_the_bound_forget_their_results(search_server: Fak
     assert (await call(run, "WebBrowser.select", "t:3", index=0)).state == (
         ActionStatusCode.SUCCESS
     )
+
+
+async def test_built_for_the_services_results_are_shared_by_workers_through_redis(
+    search_server: FakeSearch, redis_server: str
+) -> None:
+    settings = Settings(search_url=search_server.url, redis_url=f"{redis_server}/0")
+    resources = ActionResources(settings=settings)
+    # Two tool workers, each with its own WebBrowser: search on one, select on the other.
+    worker_1 = AsyncActionExecutor([WebBrowser.build(resources)])
+    worker_2 = AsyncActionExecutor([WebBrowser.build(resources)])
+    await call(worker_1, "WebBrowser.search", "t:shared", query="queues")
+    page = await call(worker_2, "WebBrowser.select", "t:shared", index=1)
+    assert "Tasks run on workers." in page.format_result()
+    other = await call(worker_2, "WebBrowser.select", "t:someone-else", index=1)
+    assert other.state == ActionStatusCode.API_ERROR
+    store = redis.Redis.from_url(f"{redis_server}/0")
+    assert 0 < store.ttl(keys.browser_results("t:shared")) <= settings.search_results_ttl_s
+    store.close()
 
 
 def test_the_sync_executor_drives_the_async_toolkit(search_server: FakeSearch) -> None:
