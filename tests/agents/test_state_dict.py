@@ -19,7 +19,6 @@ class Team(Agent):
         super().__init__(name="team")
         self.writer = Agent(scripted(), name="writer")
         self.reviewers = AgentList([Agent(scripted(), name="r0"), Agent(scripted(), name="r1")])
-        self.tools = None
         self.experts = AgentDict({"math": Agent(scripted(), name="math")})
         self.experts["math"].helper = Agent(scripted(), name="helper")
 
