@@ -70,3 +70,10 @@ def test_the_plain_processor_reads_function_calls_and_dicts(formatted: object) -
     run = ActionExecutor([FinishAction()], hooks=[ActionProcessor()])
     reply = run(AgentMessage(content="raw text", formatted=formatted), "s")
     assert reply.formatted == "x"
+
+
+def test_a_parsed_turn_still_runs_after_a_json_round_trip(executor: ActionExecutor) -> None:
+    # Between services the turn travels as JSON: statuses come back as plain integers.
+    turn = model_turn("<|action_start|><|interpreter|>\n'ok' * 2<|action_end|>\n")
+    again = AgentMessage.model_validate_json(turn.model_dump_json())
+    assert executor(again, "t:json").formatted == "'okok'"
