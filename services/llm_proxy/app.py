@@ -44,7 +44,7 @@ class ProxyApp:
             for name in {r.spec.model for r in self.pool.replicas}
         }
         self.metrics = Metrics(self.pool, self.queues)
-        self.limiter = RateLimiter()
+        self.limiter = RateLimiter(settings.proxy_rate_window_s)
         self.ledger = UsageLedger()
         self.tenants = TenantDirectory(
             settings.proxy_keys, settings.llm_api_key, settings.proxy_require_key

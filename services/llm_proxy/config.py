@@ -69,6 +69,7 @@ class ProxySettings(Settings):
     # `llm_api_key` is accepted, without limits.
     proxy_keys: str = ""
     proxy_require_key: bool = True
+    proxy_rate_window_s: float = Field(default=60.0, gt=0)  # rpm/tpm count per window
     # Redis sync for rate-limit buckets and task usage, off the request path. The URL
     # defaults to `redis_url`.
     proxy_redis_sync: bool = True

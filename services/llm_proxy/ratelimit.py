@@ -1,4 +1,4 @@
-"""Per-tenant request and token budgets per minute, decided in process, shared through Redis.
+"""Per-tenant request and token budgets per window, decided in process, shared through Redis.
 
 The request path only reads and bumps local counters. A background sync (see `sync.py`) adds
 each tenant's local spending to a per-minute Redis counter and reads back the total of every
@@ -17,8 +17,6 @@ from services.llm_proxy.tenants import Tenant
 
 __all__ = ["RateLimiter", "Spending"]
 
-WINDOW_S = 60
-
 
 @dataclass(slots=True)
 class Spending:
@@ -27,16 +25,18 @@ class Spending:
 
 
 class RateLimiter:
-    """Fixed one-minute windows per tenant: remote totals seen plus local unsynced spending."""
+    """Fixed windows (a minute by default) per tenant: remote totals seen plus local unsynced
+    spending."""
 
-    def __init__(self) -> None:
+    def __init__(self, window_s: float = 60.0) -> None:
+        self.window_s = window_s
         self.window = self._current_window()
         self._remote: dict[str, Spending] = {}
         self._local: dict[str, Spending] = {}
+        self._seen: set[str] = set()  # limited tenants active this window, synced each time
 
-    @staticmethod
-    def _current_window() -> int:
-        return int(time.time() // WINDOW_S)
+    def _current_window(self) -> int:
+        return int(time.time() // self.window_s)
 
     def admit(self, tenant: Tenant) -> None:
         """Count a request against `tenant`, or raise `RateLimited` if its budget is spent."""
@@ -45,6 +45,7 @@ class RateLimiter:
         self._roll()
         remote = self._remote.get(tenant.name) or Spending()
         local = self._local.setdefault(tenant.name, Spending())
+        self._seen.add(tenant.name)
         if tenant.rpm and remote.requests + local.requests >= tenant.rpm:
             raise RateLimited("request rate limit reached", retry_after=self._seconds_left())
         if tenant.tpm and remote.tokens + local.tokens >= tenant.tpm:
@@ -58,10 +59,11 @@ class RateLimiter:
             self._local.setdefault(tenant.name, Spending()).tokens += tokens
 
     def take_local(self) -> tuple[int, dict[str, Spending]]:
-        """Hand the unsynced spending (and its window) to the sync, and forget it locally."""
+        """Hand the unsynced spending of every tenant active this window (zero included, so
+        the sync reads back what other instances spent) to the sync; forget it locally."""
         self._roll()
         local, self._local = self._local, {}
-        return self.window, local
+        return self.window, {name: local.get(name) or Spending() for name in self._seen}
 
     def set_remote(self, window: int, totals: Mapping[str, Spending]) -> None:
         """Record every instance's totals as read back from Redis."""
@@ -74,6 +76,7 @@ class RateLimiter:
             self.window = window
             self._remote.clear()
             self._local.clear()
+            self._seen.clear()
 
     def _seconds_left(self) -> float:
-        return (self.window + 1) * WINDOW_S - time.time()
+        return (self.window + 1) * self.window_s - time.time()

@@ -40,6 +40,7 @@ class RedisSync:
         self._interval = interval_s
         self._task: asyncio.Task[None] | None = None
         self._failing = False
+        self._window_ttl = int(limiter.window_s * 2) + 1
 
     def start(self) -> None:
         """Sync in the background until `stop`."""
@@ -76,7 +77,7 @@ class RedisSync:
                 key = ratelimit_key(tenant, window)
                 pipe.hincrby(key, "req", spent.requests)
                 pipe.hincrby(key, "tok", spent.tokens)
-                pipe.expire(key, 120)
+                pipe.expire(key, self._window_ttl)
             for task_id, entry in usage.items():
                 key = task_usage_key(task_id)
                 pipe.hincrby(key, "prompt_tokens", entry.prompt_tokens)
