@@ -11,12 +11,14 @@ from shared.actions import (
     FinishAction,
     tool_api,
 )
+from shared.parsers import NativeToolCallParser
 from shared.schema import (
     ActionReturn,
     ActionStatusCode,
     ActionValidCode,
     AgentMessage,
     FunctionCall,
+    LLMResponse,
     ToolCall,
 )
 
@@ -257,3 +259,12 @@ async def test_replies_about_a_known_tool_come_from_that_tool() -> None:
     assert ret_of(reply).state == ActionStatusCode.ARGS_ERROR
     unknown = await executor()(call("Weather.today", {}, "c2"), "s")
     assert unknown.sender == "Weather.today"
+
+
+async def test_a_native_call_with_broken_arguments_is_answered_under_its_id() -> None:
+    response = LLMResponse(tool_calls=[ToolCall(id="c7", name="Clock", parameters="{zone: UTC}")])
+    [raw] = NativeToolCallParser().parse_response(response)["tool_calls"]
+    reply = await executor()(AgentMessage(content=raw), "s")
+    assert reply.extra_info == {"tool_call_id": "c7"}
+    assert ret_of(reply).state == ActionStatusCode.ARGS_ERROR
+    assert ret_of(reply).errmsg.startswith("arguments are not valid JSON")
