@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -71,8 +72,15 @@ def _get(args: argparse.Namespace) -> int:
     return 0
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # SIGTERM and SIGHUP stop the stack like Ctrl-C does
+
+
 def _up(args: argparse.Namespace) -> int:
     from services.stack import LocalStack, StackPorts  # only `up` needs the service code
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _interrupt)
 
     stack = LocalStack(ports=StackPorts(gateway=args.gateway_port), sandbox_backend=args.sandbox)
     print(
