@@ -79,7 +79,7 @@ class ProxyApp:
         self._checker.start()
         if s.proxy_redis_sync:
             self._sync = RedisSync(s.proxy_redis_url or s.redis_url, self.limiter, self.ledger,
-                                   s.proxy_sync_interval_s)
+                                   self.metrics, s.proxy_sync_interval_s)
             self._sync.start()
         self.port = await self._server.start(host or s.proxy_host,
                                              s.proxy_port if port is None else port)

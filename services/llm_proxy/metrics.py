@@ -56,6 +56,7 @@ class Metrics:
         self.replica_failures: defaultdict[str, int] = defaultdict(int)
         self.tokens: defaultdict[tuple[str, str], int] = defaultdict(int)
         self.latency: defaultdict[str, Histogram] = defaultdict(Histogram)
+        self.redis_syncs = 0
 
     def request_done(self, endpoint: str, status: int, seconds: float) -> None:
         """Count one answered request and its duration."""
@@ -84,6 +85,8 @@ class Metrics:
         _family(lines, "taskyard_proxy_tokens_total", "counter", "Tokens by tenant and kind.")
         for (tenant, kind), value in sorted(self.tokens.items()):
             lines.append(f'taskyard_proxy_tokens_total{{tenant="{tenant}",kind="{kind}"}} {value}')
+        _family(lines, "taskyard_proxy_redis_syncs_total", "counter", "Successful Redis syncs.")
+        lines.append(f"taskyard_proxy_redis_syncs_total {self.redis_syncs}")
         _family(lines, "taskyard_proxy_queue_length", "gauge", "Requests waiting for a slot.")
         for group, queue in sorted(self._queues.items()):
             lines.append(f'taskyard_proxy_queue_length{{group="{group}"}} {len(queue)}')

@@ -13,6 +13,7 @@ import logging
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from services.llm_proxy.metrics import Metrics
 from services.llm_proxy.ratelimit import RateLimiter, Spending
 from services.llm_proxy.usage import UsageLedger, task_usage_key
 
@@ -32,9 +33,15 @@ class RedisSync:
     """Pushes local spending and usage to Redis and pulls the shared totals back."""
 
     def __init__(
-        self, redis_url: str, limiter: RateLimiter, ledger: UsageLedger, interval_s: float
+        self,
+        redis_url: str,
+        limiter: RateLimiter,
+        ledger: UsageLedger,
+        metrics: Metrics,
+        interval_s: float,
     ) -> None:
         self._redis = aioredis.from_url(redis_url)
+        self._metrics = metrics
         self._limiter = limiter
         self._ledger = ledger
         self._interval = interval_s
@@ -90,3 +97,4 @@ class RedisSync:
             for i, tenant in enumerate(local)
         }
         self._limiter.set_remote(window, totals)
+        self._metrics.redis_syncs += 1
