@@ -9,7 +9,8 @@ own interpreter and is not the bottleneck of what it measures. Spec keys:
 - ``max_requests`` and ``duration_s`` bound the measured part; ``warmup_s`` runs first, unmeasured.
 
 The result gives requests/s, latency and time-to-first-body-byte percentiles in milliseconds,
-status counts, and the sum of any ``x-prefix-cached-tokens`` response headers.
+status counts, the sum of any ``x-prefix-cached-tokens`` response headers and, for lanes, the
+share of a lane's requests its most used ``x-scripted-replica`` served (session locality).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from typing import Any
 import httptools
 import uvloop
 
-_TRACKED_HEADER = b"x-prefix-cached-tokens"
+_CACHED_HEADER = b"x-prefix-cached-tokens"
+_REPLICA_HEADER = b"x-scripted-replica"
 
 
 @dataclass(slots=True)
@@ -35,6 +37,8 @@ class _Sample:
     first_byte_ns: int
     status: int
     cached_tokens: int
+    replica: bytes
+    lane: int
 
 
 @dataclass(slots=True)
@@ -64,6 +68,7 @@ class _Connection(asyncio.Protocol):
         self._done: asyncio.Future[None] | None = None
         self.first_byte_ns = 0
         self.cached_tokens = 0
+        self.replica = b""
         self.status = 0
         self.keep_alive = True
 
@@ -81,8 +86,11 @@ class _Connection(asyncio.Protocol):
         self._fail(exc or ConnectionError("connection closed"))
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        if name.lower() == _TRACKED_HEADER:
+        name = name.lower()
+        if name == _CACHED_HEADER:
             self.cached_tokens = int(value)
+        elif name == _REPLICA_HEADER:
+            self.replica = value
 
     def on_headers_complete(self) -> None:
         self.status = self._parser.get_status_code()
@@ -104,7 +112,7 @@ class _Connection(asyncio.Protocol):
         """Send one request and wait for the end of its response."""
         if self._transport is None:
             raise ConnectionError("not connected")
-        self.first_byte_ns, self.cached_tokens, self.status = 0, 0, 0
+        self.first_byte_ns, self.cached_tokens, self.status, self.replica = 0, 0, 0, b""
         self._done = asyncio.get_running_loop().create_future()
         self._transport.write(data)
         await self._done
@@ -133,7 +141,7 @@ async def _connect(host: str, port: int) -> _Connection:
 
 
 async def _send(
-    run: _Run, host: str, port: int, conn: _Connection | None, data: bytes
+    run: _Run, host: str, port: int, conn: _Connection | None, data: bytes, lane: int = -1
 ) -> _Connection | None:
     """One request on `conn` (reconnecting if needed); returns the connection to reuse."""
     run.started += 1
@@ -148,7 +156,8 @@ async def _send(
     end = time.perf_counter_ns()
     if run.measuring():
         first = (conn.first_byte_ns or end) - start
-        run.samples.append(_Sample(end - start, first, conn.status, conn.cached_tokens))
+        sample = _Sample(end - start, first, conn.status, conn.cached_tokens, conn.replica, lane)
+        run.samples.append(sample)
     return conn
 
 
@@ -164,13 +173,16 @@ async def _cycle_worker(
         conn.close()
 
 
-async def _lane_worker(run: _Run, spec: dict[str, Any], lanes: asyncio.Queue[list[bytes]]) -> None:
+async def _lane_worker(
+    run: _Run, spec: dict[str, Any], lanes: asyncio.Queue[tuple[int, list[bytes]]]
+) -> None:
     while run.may_start() and not lanes.empty():
         conn: _Connection | None = None
-        for data in lanes.get_nowait():
+        lane, requests = lanes.get_nowait()
+        for data in requests:
             if not run.may_start():
                 break
-            conn = await _send(run, spec["host"], spec["port"], conn, data)
+            conn = await _send(run, spec["host"], spec["port"], conn, data, lane)
         if conn is not None:
             conn.close()
 
@@ -198,9 +210,9 @@ async def run_load(spec: dict[str, Any]) -> dict[str, Any]:
     )
     encode = functools.partial(_encode, spec["host"], spec["port"])
     if "lanes" in spec:
-        queue: asyncio.Queue[list[bytes]] = asyncio.Queue()
-        for lane in spec["lanes"]:
-            queue.put_nowait([encode(request) for request in lane])
+        queue: asyncio.Queue[tuple[int, list[bytes]]] = asyncio.Queue()
+        for index, lane in enumerate(spec["lanes"]):
+            queue.put_nowait((index, [encode(request) for request in lane]))
         workers = [_lane_worker(run, spec, queue) for _ in range(spec["concurrency"])]
     else:
         payloads = [encode(request) for request in spec["requests"]]
@@ -222,7 +234,19 @@ def _summary(run: _Run, elapsed: float) -> dict[str, Any]:
         "latency_ms": _percentiles([s.latency_ns for s in ok]),
         "first_byte_ms": _percentiles([s.first_byte_ns for s in ok]),
         "cached_tokens": sum(s.cached_tokens for s in ok),
+        "lane_locality": _lane_locality(ok),
     }
+
+
+def _lane_locality(samples: list[_Sample]) -> float | None:
+    by_lane: dict[int, Counter[bytes]] = {}
+    for sample in samples:
+        if sample.lane >= 0:
+            by_lane.setdefault(sample.lane, Counter())[sample.replica] += 1
+    if not by_lane:
+        return None
+    modal = sum(counts.most_common(1)[0][1] for counts in by_lane.values())
+    return modal / sum(sum(counts.values()) for counts in by_lane.values())
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""taskyard's LLM proxy as a benchmark child: one worker process, configured by environment."""
+"""taskyard's LLM proxy as a benchmark child: one worker process, configured by its flags."""
 
 from __future__ import annotations
 
@@ -12,16 +12,16 @@ def proxy_available() -> bool:
     return (ROOT / "services" / "llm_proxy" / "__main__.py").exists()
 
 
-def start_taskyard_proxy(procs: Processes, name: str, upstreams: list[str], policy: str) -> str:
-    """Start the proxy in front of replica root URLs with a routing policy; returns its URL."""
+def start_taskyard_proxy(
+    procs: Processes, name: str, upstreams: list[str], policy: str | None = None
+) -> str:
+    """Start the proxy in front of replica root URLs (default policy unless one is named)."""
     port = free_port()
-    env = {
-        "TASKYARD_PROXY_HOST": "127.0.0.1",
-        "TASKYARD_PROXY_PORT": str(port),
-        "TASKYARD_PROXY_UPSTREAMS": ",".join(f"{url}/v1" for url in upstreams),
-        "TASKYARD_PROXY_POLICY": policy,
-    }
-    procs.start(name, [python(), "-m", "services.llm_proxy"], env)
+    argv = [python(), "-m", "services.llm_proxy", "--host", "127.0.0.1", "--port", str(port)]
+    argv += ["--upstreams", ",".join(f"{url}/v1" for url in upstreams)]
+    if policy is not None:
+        argv += ["--policy", policy]
+    procs.start(name, argv)
     url = f"http://127.0.0.1:{port}"
     procs.wait_http(name, f"{url}/healthz", timeout_s=60.0)
     return url

@@ -38,9 +38,8 @@ LOADGEN = Path(__file__).resolve().parent / "_loadgen.py"
 TASKYARD_KEY = os.environ.get("TASKYARD_LLM_API_KEY", "taskyard")
 REPLICAS = 4
 BLOCK_TOKENS = 16
-# A replica's prefix cache holds this many times its share of the live sessions' prompts: KV
+# By default a replica's prefix cache holds 1.25x its share of the live sessions' prompts: KV
 # cache is the scarce resource of a loaded GPU pool, which is when routing matters.
-CACHE_HEADROOM = 1.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,16 +59,18 @@ class Plan:
     phases: tuple[Phase, ...]
     sessions: SessionMix
     session_concurrency: int
+    cache_headroom: float
 
 
-def _plan(quick: bool, clients: int) -> Plan:
+def _plan(quick: bool, clients: int, cache_headroom: float) -> Plan:
     scale = 0.4 if quick else 1.0
     phases = (
         Phase("one client", 1, False, 5 * scale, 0.5, 20_000),
         Phase(f"{clients} clients", clients, False, 10 * scale, 1.0, 10**7),
         Phase("one client, stream", 1, True, 5 * scale, 0.5, 20_000),
     )
-    return Plan(phases, SessionMix(sessions=48 if quick else 144), session_concurrency=16)
+    mix = SessionMix(sessions=48 if quick else 144)
+    return Plan(phases, mix, session_concurrency=16, cache_headroom=cache_headroom)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +123,7 @@ def overhead_targets(procs: Processes, workdir: Path, skip_litellm: bool) -> lis
     replica = procs.start_scripted("replica", [])
     targets = [Target("direct", replica, {})]
     if proxy_available():
-        url = start_taskyard_proxy(procs, "taskyard", [replica], "round_robin")
+        url = start_taskyard_proxy(procs, "taskyard", [replica])
         targets.append(Target("taskyard", url, {"authorization": f"Bearer {TASKYARD_KEY}"}))
     else:
         print("! taskyard proxy: services/llm_proxy/__main__.py not found; skipped")
@@ -194,19 +195,22 @@ def run_routing(procs: Processes, plan: Plan) -> None:
     flags = _prefix_flags(plan)
     print(f"workload: {plan.sessions.describe()}; {plan.session_concurrency} sessions at once")
     print(f"replicas: {REPLICAS} x scripted model {' '.join(flags)}")
-    print(f"(cache = {CACHE_HEADROOM}x a replica's share of the live sessions' mean prompt)")
+    print(
+        f"(cache = {plan.cache_headroom}x a replica's share of the live sessions' mean prompt; "
+        "locality = share of a session's turns its most used replica served)"
+    )
     rows = {
         policy: route_sessions(procs, plan, policy, flags) for policy in ("round_robin", "affinity")
     }
     print(
         f"\n{'policy':<12} {'hit rate':>9} {'TTFT mean':>10} {'TTFT p99':>9} "
-        f"{'load max/mean':>14} {'requests per replica':>24} {'errors':>7}"
+        f"{'load max/mean':>14} {'requests per replica':>24} {'locality':>9} {'errors':>7}"
     )
     for policy, row in rows.items():
         print(
             f"{policy:<12} {row['hit_rate']:>9.1%} {row['ttft_mean']:>8.2f}ms "
             f"{row['ttft_p99']:>7.2f}ms {row['spread']:>14.2f} "
-            f"{row['per_replica']!s:>24} {row['errors']:>7}"
+            f"{row['per_replica']!s:>24} {row['locality']:>9.1%} {row['errors']:>7}"
         )
     base, ours = rows["round_robin"], rows["affinity"]
     gain = ours["hit_rate"] / base["hit_rate"] if base["hit_rate"] else float("inf")
@@ -220,7 +224,7 @@ def _prefix_flags(plan: Plan) -> list[str]:
     live_per_replica = plan.session_concurrency / REPLICAS
     prompt_blocks = plan.sessions.mean_prompt_words() / BLOCK_TOKENS
     system_blocks = plan.sessions.system_prompts * plan.sessions.system_words / BLOCK_TOKENS
-    blocks = round(CACHE_HEADROOM * live_per_replica * prompt_blocks + system_blocks)
+    blocks = round(plan.cache_headroom * live_per_replica * prompt_blocks + system_blocks)
     return [
         "--prefix-cache", "--latency-ms", "2", "--block-tokens", str(BLOCK_TOKENS),
         "--cache-blocks", str(blocks), "--uncached-token-ms", "0.05",
@@ -258,6 +262,7 @@ def _routing_row(load: dict[str, Any], stats: list[dict[str, Any]]) -> dict[str,
         "ttft_p99": load["first_byte_ms"].get("p99", 0.0),
         "spread": max(per_replica) / mean if mean else 0.0,
         "per_replica": per_replica,
+        "locality": load["lane_locality"],
         "errors": load["errors"],
     }
 
@@ -267,8 +272,14 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="shorter phases, under a minute")
     parser.add_argument("--skip-litellm", action="store_true", help="leave LiteLLM out")
     parser.add_argument("--clients", type=int, default=50, help="clients of the throughput phase")
+    parser.add_argument(
+        "--cache-headroom",
+        type=float,
+        default=1.25,
+        help="replica prefix cache size, in units of its share of the live sessions' prompts",
+    )
     args = parser.parse_args()
-    plan = _plan(args.quick, args.clients)
+    plan = _plan(args.quick, args.clients, args.cache_headroom)
     began = time.monotonic()
     print(
         f"proxy_bench ({'quick' if args.quick else 'full'}): {os.cpu_count()} CPUs, "
