@@ -4,7 +4,8 @@
 # Without a registry, the base image is made locally: debootstrap a minimal Debian bookworm
 # from the archive apt already uses, then `docker import` it as taskyard/base:bookworm.
 # Each step is skipped when its result exists: the base by name, the sandbox image by a label
-# holding the hash of its inputs (Dockerfile, kernel, base packages).
+# holding the hash of its inputs (Dockerfile, kernel, base image id); the local base by a label
+# naming its packages.
 #
 # Environment: SANDBOX_IMAGE, SANDBOX_BASE (an existing base image, e.g. python:3.11-slim,
 # skips debootstrap), SANDBOX_LOCAL_BASE (the tag debootstrap's image gets),
@@ -35,8 +36,11 @@ archive_url() {
 }
 
 build_local_base() {
-    if docker image inspect "$LOCAL_BASE" >/dev/null 2>&1; then
-        log "$LOCAL_BASE exists; skipping debootstrap"
+    local current
+    current="$(docker image inspect "$LOCAL_BASE" \
+        --format '{{ index .Config.Labels "taskyard.packages" }}' 2>/dev/null || true)"
+    if [[ $current == "$PACKAGES" ]]; then
+        log "$LOCAL_BASE exists with $PACKAGES; skipping debootstrap"
         return
     fi
     command -v debootstrap >/dev/null || { apt-get update -qq && apt-get install -y debootstrap; }
@@ -50,17 +54,21 @@ build_local_base() {
     debootstrap --variant=minbase --include="$PACKAGES" bookworm "$rootfs" "$archive" >&2
     # Package caches and lists only make the image bigger.
     rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
-    tar -C "$rootfs" -c . | docker import - "$LOCAL_BASE" >/dev/null
+    tar -C "$rootfs" -c . |
+        docker import --change "LABEL taskyard.packages=$PACKAGES" - "$LOCAL_BASE" >/dev/null
     log "imported $LOCAL_BASE"
 }
 
 inputs_hash() {
-    { cat "$DOCKERFILE" "$CONTEXT/kernel.py"; echo "$BASE $PACKAGES"; } | sha256sum | cut -c1-16
+    local base_id
+    base_id="$(docker image inspect "$BASE" --format '{{ .Id }}' 2>/dev/null || echo "$BASE")"
+    { cat "$DOCKERFILE" "$CONTEXT/kernel.py"; echo "$base_id"; } | sha256sum | cut -c1-16
 }
 
 main() {
-    local hash current
+    local hash current old
     docker info >/dev/null 2>&1 || "$ROOT/scripts/setup_docker.sh"
+    [[ $BASE == "$LOCAL_BASE" ]] && build_local_base
     hash="$(inputs_hash)"
     current="$(docker image inspect "$IMAGE" \
         --format '{{ index .Config.Labels "taskyard.inputs" }}' 2>/dev/null || true)"
@@ -68,10 +76,14 @@ main() {
         log "$IMAGE is up to date (inputs $hash)"
         return
     fi
-    [[ $BASE == "$LOCAL_BASE" ]] && build_local_base
     log "building $IMAGE from $BASE (inputs $hash)"
+    old="$(docker image inspect "$IMAGE" --format '{{ .Id }}' 2>/dev/null || true)"
     docker build --quiet --build-arg "BASE=$BASE" --label "taskyard.inputs=$hash" \
         -t "$IMAGE" -f "$DOCKERFILE" "$CONTEXT" >&2
+    # The previous build, if no tag names it any more, is garbage; a container using it keeps it.
+    if [[ -n $old && $(docker image inspect "$old" --format '{{ len .RepoTags }}') == 0 ]]; then
+        docker image rm "$old" >/dev/null 2>&1 || true
+    fi
 }
 
 main "$@"

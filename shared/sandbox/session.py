@@ -4,9 +4,10 @@ The rules, the same for every backend:
 
 - a cell that outlives its timeout is interrupted (SIGINT); if the kernel answers within a
   short grace, the session keeps its state and the result says it timed out;
-- if it does not answer, the kernel is replaced and the result says state was lost;
+- if it does not answer, the kernel is removed at once, the result says state was lost, and
+  the next call starts a fresh kernel (from the warm pool when there is one);
 - a kernel that died (the cell exited the process, ran out of memory, or it died between
-  calls) is replaced, and the first result after the loss says so, exactly once.
+  calls) is replaced on the next call, and the first result after the loss says so, once.
 """
 
 from __future__ import annotations
@@ -46,7 +47,11 @@ class KernelSandbox:
         self._closed = False
 
     def run(self, code: str, timeout: float) -> ExecutionResult:
-        """Run one cell in the session's kernel; never raises for anything the code does."""
+        """Run one cell in the session's kernel; never raises for anything the code does.
+
+        Raises `SandboxUnavailable` when no kernel can be started (engine down, image
+        missing) and `SandboxClosed` after `close`.
+        """
         with self._lock:
             if self._closed:
                 raise SandboxClosed("this session's sandbox was released; call provider.get again")
@@ -103,7 +108,9 @@ class KernelSandbox:
             self._has_state = False
         return self._channel
 
-    def _reply(self, channel: KernelChannel, request_id: int, timeout: float) -> dict | None:
+    def _reply(
+        self, channel: KernelChannel, request_id: int, timeout: float
+    ) -> dict[str, Any] | None:
         deadline = time.monotonic() + timeout
         while (left := deadline - time.monotonic()) > 0:
             reply = channel.receive(left)
