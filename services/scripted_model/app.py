@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from services.scripted_model import wire
-from services.scripted_model.http import Reply, Request
+from services.scripted_model.httpserver import Reply, Request
 from services.scripted_model.options import ScriptedOptions
 from services.scripted_model.prefix_cache import PrefixCache
 from services.scripted_model.script import ScriptedTurn, chat_turn, echo_text, message_text

@@ -11,7 +11,7 @@ from types import TracebackType
 import uvloop
 
 from services.scripted_model.app import ScriptedApp
-from services.scripted_model.http import HttpProtocol
+from services.scripted_model.httpserver import HttpProtocol
 from services.scripted_model.options import ScriptedOptions
 
 __all__ = ["ScriptedModelThread", "ScriptedServer", "serve", "start_server"]
