@@ -12,6 +12,7 @@ from celery import Task
 
 from services.agent_worker.step import StepRunner
 from shared import keys
+from shared.actions import action_queue
 from shared.celery_app import make_celery
 from shared.logs import setup_logging
 from shared.registry import load_plugins
@@ -38,11 +39,10 @@ _MAX_RETRIES = 8
 
 
 def dispatch_tool(record: TaskRecord, step: int, call: ToolCall) -> None:
-    toolkit = call.name.split(".", 1)[0]
     app.send_task(
         keys.TOOL_RUN_TASK,
         args=[record.id, step, record.tenant, record.session_id, call.model_dump()],
-        queue=keys.tool_queue(toolkit),
+        queue=action_queue(call.name),
     )
 
 

@@ -6,12 +6,15 @@ from fastapi import FastAPI
 
 from services.gateway.routes import health, tasks
 from shared.logs import setup_logging
+from shared.registry import load_plugins
+from shared.settings import get_settings
 
 __all__ = ["app", "create_app"]
 
 
 def create_app() -> FastAPI:
     setup_logging()
+    load_plugins(get_settings().plugin_modules)  # user tools and agents are valid task names
     app = FastAPI(
         title="taskyard gateway",
         description="Submit tool-using agent tasks, read them, follow them live (SSE).",

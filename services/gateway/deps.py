@@ -25,8 +25,8 @@ def _store(url: str) -> TaskStore:
 
 
 @cache
-def _celery(broker_url: str) -> Celery:
-    return make_celery(get_settings())
+def _celery(settings: Settings) -> Celery:
+    return make_celery(settings)
 
 
 @cache
@@ -39,7 +39,7 @@ def get_store(settings: SettingsDep) -> TaskStore:
 
 
 def get_celery(settings: SettingsDep) -> Celery:
-    return _celery(settings.broker_url)
+    return _celery(settings)
 
 
 def get_async_redis(settings: SettingsDep) -> aioredis.Redis:

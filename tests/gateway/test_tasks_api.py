@@ -67,6 +67,26 @@ def test_malformed_body_is_422_with_reason(client: TestClient, body: dict) -> No
     assert resp.json()["detail"][0]["loc"]
 
 
+@pytest.mark.parametrize(
+    ("agent", "field"),
+    [
+        ({"tools": ["NoSuchTool"]}, "tools"),
+        ({"tools": ["WebBrowser.nope"]}, "tools"),
+        ({"agent": "no_such_agent"}, "agent"),
+    ],
+)
+def test_unknown_tool_or_agent_is_422(
+    client: TestClient, settings: Settings, agent: dict, field: str
+) -> None:
+    resp = client.post("/v1/tasks", json={"input": "hi", "agent": agent}, headers=AUTH)
+    assert resp.status_code == 422
+    assert resp.json()["detail"][0]["loc"] == ["body", "agent", field]
+    assert (
+        "unknown" in resp.json()["detail"][0]["msg"] or "no API" in resp.json()["detail"][0]["msg"]
+    )
+    assert _queued_steps(settings) == []
+
+
 def test_submit_stores_and_enqueues(client: TestClient, settings: Settings) -> None:
     resp = client.post("/v1/tasks", json={"input": "hi", "session_id": "s1"}, headers=AUTH)
     assert resp.status_code == 202

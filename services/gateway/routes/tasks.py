@@ -12,6 +12,10 @@ from services.gateway.deps import AsyncRedisDep, CeleryDep, StoreDep, TenantDep
 from services.gateway.models import TaskAccepted, TaskCreate, TaskPublic
 from services.gateway.sse import event_stream
 from shared import keys
+from shared.actions import openai_tool_schemas
+from shared.agents import AGENTS
+from shared.registry import RegistryError
+from shared.spec import AgentSpec
 from shared.store import TaskStore
 from shared.task import TaskRecord
 
@@ -27,6 +31,7 @@ def create_task(
     idempotency_key: Annotated[str | None, Header(max_length=256)] = None,
 ) -> TaskAccepted:
     """Accept a task: store it and enqueue its first step (or queue it behind its session)."""
+    _check_registered(body.agent)
     record = TaskRecord(
         tenant=tenant,
         session_id=body.session_id or uuid.uuid4().hex,
@@ -65,6 +70,18 @@ def follow_task(
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
+
+
+def _check_registered(spec: AgentSpec) -> None:
+    """Unknown tool or agent names are the caller's error (422), not a task that fails later."""
+    try:
+        openai_tool_schemas(spec.tools)
+        if spec.agent is not None:
+            AGENTS.get(spec.agent)
+    except RegistryError as exc:
+        field = "agent" if spec.agent is not None and spec.agent not in AGENTS else "tools"
+        detail = [{"loc": ["body", "agent", field], "msg": str(exc), "type": "value_error"}]
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=detail) from exc
 
 
 def _owned(store: TaskStore, task_id: str, tenant: str) -> TaskRecord:
