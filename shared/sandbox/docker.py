@@ -9,7 +9,9 @@ container, and the multiplexed stream is only an 8-byte header per frame to stri
 Containers carry the labels ``taskyard.session`` (the session key, or "" for a warm-pool
 container) and ``taskyard.owner`` (one id per provider), so leftovers of a crashed worker are
 found with ``docker ps -a --filter label=taskyard.session``. Their stdin closes when the
-worker's socket does, so the kernel exits with its worker.
+worker's socket does, so the kernel exits with its worker; the next provider to start on the
+engine removes such exited containers. (Not `auto_remove`: a container must outlive its
+kernel long enough to be asked why it died, e.g. out of memory.)
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from shared.sandbox.errors import KernelGone, SandboxUnavailable
 from shared.sandbox.provider import KernelSandboxProvider
 from shared.settings import Settings, get_settings
 
-__all__ = ["ContainerSpec", "DockerChannel", "DockerSandboxProvider"]
+__all__ = ["ContainerSpec", "DockerChannel", "DockerSandboxProvider", "remove_exited"]
 
 SESSION_LABEL = "taskyard.session"
 OWNER_LABEL = "taskyard.owner"
@@ -242,6 +244,7 @@ class DockerSandboxProvider(KernelSandboxProvider):
         self._spec = spec or ContainerSpec.from_settings(settings)
         self._client = client or _connect()
         self.owner = uuid.uuid4().hex[:12]
+        remove_exited(self._client)
         super().__init__(
             self._start_kernel,
             pool_size=settings.sandbox_warm_pool if pool_size is None else pool_size,
@@ -260,6 +263,19 @@ class DockerSandboxProvider(KernelSandboxProvider):
         ):
             with contextlib.suppress(NotFound):
                 container.remove(force=True)
+
+
+def remove_exited(client: docker.DockerClient) -> int:
+    """Remove exited sandbox containers (a crashed worker's); how many were removed.
+
+    Safe beside live providers: their containers run, and the one exited container a live
+    provider may still be inspecting only costs it the exit reason.
+    """
+    exited = client.containers.list(all=True, filters={"label": SESSION_LABEL, "status": "exited"})
+    for container in exited:
+        with contextlib.suppress(NotFound):
+            container.remove(force=True)
+    return len(exited)
 
 
 def _connect() -> docker.DockerClient:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import docker
 import pytest
@@ -13,7 +16,7 @@ from shared.sandbox.docker import OWNER_LABEL, SESSION_LABEL, DockerSandboxProvi
 from shared.sandbox.provider import KernelSandboxProvider
 
 ProviderFactory = Callable[..., KernelSandboxProvider]
-
+ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 20.0
 
 
@@ -122,3 +125,31 @@ def test_reap_idle_removes_idle_containers(
     assert provider.sessions() == []
     assert _containers(docker_client, provider) == []
     assert "NameError" in (provider.get("t:idle").run("gone", TIMEOUT).error or "")
+
+
+def test_crashed_worker_leaves_nothing_running(
+    docker_client: docker.DockerClient, make_docker_provider: ProviderFactory
+) -> None:
+    crash = (
+        "import os\n"
+        "from shared.sandbox.docker import DockerSandboxProvider\n"
+        "p = DockerSandboxProvider(pool_size=1)\n"
+        "assert p.get('t:crash').run('1', 20).result == '1'\n"
+        "print(p.owner, flush=True)\n"
+        "os._exit(9)\n"
+    )
+    worker = subprocess.run(
+        [sys.executable, "-c", crash], capture_output=True, text=True, cwd=ROOT, check=False
+    )
+    assert worker.returncode == 9, worker.stderr
+    owned = {"label": f"{OWNER_LABEL}={worker.stdout.strip()}"}
+    # The kernels saw their stdin close and exited with the worker...
+    _wait_for(
+        lambda: all(
+            c.status == "exited" for c in docker_client.containers.list(all=True, filters=owned)
+        ),
+        "the orphaned kernels to exit",
+    )
+    # ...and the next provider clears them away.
+    make_docker_provider()
+    assert docker_client.containers.list(all=True, filters=owned) == []
