@@ -103,6 +103,10 @@ class ReplicaSpec:
         return parts.port or (443 if parts.scheme == "https" else 80)
 
     @property
+    def tls(self) -> bool:
+        return urlsplit(self.url).scheme == "https"
+
+    @property
     def base_path(self) -> str:
         """The path prefix before `/chat/completions`, e.g. "/v1"."""
         return urlsplit(self.url).path.rstrip("/")

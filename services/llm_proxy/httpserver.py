@@ -119,6 +119,11 @@ class Connection(asyncio.Protocol):
     def on_header(self, name: bytes, value: bytes) -> None:
         self._headers[name.lower()] = value
 
+    def on_headers_complete(self) -> None:
+        # curl and others wait for this before sending a large body.
+        if self._headers.get(b"expect", b"").lower() == b"100-continue" and self._transport:
+            self._transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+
     def on_body(self, body: bytes) -> None:
         # Past the limit the rest is read and dropped, so the client still gets its 413.
         self._size += len(body)

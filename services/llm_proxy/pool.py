@@ -86,6 +86,7 @@ class Pool:
             settings.proxy_connect_timeout_s,
             settings.proxy_read_timeout_s,
             max_idle=spec.max_in_flight,
+            tls=spec.tls,
         )
         return Replica(f"r{index}-{spec.host}:{spec.port}", spec, conns, _request_prefix(spec))
 

@@ -65,6 +65,15 @@ class RateLimiter:
         local, self._local = self._local, {}
         return self.window, {name: local.get(name) or Spending() for name in self._seen}
 
+    def give_back(self, window: int, spending: Mapping[str, Spending]) -> None:
+        """Take back spending a failed sync could not deliver."""
+        if window != self.window:
+            return
+        for name, spent in spending.items():
+            local = self._local.setdefault(name, Spending())
+            local.requests += spent.requests
+            local.tokens += spent.tokens
+
     def set_remote(self, window: int, totals: Mapping[str, Spending]) -> None:
         """Record every instance's totals as read back from Redis."""
         if window == self.window:

@@ -91,7 +91,13 @@ class RedisSync:
                 pipe.hincrby(key, "completion_tokens", entry.completion_tokens)
                 pipe.hincrby(key, "requests", entry.requests)
                 pipe.expire(key, _USAGE_TTL_S)
-            results = await pipe.execute()
+            try:
+                results = await pipe.execute()
+            except BaseException:
+                # Nothing reached Redis: keep the spending and usage for the next round.
+                self._limiter.give_back(window, local)
+                self._ledger.give_back(usage)
+                raise
         totals = {
             tenant: Spending(int(results[3 * i]), int(results[3 * i + 1]))
             for i, tenant in enumerate(local)

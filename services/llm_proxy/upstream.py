@@ -11,6 +11,7 @@ arrived, which is what decides if a request may be retried.
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Callable
 from typing import cast
 
@@ -196,10 +197,17 @@ class UpstreamPool:
     """Idle keep-alive connections to one replica, opened on demand."""
 
     def __init__(
-        self, host: str, port: int, connect_timeout: float, read_timeout: float, max_idle: int
+        self,
+        host: str,
+        port: int,
+        connect_timeout: float,
+        read_timeout: float,
+        max_idle: int,
+        tls: bool = False,
     ) -> None:
         self._host = host
         self._port = port
+        self._ssl = ssl.create_default_context() if tls else None
         self._connect_timeout = connect_timeout
         self._read_timeout = read_timeout
         self._max_idle = max_idle
@@ -219,7 +227,10 @@ class UpstreamPool:
         try:
             async with asyncio.timeout(self._connect_timeout):
                 _, conn = await loop.create_connection(
-                    lambda: UpstreamConnection(self._read_timeout), self._host, self._port
+                    lambda: UpstreamConnection(self._read_timeout),
+                    self._host,
+                    self._port,
+                    ssl=self._ssl,
                 )
         except (OSError, TimeoutError) as exc:
             raise ConnectFailed(f"cannot connect to {self._host}:{self._port}: {exc}") from exc

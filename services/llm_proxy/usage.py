@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["TaskUsage", "UsageLedger", "task_usage_key", "usage_header"]
+__all__ = ["TaskUsage", "UsageLedger", "task_usage_key", "tokens_of", "usage_header"]
 
 
 def task_usage_key(task_id: str) -> str:
@@ -56,6 +56,14 @@ class UsageLedger:
         entry.prompt_tokens += prompt
         entry.completion_tokens += completion
         entry.requests += 1
+
+    def give_back(self, pending: dict[str, TaskUsage]) -> None:
+        """Take back usage a failed flush could not deliver."""
+        for task_id, usage in pending.items():
+            entry = self._pending.setdefault(task_id, TaskUsage())
+            entry.prompt_tokens += usage.prompt_tokens
+            entry.completion_tokens += usage.completion_tokens
+            entry.requests += usage.requests
 
     def take_pending(self) -> dict[str, TaskUsage]:
         """Hand the unflushed usage to the sync and start afresh."""
