@@ -56,6 +56,8 @@ class Job:
     tenant: Tenant
     task_id: str | None
     session_id: bytes | None
+    # The last retryable answer (429, 502, 503, 504), shown if no replica does better.
+    last_refusal: tuple[int, list[tuple[bytes, bytes]], bytes] | None = None
 
 
 class Forwarder:
@@ -99,6 +101,8 @@ class Forwarder:
                 replica = await self._pick(group, job.request.route_key, tried)
                 if replica is None:
                     break
+                if job.client.closed:
+                    return  # left while waiting for a replica
                 attempts -= 1
                 outcome = await self._attempt(job, group, replica, body, last_group)
                 if outcome is Outcome.ANSWERED:
@@ -108,6 +112,9 @@ class Forwarder:
                 failed = True
                 tried.add(replica)
                 self._metrics.errors["retry"] += 1
+        if job.last_refusal is not None:
+            job.client.respond(*job.last_refusal)
+            return
         if failed and any(r.healthy for _, g in groups for r in g.replicas):
             raise UpstreamFailed("the replicas failed to answer after retries", retry_after=1)
         raise NoReplica(f"no healthy replica for the model {job.request.model!r}", retry_after=1)
@@ -219,6 +226,7 @@ class Forwarder:
             if status != 429:
                 self._health.failed(replica, self._loop.time(), hard=False)
             self._metrics.replica_failures[replica.name] += 1
+            job.last_refusal = (status, self._answer_headers(replica, conn), body)
             return Outcome.RETRY
         if status == 400 and not last_group and _is_context_error(body):
             return Outcome.FALLBACK

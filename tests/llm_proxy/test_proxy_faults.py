@@ -186,3 +186,17 @@ def test_bad_input_gets_a_4xx_openai_error(
     assert error["code"] == code and error["message"] and error["type"]
     # The proxy is still fine after it.
     assert httpx.get(f"{px.url}/healthz").status_code == 200
+
+
+def test_when_every_replica_refuses_the_last_refusal_is_passed_on(
+    replicas: ReplicaFactory, proxy: ProxyFactory
+) -> None:
+    group = replicas(2)
+    for replica in group:
+        replica.configure(fail_status=429)
+    px = proxy(upstreams_of(group))
+    with pytest.raises(openai.RateLimitError) as info:
+        chat(client_for(px))
+    assert "scripted failure" in info.value.message
+    # A busy replica is not a broken one: nobody was ejected.
+    assert httpx.get(f"{px.url}/readyz").json()["healthy_replicas"] == 2
