@@ -38,6 +38,7 @@ LOADGEN = Path(__file__).resolve().parent / "_loadgen.py"
 TASKYARD_KEY = os.environ.get("TASKYARD_LLM_API_KEY", "taskyard")
 REPLICAS = 4
 BLOCK_TOKENS = 16
+POLICIES = ("round_robin", "least_outstanding", "affinity")
 # By default a replica's prefix cache holds 1.25x its share of the live sessions' prompts: KV
 # cache is the scarce resource of a loaded GPU pool, which is when routing matters.
 
@@ -60,17 +61,20 @@ class Plan:
     sessions: SessionMix
     session_concurrency: int
     cache_headroom: float
+    policies: tuple[str, ...]
 
 
 def _plan(quick: bool, clients: int, cache_headroom: float) -> Plan:
-    scale = 0.4 if quick else 1.0
+    scale = 0.3 if quick else 1.0
     phases = (
         Phase("one client", 1, False, 5 * scale, 0.5, 20_000),
         Phase(f"{clients} clients", clients, False, 10 * scale, 1.0, 10**7),
         Phase("one client, stream", 1, True, 5 * scale, 0.5, 20_000),
     )
     mix = SessionMix(sessions=48 if quick else 144)
-    return Plan(phases, mix, session_concurrency=16, cache_headroom=cache_headroom)
+    # Round robin is the baseline; "affinity" is taskyard's default routing.
+    policies = ("round_robin", "affinity") if quick else POLICIES
+    return Plan(phases, mix, 16, cache_headroom, policies)
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,16 +203,14 @@ def run_routing(procs: Processes, plan: Plan) -> None:
         f"(cache = {plan.cache_headroom}x a replica's share of the live sessions' mean prompt; "
         "locality = share of a session's turns its most used replica served)"
     )
-    rows = {
-        policy: route_sessions(procs, plan, policy, flags) for policy in ("round_robin", "affinity")
-    }
+    rows = {policy: route_sessions(procs, plan, policy, flags) for policy in plan.policies}
     print(
-        f"\n{'policy':<12} {'hit rate':>9} {'TTFT mean':>10} {'TTFT p99':>9} "
+        f"\n{'policy':<18} {'hit rate':>9} {'TTFT mean':>10} {'TTFT p99':>9} "
         f"{'load max/mean':>14} {'requests per replica':>24} {'locality':>9} {'errors':>7}"
     )
     for policy, row in rows.items():
         print(
-            f"{policy:<12} {row['hit_rate']:>9.1%} {row['ttft_mean']:>8.2f}ms "
+            f"{policy:<18} {row['hit_rate']:>9.1%} {row['ttft_mean']:>8.2f}ms "
             f"{row['ttft_p99']:>7.2f}ms {row['spread']:>14.2f} "
             f"{row['per_replica']!s:>24} {row['locality']:>9.1%} {row['errors']:>7}"
         )
