@@ -153,3 +153,18 @@ def test_crashed_worker_leaves_nothing_running(
     # ...and the next provider clears them away.
     make_docker_provider()
     assert docker_client.containers.list(all=True, filters=owned) == []
+
+
+def test_container_is_created_locked_down(
+    docker_client: docker.DockerClient, docker_provider: DockerSandboxProvider
+) -> None:
+    docker_provider.get("t:spec").run("1", TIMEOUT)
+    (container,) = _containers(docker_client, docker_provider)
+    host = container.attrs["HostConfig"]
+    assert container.attrs["Config"]["User"] == "65534:65534"
+    assert (host["NetworkMode"], host["ReadonlyRootfs"], host["Init"]) == ("none", True, True)
+    assert (host["CapDrop"], host["SecurityOpt"]) == (["ALL"], ["no-new-privileges"])
+    assert (host["Memory"], host["MemorySwap"]) == (128 << 20, 128 << 20)
+    assert (host["PidsLimit"], host["NanoCpus"]) == (64, 1_000_000_000)
+    assert sorted(host["Tmpfs"]) == ["/tmp", "/work"]
+    assert "size=64m" in host["Tmpfs"]["/work"]
