@@ -58,6 +58,8 @@ class ScriptedApp:
             return route(request)
         except _BadRequest as error:
             return Reply(error.status, wire.error_body(error.status, str(error)))
+        except Exception as error:  # a bug here must still answer, as an OpenAI server error
+            return Reply(500, wire.error_body(500, f"scripted model: {error!r}", "server_error"))
 
     def _no_route(self, request: Request) -> tuple[int, str]:
         if any(path == request.path for _, path in self._routes):
@@ -77,7 +79,8 @@ class ScriptedApp:
         if tools is not None and not isinstance(tools, list):
             raise _BadRequest(400, "tools must be a list")
         prompt = " ".join(f"{m.get('role')}: {message_text(m)}" for m in messages)
-        turn = chat_turn(messages, tools)
+        # tool_choice "none" forbids tool calls, as with OpenAI.
+        turn = chat_turn(messages, None if payload.get("tool_choice") == "none" else tools)
         return self._answer(payload, prompt, turn, wire.chat_body, wire.chat_chunks)
 
     def _completions(self, request: Request) -> Reply:

@@ -152,6 +152,17 @@ def test_without_the_code_tool_the_model_answers_in_text(client: openai.OpenAI) 
     assert answer.choices[0].message.content.endswith("(scripted model)")
 
 
+def test_tool_choice_none_gets_a_text_answer(client: openai.OpenAI) -> None:
+    answer = client.chat.completions.create(
+        model="m",
+        messages=[{"role": "user", "content": DEMO_QUESTION}],
+        tools=[CODE_TOOL_SPEC],
+        tool_choice="none",
+    )
+    assert answer.choices[0].finish_reason == "stop"
+    assert answer.choices[0].message.content.startswith("You said: What is the square root")
+
+
 def test_legacy_completions_stream_and_not(client: openai.OpenAI) -> None:
     whole = client.completions.create(model="m", prompt="one two")
     assert whole.choices[0].text == "You said: one two (scripted model)"
