@@ -85,15 +85,18 @@ class ScriptedModelThread:
     Use as a context manager; `server` (with `port`, `base_url`, `app`) is set once started.
     """
 
-    def __init__(self, options: ScriptedOptions | None = None, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self, options: ScriptedOptions | None = None, host: str = "127.0.0.1", port: int = 0
+    ) -> None:
         self._options = options or ScriptedOptions()
-        self._host = host
-        self._loop = uvloop.new_event_loop()
+        self._address = (host, port)
         self._ready = threading.Event()
-        self._stopped: asyncio.Event | None = None
         self._thread = threading.Thread(target=self._run, name="scripted-model", daemon=True)
-        self.server: ScriptedServer | None = None
+        # Set by the thread before `_ready`: its loop, the event that stops it, the server.
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopped: asyncio.Event | None = None
         self._error: BaseException | None = None
+        self.server: ScriptedServer | None = None
 
     @property
     def base_url(self) -> str:
@@ -112,11 +115,12 @@ class ScriptedModelThread:
         return self
 
     def stop(self) -> None:
-        """Close the server and join the thread."""
-        if self._stopped is not None:
+        """Close the server and join the thread; stopping twice, or before a start, is a no-op."""
+        if not self._thread.is_alive():
+            return
+        if self._loop is not None and self._stopped is not None:
             self._loop.call_soon_threadsafe(self._stopped.set)
         self._thread.join()
-        self._loop.close()
 
     def __enter__(self) -> ScriptedModelThread:
         return self.start()
@@ -135,12 +139,16 @@ class ScriptedModelThread:
         return self.server
 
     def _run(self) -> None:
-        self._loop.run_until_complete(self._main())
+        self._loop = uvloop.new_event_loop()
+        try:
+            self._loop.run_until_complete(self._main())
+        finally:
+            self._loop.close()
 
     async def _main(self) -> None:
         self._stopped = asyncio.Event()
         try:
-            self.server = await start_server(self._options, self._host)
+            self.server = await start_server(self._options, *self._address)
         except BaseException as error:
             self._error = error
             self._ready.set()

@@ -6,6 +6,7 @@ import json
 import socket
 
 import httpx
+import pytest
 
 from services.scripted_model import ScriptedModelThread
 
@@ -66,3 +67,20 @@ def test_malformed_chat_bodies_get_400(control: httpx.Client) -> None:
         answer = control.post("/v1/chat/completions", json=body)
         assert answer.status_code == 400, body
         assert answer.json()["error"]["type"] == "invalid_request_error"
+
+
+def test_thread_helper_stops_cleanly_once_or_twice_or_unstarted() -> None:
+    never_started = ScriptedModelThread()
+    never_started.stop()
+    with ScriptedModelThread() as model:
+        port = model.port
+        assert httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200
+    model.stop()
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"http://127.0.0.1:{port}/health")
+
+
+def test_thread_helper_reports_a_start_failure(model: ScriptedModelThread) -> None:
+    taken = ScriptedModelThread(port=model.port)
+    with pytest.raises(OSError):
+        taken.start()
