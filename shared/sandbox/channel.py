@@ -7,11 +7,19 @@ one level up, in `session.py`, once for every backend.
 from __future__ import annotations
 
 import json
+import select
 from typing import Any, Protocol
 
 from shared.sandbox.errors import KernelGone
 
-__all__ = ["KernelChannel", "LineBuffer", "StartKernel", "decode_line", "encode"]
+__all__ = [
+    "KernelChannel",
+    "LineBuffer",
+    "StartKernel",
+    "decode_line",
+    "encode",
+    "wait_readable",
+]
 
 
 class KernelChannel(Protocol):
@@ -79,3 +87,13 @@ def decode_line(line: bytes) -> dict[str, Any]:
     if not isinstance(message, dict):
         raise KernelGone(f"the kernel sent a non-object line: {line[:200]!r}")
     return message
+
+
+def wait_readable(fd: int, timeout: float) -> bool:
+    """Whether `fd` has data (or EOF) within `timeout` seconds.
+
+    poll, not select: a busy worker holds more than select's 1024 descriptors.
+    """
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(max(0.0, timeout) * 1000))

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import select
 import socket
 import struct
 import time
@@ -30,7 +29,7 @@ import docker
 import requests
 from docker.errors import DockerException, NotFound
 
-from shared.sandbox.channel import LineBuffer, decode_line, encode
+from shared.sandbox.channel import LineBuffer, decode_line, encode, wait_readable
 from shared.sandbox.errors import KernelGone, SandboxUnavailable
 from shared.sandbox.provider import KernelSandboxProvider
 from shared.settings import Settings, get_settings
@@ -117,7 +116,7 @@ class _Demux:
 
     def pump(self, timeout: float) -> bool:
         """Read what arrives within `timeout`; False if nothing did."""
-        if not select.select([self._sock], [], [], timeout)[0]:
+        if not wait_readable(self._sock.fileno(), timeout):
             return False
         try:
             chunk = self._sock.recv(1 << 16)

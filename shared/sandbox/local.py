@@ -17,7 +17,6 @@ import contextlib
 import logging
 import os
 import re
-import select
 import shutil
 import signal
 import subprocess
@@ -25,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from shared.sandbox.channel import LineBuffer, decode_line, encode
+from shared.sandbox.channel import LineBuffer, decode_line, encode, wait_readable
 from shared.sandbox.errors import KernelGone, SandboxUnavailable
 from shared.sandbox.provider import KernelSandboxProvider
 from shared.settings import Settings, get_settings
@@ -154,7 +153,7 @@ class LocalChannel:
         stdout = self._process.stdout
         assert stdout is not None
         while (line := self._lines.pop_line()) is None:
-            if not select.select([stdout], [], [], timeout)[0]:
+            if not wait_readable(stdout.fileno(), timeout):
                 return None
             chunk = os.read(stdout.fileno(), 1 << 16)
             if not chunk:
