@@ -49,7 +49,10 @@ class LocalStack:
     upstreams: str | None = None  # real OpenAI-compatible upstreams; scripted model if None
     agent_concurrency: int = 4
     tool_concurrency: int = 4
+    tool_queues: tuple[str, ...] = ("tools.IPythonInterpreter", "tools.WebBrowser")
+    extra_env: dict[str, str] = field(default_factory=dict)  # more TASKYARD_* settings
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+    argvs: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def gateway_url(self) -> str:
@@ -71,6 +74,7 @@ class LocalStack:
             "TASKYARD_LLM_BASE_URL": f"http://127.0.0.1:{self.ports.proxy}/v1",
             "TASKYARD_PROXY_UPSTREAMS": upstreams,
             "TASKYARD_SANDBOX_BACKEND": self.sandbox_backend,
+            **self.extra_env,
         }
 
     def start(self) -> LocalStack:
@@ -181,14 +185,23 @@ class LocalStack:
                 *_CELERY_FLAGS,
             ],
         )
-        self._wait_http("model", f"http://127.0.0.1:{self.ports.model}/health", optional=True)
-        self._wait_http("proxy", f"http://127.0.0.1:{self.ports.proxy}/healthz")
-        self._wait_http("gateway", f"{self.gateway_url}/readyz")
-        self._wait_log("agent_worker", "ready.")
-        self._wait_log("tool_worker", "ready.")
+        for name in self.procs:
+            self._wait_ready(name)
+
+    def _wait_ready(self, name: str, log_offset: int = 0) -> None:
+        health = {
+            "model": f"http://127.0.0.1:{self.ports.model}/health",
+            "proxy": f"http://127.0.0.1:{self.ports.proxy}/healthz",
+            "gateway": f"{self.gateway_url}/readyz",
+        }
+        if name in health:
+            self._wait_http(name, health[name])
+        elif name.endswith("_worker"):
+            self._wait_log(name, "ready.", after=log_offset)
 
     def _spawn(self, name: str, argv: list[str]) -> None:
-        log = open(self.log_path(name), "wb")  # noqa: SIM115 - the process owns it until stop()
+        self.argvs[name] = argv
+        log = open(self.log_path(name), "ab")  # noqa: SIM115 - the process owns it until stop()
         self.procs[name] = subprocess.Popen(
             argv, env=self.env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
@@ -202,9 +215,7 @@ class LocalStack:
             tail = self.log_path(name).read_text(errors="replace")[-3000:]
             raise RuntimeError(f"{name} exited with {proc.returncode}:\n{tail}")
 
-    def _wait_http(self, name: str, url: str, optional: bool = False, timeout: float = 60) -> None:
-        if optional and name not in self.procs:
-            return
+    def _wait_http(self, name: str, url: str, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self._check_alive(name)
@@ -216,20 +227,26 @@ class LocalStack:
             time.sleep(0.1)
         raise TimeoutError(f"{name} not ready at {url} after {timeout}s")
 
-    def _wait_log(self, name: str, marker: str, timeout: float = 60) -> None:
+    def _wait_log(self, name: str, marker: str, after: int = 0, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self._check_alive(name)
-            if marker in self.log_path(name).read_text(errors="replace"):
+            if marker in self.log_path(name).read_text(errors="replace")[after:]:
                 return
             time.sleep(0.1)
         raise TimeoutError(f"{name} did not log {marker!r} within {timeout}s")
 
     def kill(self, name: str) -> None:
-        """SIGKILL one service (fault tests)."""
+        """SIGKILL one service, as a crash would (fault tests)."""
         proc = self.procs.pop(name)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+    def restart(self, name: str) -> None:
+        """Start a killed service again with the same command line, and wait until it is up."""
+        log_offset = len(self.log_path(name).read_text(errors="replace"))
+        self._spawn(name, self.argvs[name])
+        self._wait_ready(name, log_offset)
 
     def stop(self) -> None:
         """Stop every process: workers first (warm shutdown), Redis last."""

@@ -28,8 +28,18 @@ def make_celery(settings: Settings, tool_names: list[str] | None = None) -> Cele
         result_serializer="json",
         task_ignore_result=True,  # results travel through the task store, not the backend
         broker_connection_retry_on_startup=True,
-        # A job whose worker died returns after this; a step or tool call must finish well before.
-        broker_transport_options={"visibility_timeout": settings.visibility_timeout_s},
+        broker_transport_options=_transport_options(settings.visibility_timeout_s),
         worker_hijack_root_logger=False,
     )
     return app
+
+
+def _transport_options(visibility_timeout_s: int) -> dict[str, float]:
+    """A job whose worker died returns to its queue after `visibility_timeout_s`; kombu sweeps
+    for such jobs every interval x throttle seconds (100 s by default), so sweep well within
+    the timeout instead."""
+    return {
+        "visibility_timeout": visibility_timeout_s,
+        "unacked_restore_interval": min(10.0, max(1.0, visibility_timeout_s / 4)),
+        "unacked_restore_throttle": 1,
+    }

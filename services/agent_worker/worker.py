@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import logging
 
-import openai
 from celery import Task
 
 from services.agent_worker.step import StepRunner
 from shared import keys
 from shared.actions import action_queue
 from shared.celery_app import make_celery
+from shared.llms import LLMError
 from shared.logs import setup_logging
 from shared.registry import load_plugins
 from shared.schema import ToolCall
@@ -28,14 +28,14 @@ app = make_celery(settings)
 store = TaskStore.from_url(settings.redis_url)
 log = logging.getLogger("taskyard.agent_worker")
 
-# Upstream trouble is retried with backoff; the task stays accepted meanwhile.
-_TRANSIENT = (
-    openai.APIConnectionError,
-    openai.APITimeoutError,
-    openai.InternalServerError,
-    openai.RateLimitError,
-)
 _MAX_RETRIES = 8
+
+
+def _transient(exc: Exception) -> bool:
+    """Upstream trouble worth waiting out: unreachable, rate limited or a 5xx."""
+    if not isinstance(exc, LLMError):
+        return False
+    return exc.status_code is None or exc.status_code == 429 or exc.status_code >= 500
 
 
 def dispatch_tool(record: TaskRecord, step: int, call: ToolCall) -> None:
@@ -60,15 +60,21 @@ def agent_step(self: Task, task_id: str, step: int) -> None:
     redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
     try:
         runner.run(task_id, step, redelivered=redelivered)
-    except _TRANSIENT as exc:
-        if self.request.retries >= _MAX_RETRIES:
+    except Exception as exc:
+        _retry_or_fail(self, task_id, exc, extra)
+
+
+def _retry_or_fail(task: Task, task_id: str, exc: Exception, extra: dict) -> None:
+    """Retry a transient upstream error with backoff (the task stays accepted meanwhile);
+    end the task with the reason on anything else, never dropping it silently."""
+    if _transient(exc):
+        if task.request.retries >= _MAX_RETRIES:
             _fail(task_id, f"model upstream unavailable after {_MAX_RETRIES} retries: {exc}")
             return
         log.warning("model upstream error, retrying: %s", exc, extra=extra)
-        raise self.retry(exc=exc, countdown=min(2**self.request.retries, 30)) from exc
-    except Exception as exc:  # a bug or bad spec: end the task with the reason, never drop it
-        log.exception("agent step failed", extra=extra)
-        _fail(task_id, f"agent step failed: {type(exc).__name__}: {exc}")
+        raise task.retry(exc=exc, countdown=min(2**task.request.retries, 30)) from exc
+    log.exception("agent step failed", extra=extra)
+    _fail(task_id, f"agent step failed: {type(exc).__name__}: {exc}")
 
 
 def _fail(task_id: str, reason: str) -> None:

@@ -1,0 +1,96 @@
+"""Accepted tasks survive faults: a crashed agent or tool worker, a lost model upstream, a
+dead kernel. Every service is a real process; faults are real SIGKILLs."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from services.stack import LocalStack
+from shared.cli import DEMO_TASK
+from shared.client import TaskyardClient
+from shared.schema import ActionReturn, AgentMessage
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def stack(sandbox_image: str) -> Iterator[LocalStack]:
+    # A short visibility timeout, so a dead worker's job comes back within the test.
+    env = {"TASKYARD_VISIBILITY_TIMEOUT_S": "3", "TASKYARD_PROXY_PROBE_INTERVAL_S": "0.3"}
+    stack = LocalStack(sandbox_backend="docker", extra_env=env).start()
+    yield stack
+    stack.stop()
+
+
+@pytest.fixture
+def client(stack: LocalStack) -> Iterator[TaskyardClient]:
+    client = TaskyardClient(stack.gateway_url, stack.api_key)
+    yield client
+    client.close()
+
+
+def _configure_model(stack: LocalStack, **config: object) -> None:
+    url = f"http://127.0.0.1:{stack.ports.model}/scripted/config"
+    httpx.post(url, json=config, timeout=5).raise_for_status()
+
+
+def _wait_status(client: TaskyardClient, task_id: str, statuses: set[str]) -> dict:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        task = client.get(task_id)
+        if task["status"] in statuses:
+            return task
+        time.sleep(0.1)
+    raise AssertionError(f"task {task_id} never reached {statuses}: {task}")
+
+
+def test_crashed_agent_worker_loses_no_task(stack: LocalStack, client: TaskyardClient) -> None:
+    _configure_model(stack, latency_ms=3000)  # the step is mid-call when the worker dies
+    try:
+        task_id = client.submit(DEMO_TASK)["id"]
+        _wait_status(client, task_id, {"running"})
+        stack.kill("agent_worker")
+    finally:
+        _configure_model(stack, latency_ms=0)
+    stack.restart("agent_worker")
+    task = _wait_status(client, task_id, {"succeeded", "failed"})
+    assert task["status"] == "succeeded"
+    assert "1.414213562373" in task["result"]
+    assert len(task["messages"]) == 4  # the redelivered step applied once
+
+
+def test_crashed_tool_worker_loses_no_task(stack: LocalStack, client: TaskyardClient) -> None:
+    task_id = client.submit("```python\nimport time\ntime.sleep(2)\nprint('slept')\n```")["id"]
+    _wait_status(client, task_id, {"waiting_tools"})
+    stack.kill("tool_worker")
+    stack.restart("tool_worker")
+    task = _wait_status(client, task_id, {"succeeded", "failed"})
+    assert task["status"] == "succeeded"
+    assert "slept" in task["result"]
+
+
+def test_lost_model_upstream_loses_no_task(stack: LocalStack, client: TaskyardClient) -> None:
+    stack.kill("model")
+    try:
+        task_id = client.submit(DEMO_TASK)["id"]
+        time.sleep(2)  # the step meets a dead upstream and backs off
+        assert client.get(task_id)["status"] in {"queued", "running"}
+    finally:
+        stack.restart("model")
+    task = _wait_status(client, task_id, {"succeeded", "failed"})
+    assert task["status"] == "succeeded"
+
+
+def test_dead_kernel_is_reported_and_the_task_goes_on(client: TaskyardClient) -> None:
+    task_id = client.submit("```python\nimport os\nos._exit(1)\n```", session_id="kernel")["id"]
+    task = _wait_status(client, task_id, {"succeeded", "failed"})
+    tool = AgentMessage.model_validate(task["messages"][2])
+    assert isinstance(tool.content, ActionReturn)
+    assert "state" in (tool.content.errmsg or "").lower()
+    assert task["status"] == "succeeded"  # the model saw the error and answered
+    again = client.submit("```python\nprint('alive')\n```", session_id="kernel")["id"]
+    assert "alive" in _wait_status(client, again, {"succeeded", "failed"})["result"]
