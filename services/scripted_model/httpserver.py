@@ -150,18 +150,24 @@ class HttpProtocol(asyncio.Protocol):
         events = all_events
         if reply.abort_after is not None:
             events = all_events[: reply.abort_after]
-        if not reply.interval_s:
+        if reply.interval_s:
+            sent = await self._send_paced(events, reply.interval_s)
+        else:
             self._write(b"".join(_chunk(event) for event in events))
-        for index, event in enumerate(events if reply.interval_s else ()):
+            sent = True
+        if not sent or len(events) < len(all_events):
+            return False
+        self._write(b"0\r\n\r\n")
+        return True
+
+    async def _send_paced(self, events: list[bytes], interval_s: float) -> bool:
+        for index, event in enumerate(events):
             if index:
-                await asyncio.sleep(reply.interval_s)
+                await asyncio.sleep(interval_s)
             await self._writable.wait()
             if self._transport is None:
                 return False
             self._write(_chunk(event))
-        if len(events) < len(all_events):
-            return False
-        self._write(b"0\r\n\r\n")
         return True
 
     def _write(self, data: bytes) -> None:

@@ -49,10 +49,11 @@ def test_fail_status_answers_an_openai_error_until_cleared(
     assert _chat(client).choices[0].finish_reason == "stop"
 
 
+@pytest.mark.parametrize("tokens_per_s", [0, 1000])
 def test_fail_after_chunks_cuts_the_stream_and_the_connection(
-    client: openai.OpenAI, control: httpx.Client
+    client: openai.OpenAI, control: httpx.Client, tokens_per_s: int
 ) -> None:
-    control.post("/scripted/config", json={"fail_after_chunks": 2})
+    control.post("/scripted/config", json={"fail_after_chunks": 2, "tokens_per_s": tokens_per_s})
     received = []
     with pytest.raises(openai.APIError):
         for chunk in _chat(client, stream=True):
