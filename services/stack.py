@@ -47,6 +47,7 @@ class LocalStack:
     api_key: str = "dev-key"
     sandbox_backend: str = "docker"
     upstreams: str | None = None  # real OpenAI-compatible upstreams; scripted model if None
+    model_tokens_per_s: float = 0  # the scripted model's stream pace (0: as fast as it can)
     agent_concurrency: int = 4
     tool_concurrency: int = 4
     tool_queues: tuple[str, ...] = ("tools.IPythonInterpreter", "tools.WebBrowser")

@@ -10,7 +10,7 @@ import time
 from collections.abc import Sequence
 
 from shared.client import TaskyardClient
-from shared.transcript import render_event
+from shared.transcript import TranscriptPrinter
 
 __all__ = ["main"]
 
@@ -50,10 +50,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def _follow(client: TaskyardClient, task_id: str) -> int:
     status = "unknown"
+    show = TranscriptPrinter(sys.stdout)
     for event in client.events(task_id):
-        text = render_event(event)
-        if text:
-            print(text, flush=True)
+        show(event)
         if event.is_final:
             status = event.data["status"]
     return 0 if status == "succeeded" else 1
@@ -82,7 +81,11 @@ def _up(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _interrupt)
 
-    stack = LocalStack(ports=StackPorts(gateway=args.gateway_port), sandbox_backend=args.sandbox)
+    stack = LocalStack(
+        ports=StackPorts(gateway=args.gateway_port),
+        sandbox_backend=args.sandbox,
+        model_tokens_per_s=20,  # slow enough to watch the answer stream in
+    )
     print(
         f"starting the local stack (logs in {stack.run_dir}); model: scripted upstream", flush=True
     )

@@ -1,37 +1,64 @@
-"""A task's events as a readable live transcript (the CLI and the demo print this)."""
+"""A task's events as a readable live transcript (the CLI and the demo print this).
+
+The model's text arrives token by token and is printed as it comes; the turn's message that
+follows then adds only what the tokens did not show (its tool calls)."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TextIO
 
 from shared.events import Event, EventKind
 from shared.schema import ActionReturn, AgentMessage
 
-__all__ = ["render_event"]
+__all__ = ["TranscriptPrinter"]
 
 
-def render_event(event: Event) -> str | None:
-    """One event as text; None for events a reader need not see (token deltas)."""
-    if event.kind == EventKind.STATUS:
-        extra = event.data.get("error") or ""
-        return f"· status: {event.data['status']} {extra}".rstrip()
-    if event.kind == EventKind.MESSAGE:
-        return _render_message(AgentMessage.model_validate(event.data))
-    return None
+@dataclass
+class TranscriptPrinter:
+    out: TextIO
+    _streaming: bool = False  # tokens of the current model turn have been printed
+
+    def __call__(self, event: Event) -> None:
+        if event.kind == EventKind.TOKEN:
+            self._token(event.data["delta"], event.data.get("sender", "model"))
+            return
+        streamed, self._streaming = self._streaming, False
+        if streamed:
+            self.out.write("\n")
+        if event.kind == EventKind.STATUS:
+            extra = event.data.get("error") or ""
+            self._line(f"· status: {event.data['status']} {extra}".rstrip())
+        elif event.kind == EventKind.MESSAGE:
+            self._line(_render(AgentMessage.model_validate(event.data), skip_text=streamed))
+
+    def _token(self, delta: str, sender: str) -> None:
+        if not self._streaming:
+            self.out.write(f"[{sender}]\n    ")
+            self._streaming = True
+        self.out.write(delta.replace("\n", "\n    "))
+        self.out.flush()
+
+    def _line(self, text: str) -> None:
+        if text:
+            self.out.write(text + "\n")
+            self.out.flush()
 
 
-def _render_message(msg: AgentMessage) -> str:
+def _render(msg: AgentMessage, skip_text: bool) -> str:
     if isinstance(msg.content, ActionReturn):
         ret = msg.content
         body = ret.format_result() + (f"\n{ret.errmsg}" if ret.errmsg else "")
         return f"[{msg.sender} output]\n{_indent(body.strip())}"
     calls = msg.formatted.get("tool_calls") if isinstance(msg.formatted, dict) else None
-    text = str(msg.content or "").strip()
+    text = "" if skip_text else str(msg.content or "").strip()
     lines = [f"[{msg.sender}]", _indent(text)] if text else []
     for call in calls or []:
         params = call.get("parameters", {})
         code = params.get("command") if isinstance(params, dict) else None
         lines.append(f"[{msg.sender} calls {call['name']}]")
         lines.append(_indent(code if code is not None else str(params)))
-    return "\n".join(lines) if lines else f"[{msg.sender}] (empty)"
+    return "\n".join(lines)
 
 
 def _indent(text: str) -> str:

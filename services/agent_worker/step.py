@@ -55,7 +55,9 @@ class StepRunner:
         history = self.store.memory(record.tenant, record.session_id)
 
         async def on_token(delta: str) -> None:
-            self.store.publish(record.id, EventKind.TOKEN, {"delta": delta})
+            self.store.publish(
+                record.id, EventKind.TOKEN, {"delta": delta, "sender": record.spec.name}
+            )
 
         return await run_agent_step(
             record.spec,
