@@ -107,3 +107,7 @@ def _up(args: argparse.Namespace) -> int:
         return code
     finally:
         stack.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
