@@ -6,6 +6,7 @@ Pure functions over the request's messages and tools, so the HTTP layer only enc
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +18,8 @@ CODE_TOOL = "IPythonInterpreter"
 _LABEL = "(scripted model)"
 _ERROR_MARKERS = ("Traceback", "Error")
 _ECHO_LIMIT = 200
+# A user message may script any offered tool's call: ```tool {"name": ..., "arguments": {...}}```
+_TOOL_FENCE = re.compile(r"```tool\s*\n(.*?)```", re.DOTALL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +44,9 @@ def chat_turn(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
     role = last.get("role")
     if role == "tool":
         return ScriptedTurn(text=_quote_tool_output(message_text(last)))
+    scripted = _fenced_tool_call(message_text(last), _tool_names(tools))
+    if role == "user" and scripted is not None:
+        return ScriptedTurn(tool_call=scripted)
     if role == "user" and CODE_TOOL in _tool_names(tools):
         arguments = json.dumps({"command": program_for(message_text(last))})
         return ScriptedTurn(tool_call=ToolCallTurn(CODE_TOOL, arguments))
@@ -59,6 +65,20 @@ def message_text(message: dict[str, Any]) -> str:
     if isinstance(content, list):
         return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
     return "" if content is None else str(content)
+
+
+def _fenced_tool_call(text: str, offered: set[str]) -> ToolCallTurn | None:
+    """The call a ```tool fence spells out, if it names an offered tool."""
+    match = _TOOL_FENCE.search(text)
+    if match is None:
+        return None
+    try:
+        call = json.loads(match.group(1))
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(call, dict) or call.get("name") not in offered:
+        return None
+    return ToolCallTurn(call["name"], json.dumps(call.get("arguments", {})))
 
 
 def _tool_names(tools: list[dict[str, Any]] | None) -> set[str]:

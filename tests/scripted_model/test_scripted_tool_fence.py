@@ -1,0 +1,35 @@
+"""A ```tool fence in the user's message scripts a call of any offered tool."""
+
+from __future__ import annotations
+
+import json
+
+from services.scripted_model.script import chat_turn
+
+_CONVERTER = [{"type": "function", "function": {"name": "UnitConverter.length"}}]
+
+
+def _user(text: str) -> list[dict]:
+    return [{"role": "user", "content": text}]
+
+
+def test_fenced_call_of_an_offered_tool_is_made_verbatim() -> None:
+    args = {"value": 5, "from_unit": "km", "to_unit": "mi"}
+    text = (
+        f"convert\n```tool\n{json.dumps({'name': 'UnitConverter.length', 'arguments': args})}\n```"
+    )
+    turn = chat_turn(_user(text), _CONVERTER)
+    assert turn.tool_call is not None
+    assert turn.tool_call.name == "UnitConverter.length"
+    assert json.loads(turn.tool_call.arguments) == args
+
+
+def test_fence_naming_a_tool_not_offered_is_ignored() -> None:
+    text = '```tool\n{"name": "Missing", "arguments": {}}\n```'
+    turn = chat_turn(_user(text), _CONVERTER)
+    assert turn.tool_call is None and "scripted" in turn.text
+
+
+def test_fence_with_bad_json_is_ignored() -> None:
+    turn = chat_turn(_user("```tool\n{not json\n```"), _CONVERTER)
+    assert turn.tool_call is None
