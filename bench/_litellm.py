@@ -1,7 +1,8 @@
 """The LiteLLM proxy as the comparison point: its own virtualenv, a minimal config, one worker.
 
 Configured as its docs advise for a lean gateway: the local model cost map, no callbacks, no
-retries, no database, one worker, a master key from the environment.
+retries, no database, one worker, a master key from the environment; uvicorn's per-request
+access log is off too, so LiteLLM is measured at its leanest.
 """
 
 from __future__ import annotations
@@ -33,6 +34,13 @@ litellm_settings:
 general_settings:
   master_key: os.environ/LITELLM_MASTER_KEY
 """
+_LOGGING = """\
+version: 1
+disable_existing_loggers: false
+loggers:
+  uvicorn.access:
+    level: WARNING
+"""
 
 
 class LiteLLM:
@@ -59,6 +67,8 @@ def start_litellm(procs: Processes, upstream_url: str, model: str, workdir: Path
     executable = ensure_litellm()
     config = workdir / "litellm.yaml"
     config.write_text(_CONFIG.format(model=model, api_base=f"{upstream_url}/v1"))
+    logging = workdir / "litellm-logging.yaml"
+    logging.write_text(_LOGGING)
     master_key = os.environ.get("LITELLM_MASTER_KEY") or f"sk-bench-{secrets.token_hex(8)}"
     port = free_port()
     argv = [str(executable), "--config", str(config), "--host", "127.0.0.1", "--port", str(port)]
@@ -67,7 +77,7 @@ def start_litellm(procs: Processes, upstream_url: str, model: str, workdir: Path
         "LITELLM_MASTER_KEY": master_key,
         "LITELLM_LOG": "ERROR",
     }
-    procs.start("litellm", [*argv, "--num_workers", "1"], env)
+    procs.start("litellm", [*argv, "--num_workers", "1", "--log_config", str(logging)], env)
     url = f"http://127.0.0.1:{port}"
     procs.wait_http("litellm", f"{url}/health/liveliness", timeout_s=120.0)
     return LiteLLM(url, master_key)
