@@ -176,7 +176,7 @@ class Forwarder:
             relay = StreamRelay(job.client, lambda: self._answer_headers(replica, conn), strip)
         sink = _Sink(conn, relay)
         started = self._loop.time()
-        conn.send(self._request_bytes(job, replica, body), sink)
+        conn.send(self._request_bytes(job, replica, body), sink, sink.flush if relay else None)
         job.client.bind_upstream(conn.abort, conn.transport)
         try:
             status = await conn.wait_head()
@@ -207,7 +207,7 @@ class Forwarder:
             relay.fail(f"the model replica failed mid-stream: {exc}")
             self._health.failed(replica, self._loop.time(), hard=True)
             return Outcome.ANSWERED
-        relay.finish()
+        relay.flush(done=True)  # a no-op when the last read already ended the stream
         replica.conns.release(conn)
         self._health.succeeded(replica)
         self._account(job, *tokens_of(relay.usage))
@@ -293,4 +293,8 @@ class _Sink:
             self._relay.feed(data)
         else:
             self.chunks.append(data)
+
+    def flush(self, done: bool) -> None:
+        if self._relay is not None and self._conn.status == 200:
+            self._relay.flush(done)
 

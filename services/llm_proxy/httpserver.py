@@ -195,23 +195,20 @@ class Connection(asyncio.Protocol):
         framing = b"content-length: %d\r\n\r\n" % len(body)
         self._transport.write(_head(status, headers, framing) + body)
 
-    def start_stream(self, status: int, headers: list[tuple[bytes, bytes]], first: bytes) -> None:
-        """Send the head of a chunked response, with its first chunk."""
+    def start_stream(
+        self, status: int, headers: list[tuple[bytes, bytes]], first: bytes, last: bool
+    ) -> None:
+        """Send the head of a chunked response with its first chunk (`last`: and its end)."""
         self.status = status
         if self._transport is None or self.closed:
             return
         head = _head(status, headers, b"transfer-encoding: chunked\r\n\r\n")
-        self._transport.write(head + _chunk(first) if first else head)
+        self._transport.write(head + _chunk(first, last))
 
-    def write_chunk(self, data: bytes) -> None:
-        """Send one chunk of a streamed response."""
-        if data and self._transport is not None and not self.closed:
-            self._transport.write(_chunk(data))
-
-    def end_stream(self) -> None:
-        """Close the chunked response cleanly."""
-        if self._transport is not None and not self.closed:
-            self._transport.write(b"0\r\n\r\n")
+    def write_chunk(self, data: bytes, last: bool) -> None:
+        """Send one piece of a streamed response (`last`: and end it)."""
+        if self._transport is not None and not self.closed and (data or last):
+            self._transport.write(_chunk(data, last))
 
     @property
     def response_started(self) -> bool:
@@ -227,8 +224,9 @@ class Connection(asyncio.Protocol):
         self.respond(status, [(b"content-type", b"application/json")], body)
 
 
-def _chunk(data: bytes) -> bytes:
-    return b"%x\r\n%s\r\n" % (len(data), data)
+def _chunk(data: bytes, last: bool) -> bytes:
+    framed = b"%x\r\n%s\r\n" % (len(data), data) if data else b""
+    return framed + b"0\r\n\r\n" if last else framed
 
 
 class HttpServer:

@@ -28,7 +28,12 @@ def error_event(message: str, code: str) -> bytes:
 
 
 class StreamRelay:
-    """Writes whole SSE events to `client`; call `feed` per upstream chunk, then `finish`."""
+    """Writes whole SSE events to `client`.
+
+    `feed` takes each upstream body piece; `flush` (after each network read, so one read
+    becomes one write) forwards the complete events, and with `done` ends the response in the
+    same write.
+    """
 
     def __init__(
         self,
@@ -39,43 +44,45 @@ class StreamRelay:
         self._client = client
         self._headers = headers
         self._strip_usage = strip_usage
+        self._incoming: list[bytes] = []
         self._pending = b""
         self.started = False
+        self.finished = False
         self.usage: dict[str, Any] | None = None
 
     def feed(self, data: bytes) -> None:
-        """Forward every complete event in `data`; keep a trailing partial one for later."""
-        buffer = self._pending + data if self._pending else data
-        end = buffer.rfind(b"\n\n")
-        if end < 0:
-            self._pending = buffer
+        """Take one piece of the upstream body."""
+        self._incoming.append(data)
+
+    def flush(self, done: bool) -> None:
+        """Forward every complete event received; `done`: the upstream answer is complete."""
+        if self.finished:
             return
-        events, self._pending = buffer[: end + 2], buffer[end + 2 :]
+        buffer = self._pending + b"".join(self._incoming)
+        self._incoming.clear()
+        cut = buffer.rfind(b"\n\n")
+        end = len(buffer) if done else (cut + 2 if cut >= 0 else 0)
+        events, self._pending = buffer[:end], buffer[end:]
         if _USAGE in events or (self._strip_usage and _NULL_USAGE in events):
             events = self._take_usage(events)
-        self._send(events)
-
-    def finish(self) -> None:
-        """The upstream ended cleanly: flush what is left and end the response."""
-        self._send(self._pending)
-        self._pending = b""
-        if not self.started:
-            self._send(_DONE)
-        self._client.end_stream()
+        if done:
+            self.finished = True
+            if not self.started:
+                events += _DONE  # an empty stream still ends the way clients expect
+        self._send(events, last=done)
 
     def fail(self, message: str) -> None:
         """The upstream broke mid-stream: end with an error event the client can parse."""
-        self._send(error_event(message, "stream_interrupted") + _DONE)
-        self._client.end_stream()
+        if not self.finished:
+            self.finished = True
+            self._send(error_event(message, "stream_interrupted") + _DONE, last=True)
 
-    def _send(self, data: bytes) -> None:
-        if not data:
-            return
+    def _send(self, data: bytes, last: bool) -> None:
         if self.started:
-            self._client.write_chunk(data)
-        else:
+            self._client.write_chunk(data, last)
+        elif data or last:
             self.started = True
-            self._client.start_stream(200, self._headers(), data)
+            self._client.start_stream(200, self._headers(), data, last)
 
     def _take_usage(self, events: bytes) -> bytes:
         kept = []

@@ -51,6 +51,8 @@ class UpstreamClosed(UpstreamError):
 
 
 Sink = Callable[[bytes], None]
+# Called after each network read that carried part of the body; True once it is complete.
+Flush = Callable[[bool], None]
 
 
 def _drop(_: bytes) -> None:
@@ -73,6 +75,7 @@ class UpstreamConnection(asyncio.Protocol):
         self._error: UpstreamError | None = None
         self._waiter: asyncio.Future[None] | None = None
         self._sink: Sink = _drop
+        self._flush: Flush | None = None
         self._answered = False
         self._keep_alive = True
         self._last_activity = 0.0
@@ -80,8 +83,8 @@ class UpstreamConnection(asyncio.Protocol):
 
     # --- caller side ------------------------------------------------------------------------
 
-    def send(self, data: bytes, sink: Sink) -> None:
-        """Write a request; body bytes of the answer will go to `sink`."""
+    def send(self, data: bytes, sink: Sink, flush: Flush | None = None) -> None:
+        """Write a request; body bytes of the answer go to `sink`, then `flush` per read."""
         assert self.transport is not None
         self.uses += 1
         self.status = 0
@@ -89,6 +92,7 @@ class UpstreamConnection(asyncio.Protocol):
         self._phase = _PENDING
         self._error = None
         self._sink = sink
+        self._flush = flush
         self._answered = False
         self._last_activity = self._loop.time()
         self._timer = self._loop.call_at(self._last_activity + self._read_timeout, self._check_idle)
@@ -168,6 +172,9 @@ class UpstreamConnection(asyncio.Protocol):
             self.closed = True
             if self.transport is not None:
                 self.transport.abort()
+            return
+        if self._flush is not None and self._phase >= _HEAD:
+            self._flush(self._phase == _DONE)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
