@@ -5,7 +5,8 @@ own interpreter and is not the bottleneck of what it measures. Spec keys:
 
 - ``host``, ``port``; ``concurrency`` connections, each sending one request at a time;
 - ``requests``: a list of ``{"path", "body", "headers"}`` sent round and round, or ``lanes``:
-  lists of such requests, each lane sent in order on one connection (a multi-turn session);
+  lists of such requests, each lane sent in order on one connection (a multi-turn session),
+  to ``port`` or, when given, to the lane's own port in ``lane_ports``;
 - ``max_requests`` and ``duration_s`` bound the measured part; ``warmup_s`` runs first, unmeasured.
 
 The result gives requests/s, latency and time-to-first-body-byte percentiles in milliseconds,
@@ -179,10 +180,11 @@ async def _lane_worker(
     while run.may_start() and not lanes.empty():
         conn: _Connection | None = None
         lane, requests = lanes.get_nowait()
+        port = spec["lane_ports"][lane] if "lane_ports" in spec else spec["port"]
         for data in requests:
             if not run.may_start():
                 break
-            conn = await _send(run, spec["host"], spec["port"], conn, data, lane)
+            conn = await _send(run, spec["host"], port, conn, data, lane)
         if conn is not None:
             conn.close()
 
