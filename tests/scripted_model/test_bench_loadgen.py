@@ -57,3 +57,19 @@ def test_lanes_send_every_turn_and_sum_cached_tokens(
     assert result["lane_locality"] == 1.0  # one replica serves every turn
     # The first turn of all fills the cache; the 11 after it hit every full block (41 words).
     assert result["cached_tokens"] == 11 * 40
+
+
+def test_lane_ports_send_each_lane_to_its_own_replica(
+    start_model: Callable[..., ScriptedModelThread],
+) -> None:
+    first, second = start_model(), start_model()
+    lanes = [[_chat("hi", f"s{lane}")] * (lane + 1) for lane in range(3)]
+    spec = {
+        "host": "127.0.0.1", "port": first.port, "concurrency": 3, "lanes": lanes,
+        "lane_ports": [first.port, second.port, first.port],
+    }  # fmt: skip
+    result = asyncio.run(_loadgen().run_load(spec))
+    assert result["ok"] == 6
+    assert first.server is not None and second.server is not None
+    assert first.server.app.counters.requests == 1 + 3
+    assert second.server.app.counters.requests == 2
