@@ -9,7 +9,9 @@ One run, one machine, the same scripted replicas (`services.scripted_model`, no 
    (one worker process) and through LiteLLM's proxy (one worker, its own virtualenv).
 2. Routing quality: 4 replicas modelling vLLM's prefix cache, many multi-turn sessions that
    share a few system prompts, sent with `X-Session-ID`, through taskyard's proxy with round
-   robin and with its own routing: cache-hit rate, mean time to first token, load spread.
+   robin (the baseline), least outstanding requests (full run only) and its default routing,
+   and, for scale, straight to the replicas with each session pinned to one (sticky, balanced,
+   no proxy): cache-hit rate, time to first token, load spread, session locality.
 
 All traffic goes to 127.0.0.1, bounded in count and time. Figures are printed, never asserted;
 the load generator runs in its own process. On a shared 2-core machine, other work skews them.
@@ -41,8 +43,6 @@ BLOCK_TOKENS = 16
 # The reference: no proxy, session i sent straight to replica i mod N (sticky and balanced).
 STICKY = "sticky (no proxy)"
 POLICIES = ("round_robin", "least_outstanding", "affinity", STICKY)
-# By default a replica's prefix cache holds 1.25x its share of the live sessions' prompts: KV
-# cache is the scarce resource of a loaded GPU pool, which is when routing matters.
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +151,11 @@ def run_overhead(procs: Processes, plan: Plan, workdir: Path, skip_litellm: bool
 
 
 def print_overhead(plan: Plan, results: dict[str, list[dict[str, Any]]]) -> None:
+    _print_overhead_table(plan, results)
+    _print_overhead_verdicts(plan, results)
+
+
+def _print_overhead_table(plan: Plan, results: dict[str, list[dict[str, Any]]]) -> None:
     one, many, stream = plan.phases
     print(f"\n{'target':<10}| {one.name:^27}| {many.name:^35}| {stream.name + ' (TTFB)':^27}")
     print(
@@ -164,6 +169,9 @@ def print_overhead(plan: Plan, results: dict[str, list[dict[str, Any]]]) -> None
             f"{_ms(b, 'latency_ms', 'p99')} {b['errors']:>6} | "
             f"{_ms(c, 'first_byte_ms', 'p50')} {_ms(c, 'first_byte_ms', 'p99')} {c['ok']:>8}"
         )
+
+
+def _print_overhead_verdicts(plan: Plan, results: dict[str, list[dict[str, Any]]]) -> None:
     direct = results["direct"]
     for name, (a, _, c) in results.items():
         if name == "direct":
@@ -178,7 +186,7 @@ def print_overhead(plan: Plan, results: dict[str, list[dict[str, Any]]]) -> None
     if "taskyard" in results and "litellm" in results:
         ratio = results["taskyard"][1]["rps"] / max(results["litellm"][1]["rps"], 1e-9)
         print(
-            f"taskyard / litellm requests/s at {many.concurrency} clients: {ratio:.1f}x "
+            f"taskyard / litellm requests/s at {plan.phases[1].concurrency} clients: {ratio:.1f}x "
             "(target >= 25x)"
         )
     if "taskyard" in results:
@@ -232,6 +240,10 @@ def _ratio(row: dict[str, Any], base: dict[str, Any]) -> float:
 
 
 def _prefix_flags(plan: Plan) -> list[str]:
+    """Replica flags; the cache holds `cache_headroom` x its share of the live sessions' prompts.
+
+    KV cache is the scarce resource of a loaded GPU pool, which is when routing matters.
+    """
     live_per_replica = plan.session_concurrency / REPLICAS
     prompt_blocks = plan.sessions.mean_prompt_words() / BLOCK_TOKENS
     system_blocks = plan.sessions.system_prompts * plan.sessions.system_words / BLOCK_TOKENS
