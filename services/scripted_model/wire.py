@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 OWNER = "taskyard-scripted"
-DONE = b"data: [DONE]\n\n"
+_DONE = b"data: [_DONE]\n\n"
 _TOKEN = re.compile(r"\s*\S+")
 _ARGUMENT_PIECE = 16  # characters of tool-call arguments per streamed chunk
 
@@ -80,7 +80,7 @@ def chat_body(completion: Completion) -> bytes:
 
 
 def chat_chunks(completion: Completion, include_usage: bool) -> list[bytes]:
-    """Every SSE event of a streamed chat completion, `[DONE]` included."""
+    """Every SSE event of a streamed chat completion, `[_DONE]` included."""
     envelope = _envelope("chat.completion.chunk", completion.model, [])
     turn = completion.turn
     first: dict[str, Any] = {"role": "assistant", "content": ""}
@@ -96,7 +96,7 @@ def chat_chunks(completion: Completion, include_usage: bool) -> list[bytes]:
     events.append(_chunk(envelope, {}, finish))
     if include_usage:
         events.append(_sse({**envelope, "choices": [], "usage": completion.usage()}))
-    events.append(DONE)
+    events.append(_DONE)
     return events
 
 
@@ -109,14 +109,14 @@ def text_completion_body(completion: Completion) -> bytes:
 
 
 def text_completion_chunks(completion: Completion, include_usage: bool) -> list[bytes]:
-    """Every SSE event of a streamed legacy completion, `[DONE]` included."""
+    """Every SSE event of a streamed legacy completion, `[_DONE]` included."""
     envelope = _envelope("text_completion", completion.model, [])
     texts = split_tokens(completion.turn.text)
     events = [_text_chunk(envelope, text, None) for text in texts]
     events.append(_text_chunk(envelope, "", "stop"))
     if include_usage:
         events.append(_sse({**envelope, "choices": [], "usage": completion.usage()}))
-    events.append(DONE)
+    events.append(_DONE)
     return events
 
 
