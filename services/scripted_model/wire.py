@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 OWNER = "taskyard-scripted"
-_DONE = b"data: [_DONE]\n\n"
+_DONE = b"data: [DONE]\n\n"
 _TOKEN = re.compile(r"\s*\S+")
 _ARGUMENT_PIECE = 16  # characters of tool-call arguments per streamed chunk
 
@@ -80,7 +80,7 @@ def chat_body(completion: Completion) -> bytes:
 
 
 def chat_chunks(completion: Completion, include_usage: bool) -> list[bytes]:
-    """Every SSE event of a streamed chat completion, `[_DONE]` included."""
+    """Every SSE event of a streamed chat completion, `[DONE]` included."""
     envelope = _envelope("chat.completion.chunk", completion.model, [])
     turn = completion.turn
     first: dict[str, Any] = {"role": "assistant", "content": ""}
@@ -109,7 +109,7 @@ def text_completion_body(completion: Completion) -> bytes:
 
 
 def text_completion_chunks(completion: Completion, include_usage: bool) -> list[bytes]:
-    """Every SSE event of a streamed legacy completion, `[_DONE]` included."""
+    """Every SSE event of a streamed legacy completion, `[DONE]` included."""
     envelope = _envelope("text_completion", completion.model, [])
     texts = split_tokens(completion.turn.text)
     events = [_text_chunk(envelope, text, None) for text in texts]
