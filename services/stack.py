@@ -21,6 +21,8 @@ import httpx
 
 __all__ = ["LocalStack", "StackPorts", "free_port"]
 
+_REPO = Path(__file__).resolve().parent.parent  # services run from here, so plugins import
+
 _CELERY_FLAGS = ["--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO"]
 
 
@@ -88,106 +90,33 @@ class LocalStack:
         return self
 
     def _start_all(self) -> None:
-        py = sys.executable
-        self._spawn(
-            "redis",
-            [
-                _redis_server(),
-                "--port",
-                str(self.ports.redis),
-                "--bind",
-                "127.0.0.1",
-                "--appendonly",
-                "yes",
-                "--appendfsync",
-                "everysec",
-                "--dir",
-                str(self.run_dir),
-                "--save",
-                "",
-            ],
-        )
-        if self.upstreams is None:
-            self._spawn(
-                "model",
-                [
-                    py,
-                    "-m",
-                    "services.scripted_model",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(self.ports.model),
-                ],
-            )
-        self._spawn(
-            "proxy",
-            [
-                py,
-                "-m",
-                "services.llm_proxy",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.ports.proxy),
-            ],
-        )
-        self._spawn(
-            "gateway",
-            [
-                py,
-                "-m",
-                "uvicorn",
-                "services.gateway.app:app",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.ports.gateway),
-                "--no-access-log",
-            ],
-        )
-        self._spawn(
-            "agent_worker",
-            [
-                py,
-                "-m",
-                "celery",
-                "-A",
-                "services.agent_worker.worker",
-                "worker",
-                "-Q",
-                "agent",
-                "--pool",
-                "threads",
-                "-c",
-                str(self.agent_concurrency),
-                "-n",
-                "agent@%h",
-                *_CELERY_FLAGS,
-            ],
-        )
-        self._spawn(
-            "tool_worker",
-            [
-                py,
-                "-m",
-                "celery",
-                "-A",
-                "services.tool_worker.worker",
-                "worker",
-                "-Q",
-                "tools.IPythonInterpreter,tools.WebBrowser",
-                "--pool",
-                "threads",
-                "-c",
-                str(self.tool_concurrency),
-                "-n",
-                "tools@%h",
-                *_CELERY_FLAGS,
-            ],
-        )
+        for name, argv in self.commands().items():
+            self._spawn(name, argv)
         for name in self.procs:
             self._wait_ready(name)
+
+    def commands(self) -> dict[str, list[str]]:
+        """Each service's command line, in start order (Redis first)."""
+        py, host = sys.executable, "127.0.0.1"
+        redis = [_redis_server(), "--port", str(self.ports.redis), "--bind", host,
+                 "--appendonly", "yes", "--appendfsync", "everysec", "--dir", str(self.run_dir),
+                 "--save", ""]  # fmt: skip
+        model = [py, "-m", "services.scripted_model", "--host", host, "--port",
+                 str(self.ports.model), "--tokens-per-s", str(self.model_tokens_per_s)]  # fmt: skip
+        proxy = [py, "-m", "services.llm_proxy", "--host", host, "--port", str(self.ports.proxy)]
+        gateway = [py, "-m", "uvicorn", "services.gateway.app:app", "--host", host,
+                   "--port", str(self.ports.gateway), "--no-access-log"]  # fmt: skip
+        agent = [py, "-m", "celery", "-A", "services.agent_worker.worker", "worker", "-Q", "agent",
+                 "--pool", "threads", "-c", str(self.agent_concurrency), "-n", "agent@%h",
+                 *_CELERY_FLAGS]  # fmt: skip
+        tools = [py, "-m", "celery", "-A", "services.tool_worker.worker", "worker",
+                 "-Q", ",".join(self.tool_queues), "--pool", "threads",
+                 "-c", str(self.tool_concurrency), "-n", "tools@%h", *_CELERY_FLAGS]  # fmt: skip
+        commands = {"redis": redis, "model": model, "proxy": proxy, "gateway": gateway,
+                    "agent_worker": agent, "tool_worker": tools}  # fmt: skip
+        if self.upstreams is not None:
+            del commands["model"]  # a real upstream serves the model
+        return commands
 
     def _wait_ready(self, name: str, log_offset: int = 0) -> None:
         health = {
@@ -204,7 +133,12 @@ class LocalStack:
         self.argvs[name] = argv
         log = open(self.log_path(name), "ab")  # noqa: SIM115 - the process owns it until stop()
         self.procs[name] = subprocess.Popen(
-            argv, env=self.env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            argv,
+            env=self.env(),
+            cwd=_REPO,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
 
     def log_path(self, name: str) -> Path:

@@ -7,7 +7,7 @@ import time
 import uuid
 from enum import StrEnum
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_serializer
 
 from shared.spec import AgentSpec
 
@@ -51,6 +51,11 @@ class TaskRecord(BaseModel):
     completion_tokens: int = 0
     created_at: float = Field(default_factory=time.time)
     updated_at: float = Field(default_factory=time.time)
+
+    @field_serializer("spec")
+    def _spec_as_asked(self, spec: AgentSpec) -> dict:
+        # Only what the task set: a registered agent's own defaults must not be overridden.
+        return spec.model_dump(mode="json", exclude_unset=True)
 
     @property
     def terminal(self) -> bool:

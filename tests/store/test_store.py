@@ -7,6 +7,7 @@ import redis
 
 from shared.events import EventKind
 from shared.schema import ActionReturn, AgentMessage
+from shared.spec import AgentSpec
 from shared.store import StepConflict, TaskStore
 from shared.task import TaskRecord, TaskStatus
 
@@ -77,3 +78,10 @@ def test_session_is_held_by_one_task_and_handed_over(store: TaskStore) -> None:
     assert store.release_session(first) == second.id
     assert store.release_session(second) is None
     assert not store.session_busy(first)
+
+
+def test_spec_keeps_only_the_fields_the_task_set(store: TaskStore) -> None:
+    record = store.create(_record(spec=AgentSpec(agent="unit_expert")))
+    stored = store.get(record.id)
+    assert stored is not None
+    assert stored.spec.model_fields_set == {"agent"}

@@ -1,0 +1,1 @@
+"""Examples of user code deployed to taskyard by configuration."""
