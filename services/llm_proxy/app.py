@@ -69,8 +69,11 @@ class ProxyApp:
     async def start(self, host: str | None = None, port: int | None = None) -> int:
         """Start the background jobs (probes, Redis sync) and listen; returns the bound port."""
         s = self.settings
+        policy = make_policy(
+            s.proxy_policy, s.proxy_load_factor, s.proxy_slow_factor, s.proxy_key_live_s
+        )
         self._forwarder = Forwarder(
-            self.pool, make_policy(s.proxy_policy, s.proxy_load_factor), self._health_policy,
+            self.pool, policy, self._health_policy,
             self.queues, self.limiter, self.ledger, self.metrics, s.proxy_max_retries,
         )
         self._checker = HealthChecker(

@@ -50,6 +50,12 @@ class ProxySettings(Settings):
     # Bounded load: a replica takes a hashed request while its load is under this factor of
     # the mean; past it the request goes to the next replica on the ring.
     proxy_load_factor: float = Field(default=1.25, gt=1.0)
+    # A replica whose time to first byte is past this factor of the others' median loses its
+    # affinity traffic until it recovers; 0 turns that off.
+    proxy_slow_factor: float = Field(default=4.0, ge=0)
+    # A routing key (session or prompt prefix) keeps its replica while it was seen within this
+    # many seconds; new keys go where few live keys are.
+    proxy_key_live_s: float = Field(default=60.0, gt=0)
     proxy_prefix_chars: int = Field(default=256, ge=16)
     proxy_max_in_flight: int = Field(default=256, ge=1)
     proxy_fallbacks: str = ""  # "modelA=modelB|modelC,modelX=modelY"

@@ -5,11 +5,13 @@ this request. It may return only a replica that is healthy, not excluded (alread
 under its in-flight maximum; None means none qualifies right now (the caller then queues the
 request or, if nothing is healthy, fails it).
 
-- `AffinityPolicy` (default): a request with a key (the session id, else a hash of the
-  prompt's leading characters) goes to the first replica on a consistent-hash ring whose load
-  is under `load_factor` x its weighted share of the group's load (consistent hashing with
-  bounded load, Mirrokni et al. 2018), skipping replicas much slower than the fastest. Without
-  a key, or when every replica on the ring is over its bound, least outstanding requests.
+- `AffinityPolicy` (default): consistent hashing with bounded load (Mirrokni et al. 2018) on
+  the request's key (the session id, else a hash of the prompt's leading characters). A key
+  keeps the replica it last went to while that replica fits: in-flight requests under
+  `load_factor` x its weighted share and not much slower than the others. A new or displaced
+  key walks its ring path to the first fitting replica whose count of live keys is under its
+  share (`key_factor`), so each replica holds its share of the sessions' prefix caches.
+  Without a key, least outstanding requests.
 - `RoundRobinPolicy`: the baseline the benchmark compares against.
 - `LeastOutstandingPolicy`: fewest in-flight requests per unit of weight.
 """
@@ -19,8 +21,11 @@ from __future__ import annotations
 import bisect
 import hashlib
 import math
+import statistics
 from collections.abc import Container, Sequence
 from typing import Protocol
+
+from services.llm_proxy.placements import Placements
 
 __all__ = [
     "POLICIES",
@@ -113,10 +118,12 @@ def _eligible(group: GroupState, exclude: Container[ReplicaState]) -> list[Repli
     return [r for r in group.replicas if r.healthy and r.has_room and r not in exclude]
 
 
+def _outstanding(replica: ReplicaState) -> tuple[float, float]:
+    return replica.in_flight / replica.weight, replica.latency_ms
+
+
 def _least_outstanding(candidates: Sequence[ReplicaState]) -> ReplicaState | None:
-    if not candidates:
-        return None
-    return min(candidates, key=lambda r: (r.in_flight / r.weight, r.latency_ms))
+    return min(candidates, key=_outstanding) if candidates else None
 
 
 class LeastOutstandingPolicy:
@@ -150,9 +157,17 @@ class RoundRobinPolicy:
 class AffinityPolicy:
     """Consistent hashing with bounded load on the request's key; see the module docstring."""
 
-    def __init__(self, load_factor: float = 1.25, slow_factor: float = 4.0) -> None:
+    def __init__(
+        self,
+        load_factor: float = 1.25,
+        slow_factor: float = 4.0,
+        key_factor: float = 1.0,
+        placements: Placements[ReplicaState] | None = None,
+    ) -> None:
         self._load_factor = load_factor
         self._slow_factor = slow_factor
+        self._key_factor = key_factor
+        self._placements: Placements[ReplicaState] = placements or Placements()
 
     def route(
         self, group: GroupState, key: int | None, exclude: Container[ReplicaState]
@@ -162,20 +177,50 @@ class AffinityPolicy:
             return _least_outstanding(candidates)
         load = sum(r.in_flight for r in candidates) + 1
         weights = sum(r.weight for r in candidates)
-        fastest = min((r.latency_ms for r in candidates if r.latency_ms > 0), default=0.0)
-        replicas = group.replicas
-        for index in group.ring.preference(key):
-            replica = replicas[index]
-            if replica not in candidates:
-                continue
-            bound = math.ceil(self._load_factor * load * replica.weight / weights)
-            if replica.in_flight < bound and not self._is_slow(replica, fastest):
-                return replica
-        return _least_outstanding(candidates)
+        chosen = self._placements.get((group.name, key))
+        if chosen is None or chosen not in candidates or not self._fits(
+            chosen, candidates, load, weights
+        ):
+            chosen = self._place(group, key, candidates, load, weights)
+        self._placements.put((group.name, key), chosen)
+        return chosen
 
-    def _is_slow(self, replica: ReplicaState, fastest: float) -> bool:
+    def _place(
+        self,
+        group: GroupState,
+        key: int,
+        candidates: list[ReplicaState],
+        load: int,
+        weights: float,
+    ) -> ReplicaState:
+        # A new (or displaced) key: the first replica on its ring path that is under both
+        # bounds, in-flight requests and live keys; else the fitting one with fewest keys.
+        placements = self._placements
+        keys = sum(placements.live(r) for r in candidates) + 1
+        fitting = [r for r in candidates if self._fits(r, candidates, load, weights)]
+        for index in group.ring.preference(key):
+            replica = group.replicas[index]
+            bound = math.ceil(self._key_factor * keys * replica.weight / weights)
+            if replica in fitting and placements.live(replica) < bound:
+                return replica
+        if fitting:
+            return min(fitting, key=lambda r: placements.live(r) / r.weight)
+        return min(candidates, key=_outstanding)
+
+    def _fits(
+        self, replica: ReplicaState, candidates: list[ReplicaState], load: int, weights: float
+    ) -> bool:
+        bound = math.ceil(self._load_factor * load * replica.weight / weights)
+        return replica.in_flight < bound and not self._is_slow(replica, candidates)
+
+    def _is_slow(self, replica: ReplicaState, candidates: Sequence[ReplicaState]) -> bool:
+        # Compared with the median of the others, so one fast outlier does not make the rest
+        # look slow; with prefix caching, latencies legitimately differ a few times over.
         latency = replica.latency_ms
-        return fastest > 0 and latency > _SLOW_FLOOR_MS and latency > self._slow_factor * fastest
+        if not self._slow_factor or latency <= _SLOW_FLOOR_MS:
+            return False
+        others = [r.latency_ms for r in candidates if r is not replica and r.latency_ms > 0]
+        return bool(others) and latency > self._slow_factor * statistics.median(others)
 
 
 POLICIES = {
@@ -185,10 +230,12 @@ POLICIES = {
 }
 
 
-def make_policy(name: str, load_factor: float) -> RoutingPolicy:
+def make_policy(
+    name: str, load_factor: float, slow_factor: float = 4.0, key_live_s: float = 60.0
+) -> RoutingPolicy:
     """The policy registered under `name`."""
     if name not in POLICIES:
         raise ValueError(f"unknown routing policy {name!r}; choose from {sorted(POLICIES)}")
     if name == "affinity":
-        return AffinityPolicy(load_factor)
+        return AffinityPolicy(load_factor, slow_factor, placements=Placements(key_live_s))
     return POLICIES[name]()

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from services.llm_proxy.placements import Placements
 from services.llm_proxy.routing import (
     AffinityPolicy,
     HashRing,
@@ -76,16 +77,17 @@ def test_removing_a_replica_moves_only_its_keys() -> None:
     assert moved and all(before[i] is group.replicas[1] for i in moved)
 
 
-def test_an_overloaded_preferred_replica_sheds_to_the_next_on_the_ring() -> None:
+def test_an_overloaded_replica_sheds_a_key_which_then_stays_where_it_went() -> None:
     group = _group(3)
     policy = AffinityPolicy(load_factor=1.25)
     preferred = policy.route(group, _key("s"), ())
     assert preferred is not None
     preferred.in_flight = 10  # the others carry nothing: far above 1.25x the mean
     second = policy.route(group, _key("s"), ())
-    assert second is not preferred
+    assert second is not None and second is not preferred
     preferred.in_flight = 0
-    assert policy.route(group, _key("s"), ()) is preferred
+    # The key's cache is warm on its new replica now: it stays there.
+    assert policy.route(group, _key("s"), ()) is second
 
 
 def test_bounded_load_keeps_every_replica_near_the_mean() -> None:
@@ -154,3 +156,21 @@ def test_policies_are_chosen_by_name() -> None:
     assert isinstance(make_policy("affinity", 1.25), AffinityPolicy)
     with pytest.raises(ValueError, match="unknown routing policy"):
         make_policy("random", 1.25)
+
+
+def test_new_keys_spread_evenly_over_replicas() -> None:
+    group = _group(4)
+    policy = AffinityPolicy()
+    counts = Counter(policy.route(group, _key(f"session-{i}"), ()).name for i in range(400))
+    assert set(counts.values()) == {100}  # plain hashing would leave them uneven
+
+
+def test_placements_expire_and_count_live_keys() -> None:
+    now = [0.0]
+    placements: Placements[str] = Placements(live_s=10, clock=lambda: now[0])
+    placements.put("a", "r0")
+    placements.put("b", "r0")
+    placements.put("a", "r1")
+    assert (placements.live("r0"), placements.live("r1")) == (1, 1)
+    now[0] = 11.0
+    assert placements.get("a") is None and placements.live("r1") == 0
