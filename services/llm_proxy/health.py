@@ -4,24 +4,32 @@ Passive: a connection error ejects a replica at once (a dead replica must stop r
 traffic immediately); timeouts and 5xx answers eject it after `eject_after` in a row. An
 ejected replica rests for a cooldown that doubles with each ejection in a row.
 Active: every `interval` each replica is probed (vLLM's `/health`, else `/v1/models`); a
-failed probe ejects a healthy replica, a good probe after the cooldown readmits an ejected one.
+probe that cannot connect ejects a healthy replica, a slow or bad answer counts as a failure,
+and a good probe after the cooldown readmits an ejected one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import logging
 
 import orjson
 
 from services.llm_proxy.config import ANY_MODEL
 from services.llm_proxy.pool import Pool, Replica
-from services.llm_proxy.upstream import UpstreamError
+from services.llm_proxy.upstream import ConnectFailed, UpstreamClosed, UpstreamError
 
 __all__ = ["HealthChecker", "HealthPolicy"]
 
 log = logging.getLogger(__name__)
+
+
+class _Probe(enum.Enum):
+    OK = "ok"
+    BAD = "bad"  # answered, but not 200, or too slowly
+    UNREACHABLE = "unreachable"  # refused or dropped the connection
 
 
 class HealthPolicy:
@@ -104,14 +112,17 @@ class HealthChecker:
                 replica.latency_ms /= 2
 
     async def _check(self, replica: Replica) -> None:
-        ok = await self._probe(replica)
+        outcome = await self._probe(replica)
         now = asyncio.get_running_loop().time()
-        if ok:
+        if outcome is _Probe.OK:
             self._policy.readmit(replica)
+        elif not replica.healthy:
+            self._policy.eject(replica, now)  # still bad after the cooldown: a longer one
         else:
-            self._policy.eject(replica, now)
+            # Unreachable is certain; a slow or unhappy answer counts like a failed request.
+            self._policy.failed(replica, now, hard=outcome is _Probe.UNREACHABLE)
 
-    async def _probe(self, replica: Replica) -> bool:
+    async def _probe(self, replica: Replica) -> _Probe:
         try:
             async with asyncio.timeout(self._timeout):
                 status, _ = await self._get(replica, "/health")
@@ -119,9 +130,11 @@ class HealthChecker:
                 if status == 404 or (wildcard and not replica.served_models):
                     status, body = await self._get(replica, replica.spec.base_path + "/models")
                     replica.served_models |= _model_ids(body) if status == 200 else set()
-                return status == 200
+        except (ConnectFailed, UpstreamClosed):
+            return _Probe.UNREACHABLE
         except (UpstreamError, TimeoutError):
-            return False
+            return _Probe.BAD
+        return _Probe.OK if status == 200 else _Probe.BAD
 
     async def _get(self, replica: Replica, path: str) -> tuple[int, bytes]:
         conn = await replica.conns.connect()

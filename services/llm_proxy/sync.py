@@ -69,6 +69,7 @@ class RedisSync:
             try:
                 await self.sync_once()
             except (RedisError, OSError) as exc:
+                self._metrics.errors["redis_sync"] += 1
                 if not self._failing:  # once per outage, not every interval
                     log.warning("redis sync failing, will keep retrying: %s", exc)
                 self._failing = True

@@ -36,9 +36,6 @@ class TenantDirectory:
             raise Unauthorized("missing or unknown API key")
         return self._anonymous
 
-    def tenants(self) -> list[Tenant]:
-        return list(self._tenants.values())
-
 
 def _bearer(authorization: bytes | None) -> str | None:
     if not authorization or authorization[:7].lower() != b"bearer ":

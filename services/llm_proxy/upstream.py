@@ -111,9 +111,6 @@ class UpstreamConnection(asyncio.Protocol):
     def reusable(self) -> bool:
         return self._phase == _DONE and self._keep_alive and not self.closed
 
-    def set_sink(self, sink: Sink) -> None:
-        self._sink = sink
-
     def abort(self) -> None:
         """Drop the connection now (the client left, or the answer is no longer wanted)."""
         self._fail(UpstreamClosed("aborted by the proxy", answered=self._answered))

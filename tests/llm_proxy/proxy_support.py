@@ -93,12 +93,15 @@ def chat(client: openai.OpenAI, content: str = "hello", *, session: str | None =
     return reply.choices[0].message.content or "", raw.headers["x-scripted-replica"]
 
 
-def metric(proxy: ProxyProcess, line_prefix: str) -> float:
-    """The value of the first /metrics line that starts with `line_prefix`."""
+def metric(proxy: ProxyProcess, line_prefix: str, absent: float | None = None) -> float:
+    """The value of the first /metrics line that starts with `line_prefix`; `absent` if none
+    does (a counter not yet incremented), else the test fails."""
     for line in httpx.get(f"{proxy.url}/metrics").text.splitlines():
         if line.startswith(line_prefix):
             return float(line.rsplit(" ", 1)[1])
-    raise AssertionError(f"no metric line starts with {line_prefix!r}")
+    if absent is None:
+        raise AssertionError(f"no metric line starts with {line_prefix!r}")
+    return absent
 
 
 def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:

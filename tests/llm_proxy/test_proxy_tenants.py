@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
 import openai
 import pytest
 import redis
-from proxy_support import ProxyFactory, ReplicaFactory, chat, metric, upstreams_of, wait_until
+from proxy_support import (
+    ProxyFactory,
+    ReplicaFactory,
+    chat,
+    free_port,
+    metric,
+    upstreams_of,
+    wait_until,
+)
 
 from services.llm_proxy.sync import ratelimit_key
 from services.llm_proxy.usage import task_usage_key
@@ -105,3 +116,49 @@ def test_usage_per_task_reaches_redis(
     }
     key = task_usage_key("task-42")
     wait_until(lambda: flushed_redis.hgetall(key) == expected)
+
+
+def _start_redis(port: int, data_dir: Path) -> subprocess.Popen[bytes]:
+    process = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data_dir),
+         "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+    )
+    client = redis.Redis(port=port)
+    wait_until(lambda: _pings(client))
+    client.close()
+    return process
+
+
+def _pings(client: redis.Redis) -> bool:
+    try:
+        return bool(client.ping())
+    except redis.ConnectionError:
+        return False
+
+
+def test_usage_survives_a_redis_outage(
+    replicas: ReplicaFactory, proxy: ProxyFactory, tmp_path: Path
+) -> None:
+    port = free_port()
+    server = _start_redis(port, tmp_path)
+    url = f"redis://127.0.0.1:{port}/0"
+    px = proxy(upstreams_of(replicas(1)), env=_with_redis(url))
+    client = _client(px.base_url, "k-free")
+    server.terminate()
+    server.wait()
+    for _ in range(2):  # counted while Redis is away
+        client.chat.completions.create(
+            model="scripted", messages=[{"role": "user", "content": "x"}],
+            extra_headers={"X-Task-ID": "task-outage"},
+        )
+    failed = 'taskyard_proxy_errors_total{kind="redis_sync"}'
+    wait_until(lambda: metric(px, failed, absent=0) >= 1)  # a sync failed with the usage in hand
+    server = _start_redis(port, tmp_path)
+    try:
+        check = redis.Redis.from_url(url, decode_responses=True)
+        wait_until(lambda: check.hget(task_usage_key("task-outage"), "requests") == "2")
+        check.close()
+    finally:
+        server.terminate()
+        server.wait()
