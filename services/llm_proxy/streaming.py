@@ -7,6 +7,7 @@ breaks after bytes went out ends with an OpenAI-style error event, then `[DONE]`
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -16,8 +17,8 @@ from services.llm_proxy.httpserver import Connection
 
 __all__ = ["StreamRelay", "error_event"]
 
-_USAGE = b'"usage":{'
-_NULL_USAGE = b',"usage":null'
+_USAGE = b'"usage"'
+_EVENT_BREAK = re.compile(rb"\r?\n\r?\n")
 _DONE = b"data: [DONE]\n\n"
 
 
@@ -60,10 +61,9 @@ class StreamRelay:
             return
         buffer = self._pending + b"".join(self._incoming)
         self._incoming.clear()
-        cut = buffer.rfind(b"\n\n")
-        end = len(buffer) if done else (cut + 2 if cut >= 0 else 0)
+        end = len(buffer) if done else _events_end(buffer)
         events, self._pending = buffer[:end], buffer[end:]
-        if _USAGE in events or (self._strip_usage and _NULL_USAGE in events):
+        if _USAGE in events:
             events = self._take_usage(events)
         if done:
             self.finished = True
@@ -86,24 +86,32 @@ class StreamRelay:
 
     def _take_usage(self, events: bytes) -> bytes:
         kept = []
-        for event in events.split(b"\n\n"):
-            if _USAGE in event and event.startswith(b"data: "):
+        for event in _EVENT_BREAK.split(events):
+            if _USAGE in event and event.startswith(b"data:"):
                 event = self._read_usage(event)
-            elif self._strip_usage:
-                event = event.replace(_NULL_USAGE, b"")
-            if event:
+            if event.strip():
                 kept.append(event)
         return b"\n\n".join(kept) + b"\n\n" if kept else b""
 
     def _read_usage(self, event: bytes) -> bytes:
         try:
-            chunk = orjson.loads(event[6:])
+            chunk = orjson.loads(event[5:])
         except orjson.JSONDecodeError:
             return event
-        self.usage = chunk.get("usage") or self.usage
+        if not isinstance(chunk, dict) or "usage" not in chunk:
+            return event
+        usage = chunk.pop("usage")
+        if isinstance(usage, dict):
+            self.usage = usage
         if not self._strip_usage:
             return event
-        if not chunk.get("choices"):
+        if usage is not None and not chunk.get("choices"):
             return b""  # the usage-only chunk the client did not ask for
-        chunk.pop("usage", None)
-        return b"data: " + orjson.dumps(chunk)
+        return b"data: " + orjson.dumps(chunk)  # a chunk without the field it did not ask for
+
+
+def _events_end(buffer: bytes) -> int:
+    """Where the last complete event ends (blank line, LF or CRLF style); 0 if none does."""
+    lf = buffer.rfind(b"\n\n")
+    crlf = buffer.rfind(b"\r\n\r\n")
+    return max(lf + 2 if lf >= 0 else 0, crlf + 4 if crlf >= 0 else 0)

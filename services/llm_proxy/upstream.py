@@ -175,7 +175,16 @@ class UpstreamConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if exc is None and self._phase == _HEAD and self._ends_at_close():
+            self._complete()  # an HTTP/1.0-style body, delimited by the close itself
+            if self._flush is not None:
+                self._flush(True)
+            return
         self._fail(UpstreamClosed("the replica closed the connection", answered=self._answered))
+
+    def _ends_at_close(self) -> bool:
+        names = {name for name, _ in self.headers}
+        return b"content-length" not in names and b"transfer-encoding" not in names
 
     # --- httptools callbacks ----------------------------------------------------------------
 
@@ -192,6 +201,9 @@ class UpstreamConnection(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         self._keep_alive = self._parser.should_keep_alive()
+        self._complete()
+
+    def _complete(self) -> None:
         self._phase = _DONE
         self._stop_timer()
         self._wake()

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
 import httpx
 import openai
 import pytest
@@ -10,6 +15,7 @@ from proxy_support import (
     ProxyFactory,
     ReplicaFactory,
     client_for,
+    metric,
     upstreams_of,
 )
 
@@ -104,3 +110,58 @@ def test_usage_header_on_whole_answers(replicas: ReplicaFactory, proxy: ProxyFac
     assert raw.headers["x-taskyard-usage"] == (
         f"prompt_tokens={usage.prompt_tokens}, completion_tokens={usage.completion_tokens}"
     )
+
+
+class _LooseSseModel(BaseHTTPRequestHandler):
+    """A scripted OpenAI-like model in another dialect: HTTP/1.0 (the body ends when the
+    connection closes), CRLF event breaks, spaced JSON and `"usage": null` on every chunk."""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.end_headers()
+
+    def do_POST(self) -> None:
+        request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        usage_asked = (request.get("stream_options") or {}).get("include_usage")
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        for piece in ("Hel", "lo"):
+            self._event({"choices": [{"index": 0, "delta": {"content": piece}}], "usage": None})
+            self.wfile.flush()
+        if usage_asked:
+            usage = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+            self._event({"choices": [], "usage": usage})
+        self.wfile.write(b"data: [DONE]\r\n\r\n")
+
+    def _event(self, fields: dict[str, object]) -> None:
+        chunk = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": "loose",
+                 **fields}
+        self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\r\n\r\n")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def loose_model() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _LooseSseModel)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+    server.server_close()
+
+
+def test_other_sse_dialects_relay_and_count_usage(proxy: ProxyFactory, loose_model: str) -> None:
+    px = proxy(loose_model)
+    client = client_for(px)
+    messages = [{"role": "user", "content": "hi"}]
+    plain = list(client.chat.completions.create(model="loose", messages=messages, stream=True))
+    assert "".join(c.choices[0].delta.content or "" for c in plain) == "Hello"
+    assert all(c.usage is None and c.choices for c in plain)
+    asked = list(client.chat.completions.create(
+        model="loose", messages=messages, stream=True, stream_options={"include_usage": True}
+    ))
+    assert asked[-1].usage is not None and asked[-1].usage.total_tokens == 5
+    tokens = 'taskyard_proxy_tokens_total{tenant="default",kind="completion"}'
+    assert metric(px, tokens) == 4
