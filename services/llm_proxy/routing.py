@@ -50,7 +50,9 @@ def hash_key(data: bytes) -> int:
 
 
 class ReplicaState(Protocol):
-    """What a policy reads of a replica."""
+    """What a policy reads of a replica (hashable by identity: placements remember it)."""
+
+    def __hash__(self) -> int: ...
 
     @property
     def healthy(self) -> bool: ...
