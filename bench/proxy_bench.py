@@ -13,8 +13,10 @@ One run, one machine, the same scripted replicas (`services.scripted_model`, no 
    and, for scale, straight to the replicas with each session pinned to one (sticky, balanced,
    no proxy): cache-hit rate, time to first token, load spread, session locality.
 
-All traffic goes to 127.0.0.1, bounded in count and time. Figures are printed, never asserted;
-the load generator runs in its own process. On a shared 2-core machine, other work skews them.
+All traffic goes to 127.0.0.1, bounded in count and time. Figures are printed, never asserted.
+The load generator runs in its own process: `_loadgen.py`, or `wrk` (C, much cheaper on CPU)
+for the many-clients phase where it is installed. On a shared 2-core machine, other work (and
+the client itself) skews the figures.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from _litellm import start_litellm
 from _procs import ChildFailed, Processes, python
 from _taskyard import proxy_available, start_taskyard_proxy
 from _workload import SessionMix, chat_request, session_lanes
+from _wrk import wrk_available, wrk_load
 
 MODEL = "scripted"
 LOADGEN = Path(__file__).resolve().parent / "_loadgen.py"
@@ -70,7 +73,14 @@ def _plan(quick: bool, clients: int, cache_headroom: float) -> Plan:
     scale = 0.3 if quick else 1.0
     phases = (
         Phase("one client", 1, False, 5 * scale, 0.5, 20_000),
-        Phase(f"{clients} clients", clients, False, 10 * scale, 1.0, 10**7),
+        Phase(
+            f"{clients} clients{' (wrk)' if wrk_available() else ''}",
+            clients,
+            False,
+            10 * scale,
+            1.0,
+            10**7,
+        ),
         Phase("one client, stream", 1, True, 5 * scale, 0.5, 20_000),
     )
     mix = SessionMix(sessions=48 if quick else 144)
@@ -106,10 +116,16 @@ def run_load(spec: dict[str, Any]) -> dict[str, Any]:
     return json.loads(ran.stdout)
 
 
+def _overhead_request(target: Target, stream: bool) -> dict[str, Any]:
+    return chat_request(MODEL, [{"role": "user", "content": "hello there"}], stream, target.headers)
+
+
 def measure(target: Target, phase: Phase) -> dict[str, Any]:
-    request = chat_request(
-        MODEL, [{"role": "user", "content": "hello there"}], phase.stream, target.headers
-    )
+    """One phase against one target: wrk for many clients where it exists, else `_loadgen`."""
+    request = _overhead_request(target, phase.stream)
+    if phase.concurrency > 1 and wrk_available():
+        wrk_load(target.url, request, phase.concurrency, phase.warmup_s)  # warm-up, unmeasured
+        return wrk_load(target.url, request, phase.concurrency, phase.duration_s)
     spec = {
         "host": "127.0.0.1",
         "port": target.port,
