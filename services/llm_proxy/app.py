@@ -89,8 +89,9 @@ class ProxyApp:
         return self.port
 
     async def stop(self) -> None:
-        """Stop listening and stop the background jobs (flushing usage to Redis)."""
-        await self._server.close()
+        """Stop listening, let requests in progress finish (up to `proxy_drain_s`), then stop
+        the background jobs (flushing usage to Redis)."""
+        await self._server.close(self.settings.proxy_drain_s)
         if self._checker is not None:
             await self._checker.stop()
         if self._sync is not None:

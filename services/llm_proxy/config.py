@@ -65,6 +65,7 @@ class ProxySettings(Settings):
     proxy_queue_size: int = Field(default=1024, ge=0)
     proxy_queue_timeout_s: float = 10.0
     proxy_max_body_bytes: int = 8 * 1024 * 1024
+    proxy_drain_s: float = 10.0  # on SIGTERM, how long requests in progress may take to end
     # Health: probe period, passive ejection threshold and the cooldown that doubles.
     proxy_probe_interval_s: float = 2.0
     proxy_probe_timeout_s: float = 1.0

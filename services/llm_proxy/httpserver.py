@@ -61,14 +61,16 @@ def _head(status: int, headers: list[tuple[bytes, bytes]], framing: bytes) -> by
 class Connection(asyncio.Protocol):
     """One client connection: parses requests and hands each to the handler, in order."""
 
-    def __init__(self, handler: Handler, max_body: int) -> None:
+    def __init__(self, handler: Handler, max_body: int, live: set[Connection]) -> None:
         self._handler = handler
         self._max_body = max_body
+        self._live = live  # the server's open connections, for draining on shutdown
         self._transport: asyncio.Transport | None = None
         self._parser = httptools.HttpRequestParser(self)
         self._pending: deque[Request] = deque()
         self._busy = False
         self._keep_alive = True
+        self._closing = False
         self._cancel: Callable[[], None] | None = None
         self._flow: asyncio.Transport | None = None
         self.closed = False
@@ -79,6 +81,7 @@ class Connection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+        self._live.add(self)
 
     def data_received(self, data: bytes) -> None:
         try:
@@ -89,6 +92,7 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self._live.discard(self)
         cancel, self._cancel = self._cancel, None
         if cancel is not None:
             cancel()
@@ -151,7 +155,7 @@ class Connection(asyncio.Protocol):
     def _start(self, request: Request) -> None:
         self._busy = True
         self.status = 0
-        self._keep_alive = request.keep_alive
+        self._keep_alive = request.keep_alive and not self._closing
         asyncio.get_running_loop().create_task(self._run(request))
 
     async def _run(self, request: Request) -> None:
@@ -211,6 +215,18 @@ class Connection(asyncio.Protocol):
             self._transport.write(_chunk(data, last))
 
     @property
+    def busy(self) -> bool:
+        """Whether a request is being answered or waits its turn."""
+        return self._busy or bool(self._pending)
+
+    def close_when_idle(self) -> None:
+        """Close now if idle, else after the current exchanges (shutdown)."""
+        self._closing = True
+        self._keep_alive = False
+        if not self.busy:
+            self._close()
+
+    @property
     def response_started(self) -> bool:
         return self.status != 0
 
@@ -236,17 +252,30 @@ class HttpServer:
         self._handler = handler
         self._max_body = max_body
         self._server: asyncio.base_events.Server | None = None
+        self._live: set[Connection] = set()
 
     async def start(self, host: str, port: int) -> int:
         """Start listening and return the bound port."""
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: Connection(self._handler, self._max_body), host, port, backlog=2048
+            lambda: Connection(self._handler, self._max_body, self._live),
+            host,
+            port,
+            backlog=2048,
         )
         return self._server.sockets[0].getsockname()[1]
 
-    async def close(self) -> None:
-        """Stop accepting and close the listening socket."""
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
+    async def close(self, drain_s: float = 0.0) -> None:
+        """Stop accepting, let requests in progress finish for up to `drain_s`, then close
+        every connection."""
+        if self._server is None:
+            return
+        self._server.close()
+        for conn in list(self._live):
+            conn.close_when_idle()
+        deadline = asyncio.get_running_loop().time() + drain_s
+        while any(c.busy for c in self._live) and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.05)
+        for conn in list(self._live):
+            conn.abort()
+        await self._server.wait_closed()

@@ -200,3 +200,18 @@ def test_when_every_replica_refuses_the_last_refusal_is_passed_on(
     assert "scripted failure" in info.value.message
     # A busy replica is not a broken one: nobody was ejected.
     assert httpx.get(f"{px.url}/readyz").json()["healthy_replicas"] == 2
+
+
+def test_a_stopping_proxy_finishes_the_requests_in_progress(
+    replicas: ReplicaFactory, proxy: ProxyFactory
+) -> None:
+    (slow,) = replicas(1, "--latency-ms", "800")
+    px = proxy(slow.url)
+    client = client_for(px)
+    outcome: list[object] = []
+    call = threading.Thread(target=lambda: outcome.append(chat(client)[1]))
+    call.start()
+    wait_until(lambda: metric(px, "taskyard_proxy_replica_in_flight") == 1)
+    px.stop()  # SIGTERM while the answer is still on its way
+    call.join()
+    assert outcome == [str(slow.port)]
