@@ -7,11 +7,12 @@ request or, if nothing is healthy, fails it).
 
 - `AffinityPolicy` (default): consistent hashing with bounded load (Mirrokni et al. 2018) on
   the request's key (the session id, else a hash of the prompt's leading characters). A key
-  keeps the replica it last went to while that replica fits: in-flight requests under
-  `load_factor` x its weighted share and not much slower than the others. A new or displaced
-  key walks its ring path to the first fitting replica whose count of live keys is under its
-  share (`key_factor`), so each replica holds its share of the sessions' prefix caches.
-  Without a key, least outstanding requests.
+  has a home replica, kept while it is healthy and not much slower than the others. A request
+  goes home while the home's in-flight requests are under `load_factor` x its weighted share;
+  past that, that one request spills to the next fitting replica on the key's ring path (a hot
+  shared prefix spreads, and comes back). A new or homeless key walks its ring path to the
+  first fitting replica whose count of live keys is under its share (`key_factor`), so each
+  replica holds its share of the sessions' prefix caches. Without a key, least outstanding.
 - `RoundRobinPolicy`: the baseline the benchmark compares against.
 - `LeastOutstandingPolicy`: fewest in-flight requests per unit of weight.
 """
@@ -179,13 +180,18 @@ class AffinityPolicy:
             return _least_outstanding(candidates)
         load = sum(r.in_flight for r in candidates) + 1
         weights = sum(r.weight for r in candidates)
-        chosen = self._placements.get((group.name, key))
-        if chosen is None or chosen not in candidates or not self._fits(
-            chosen, candidates, load, weights
-        ):
-            chosen = self._place(group, key, candidates, load, weights)
-        self._placements.put((group.name, key), chosen)
-        return chosen
+        home = self._placements.get((group.name, key))
+        if home is None or home not in candidates or self._is_slow(home, candidates):
+            home = self._place(group, key, candidates, load, weights)
+        self._placements.put((group.name, key), home)
+        if self._under_load(home, load, weights):
+            return home
+        # The home is busy: this one request spills along the key's ring path; the key stays.
+        fitting = [r for r in candidates if self._fits(r, candidates, load, weights)]
+        for index in group.ring.preference(key):
+            if group.replicas[index] in fitting:
+                return group.replicas[index]
+        return min(candidates, key=_outstanding)
 
     def _place(
         self,
@@ -195,8 +201,9 @@ class AffinityPolicy:
         load: int,
         weights: float,
     ) -> ReplicaState:
-        # A new (or displaced) key: the first replica on its ring path that is under both
-        # bounds, in-flight requests and live keys; else the fitting one with fewest keys.
+        # A new key, or one whose home is gone or slow: the first replica on its ring path
+        # under both bounds, in-flight requests and live keys; else the fitting one with the
+        # fewest keys.
         placements = self._placements
         keys = sum(placements.live(r) for r in candidates) + 1
         fitting = [r for r in candidates if self._fits(r, candidates, load, weights)]
@@ -212,8 +219,11 @@ class AffinityPolicy:
     def _fits(
         self, replica: ReplicaState, candidates: list[ReplicaState], load: int, weights: float
     ) -> bool:
+        return self._under_load(replica, load, weights) and not self._is_slow(replica, candidates)
+
+    def _under_load(self, replica: ReplicaState, load: int, weights: float) -> bool:
         bound = math.ceil(self._load_factor * load * replica.weight / weights)
-        return replica.in_flight < bound and not self._is_slow(replica, candidates)
+        return replica.in_flight < bound
 
     def _is_slow(self, replica: ReplicaState, candidates: Sequence[ReplicaState]) -> bool:
         # Compared with the median of the others, so one fast outlier does not make the rest

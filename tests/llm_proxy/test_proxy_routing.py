@@ -77,17 +77,27 @@ def test_removing_a_replica_moves_only_its_keys() -> None:
     assert moved and all(before[i] is group.replicas[1] for i in moved)
 
 
-def test_an_overloaded_replica_sheds_a_key_which_then_stays_where_it_went() -> None:
+def test_an_overloaded_home_spills_requests_but_keeps_its_key() -> None:
     group = _group(3)
     policy = AffinityPolicy(load_factor=1.25)
-    preferred = policy.route(group, _key("s"), ())
-    assert preferred is not None
-    preferred.in_flight = 10  # the others carry nothing: far above 1.25x the mean
-    second = policy.route(group, _key("s"), ())
-    assert second is not None and second is not preferred
-    preferred.in_flight = 0
-    # The key's cache is warm on its new replica now: it stays there.
-    assert policy.route(group, _key("s"), ()) is second
+    home = policy.route(group, _key("s"), ())
+    assert home is not None
+    home.in_flight = 10  # the others carry nothing: far above 1.25x the mean
+    spills = {policy.route(group, _key("s"), ()) for _ in range(3)}
+    assert len(spills) == 1 and home not in spills  # always the next on the ring
+    home.in_flight = 0
+    assert policy.route(group, _key("s"), ()) is home
+
+
+def test_a_slow_or_unhealthy_home_loses_its_key_for_good() -> None:
+    group = _group(3)
+    policy = AffinityPolicy()
+    home = policy.route(group, _key("s"), ())
+    assert home is not None
+    home.healthy = False
+    new_home = policy.route(group, _key("s"), ())
+    home.healthy = True
+    assert new_home is not home and policy.route(group, _key("s"), ()) is new_home
 
 
 def test_bounded_load_keeps_every_replica_near_the_mean() -> None:
