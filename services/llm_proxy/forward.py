@@ -56,6 +56,8 @@ class Job:
     tenant: Tenant
     task_id: str | None
     session_id: bytes | None
+    attempts_left: int = 0
+    failures: int = 0
     # The last retryable answer (429, 502, 503, 504), shown if no replica does better.
     last_refusal: tuple[int, list[tuple[bytes, bytes]], bytes] | None = None
 
@@ -90,34 +92,37 @@ class Forwarder:
         groups = [(m, g) for m in models if (g := self._pool.group(m)) is not None]
         if not groups:
             raise ModelNotFound(f"no replica serves the model {job.request.model!r}")
-        attempts = self._max_retries + 1
-        failed = False
+        job.attempts_left = self._max_retries + 1
         for index, (model, group) in enumerate(groups):
-            request = job.request
-            body = request.body if model == request.model else with_model(request, model)
-            last_group = index == len(groups) - 1
-            tried: set[Replica] = set()
-            while attempts > 0:
-                replica = await self._pick(group, job.request.route_key, tried)
-                if replica is None:
-                    break
-                if job.client.closed:
-                    return  # left while waiting for a replica
-                attempts -= 1
-                outcome = await self._attempt(job, group, replica, body, last_group)
-                if outcome is Outcome.ANSWERED:
-                    return
-                if outcome is Outcome.FALLBACK:
-                    break
-                failed = True
-                tried.add(replica)
-                self._metrics.errors["retry"] += 1
+            if await self._try_group(job, model, group, last_group=index == len(groups) - 1):
+                return
         if job.last_refusal is not None:
             job.client.respond(*job.last_refusal)
-            return
-        if failed and any(r.healthy for _, g in groups for r in g.replicas):
+        elif job.failures and any(r.healthy for _, g in groups for r in g.replicas):
             raise UpstreamFailed("the replicas failed to answer after retries", retry_after=1)
-        raise NoReplica(f"no healthy replica for the model {job.request.model!r}", retry_after=1)
+        else:
+            raise NoReplica(f"no healthy replica for the model {job.request.model!r}",
+                            retry_after=1)
+
+    async def _try_group(self, job: Job, model: str, group: Group, last_group: bool) -> bool:
+        """Attempts on one model group while the budget lasts; True once the client is done."""
+        request = job.request
+        body = request.body if model == request.model else with_model(request, model)
+        tried: set[Replica] = set()
+        while job.attempts_left > 0:
+            replica = await self._pick(group, request.route_key, tried)
+            if replica is None:
+                return False
+            if job.client.closed:
+                return True  # left while waiting for a replica
+            job.attempts_left -= 1
+            outcome = await self._attempt(job, group, replica, body, last_group)
+            if outcome is not Outcome.RETRY:
+                return outcome is Outcome.ANSWERED
+            job.failures += 1
+            tried.add(replica)
+            self._metrics.errors["retry"] += 1
+        return False
 
     async def _pick(self, group: Group, key: int | None, tried: set[Replica]) -> Replica | None:
         """A replica with room, waiting for one while healthy replicas are all full."""
