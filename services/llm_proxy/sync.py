@@ -40,7 +40,8 @@ class RedisSync:
         metrics: Metrics,
         interval_s: float,
     ) -> None:
-        self._redis = aioredis.from_url(redis_url)
+        # Bounded timeouts: an unreachable Redis must not stall the loop or the shutdown.
+        self._redis = aioredis.from_url(redis_url, socket_connect_timeout=1, socket_timeout=2)
         self._metrics = metrics
         self._limiter = limiter
         self._ledger = ledger
