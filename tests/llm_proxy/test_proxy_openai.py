@@ -10,6 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import openai
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from proxy_support import (
     API_KEY,
     ProxyFactory,
@@ -90,6 +91,9 @@ def test_health_ready_and_metrics(replicas: ReplicaFactory, proxy: ProxyFactory)
     assert "taskyard_proxy_replica_healthy" in metrics
     assert 'taskyard_proxy_tokens_total{tenant="default",kind="completion"}' in metrics
     assert 'taskyard_proxy_request_seconds_count{endpoint="chat"} 1' in metrics
+    families = {family.name for family in text_string_to_metric_families(metrics)}
+    assert {"taskyard_proxy_requests", "taskyard_proxy_request_seconds",
+            "taskyard_proxy_replica_healthy", "taskyard_proxy_tokens"} <= families
 
 
 def test_wrong_key_is_refused(replicas: ReplicaFactory, proxy: ProxyFactory) -> None:
