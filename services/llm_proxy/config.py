@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import yaml
@@ -46,7 +46,7 @@ class ProxySettings(Settings):
     proxy_port: int = 8400
     # "affinity" (session / prefix consistent hashing with bounded load), "round_robin",
     # or "least_outstanding".
-    proxy_policy: str = "affinity"
+    proxy_policy: Literal["affinity", "round_robin", "least_outstanding"] = "affinity"
     # Bounded load: a replica takes a hashed request while its load is under this factor of
     # the mean; past it the request goes to the next replica on the ring.
     proxy_load_factor: float = Field(default=1.25, gt=1.0)

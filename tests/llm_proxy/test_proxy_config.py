@@ -1,0 +1,51 @@
+"""The pool description, from the environment's upstream list or a YAML file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from services.llm_proxy.config import ANY_MODEL, ProxySettings, load_pool
+
+
+def test_upstreams_name_models_or_serve_any() -> None:
+    settings = ProxySettings(
+        proxy_upstreams="http://10.0.0.1:8000/v1, big=https://10.0.0.2/v1",
+        proxy_fallbacks="big=small|tiny",
+        proxy_max_in_flight=7,
+    )
+    pool = load_pool(settings)
+    bare, big = pool.replicas
+    assert (bare.model, bare.host, bare.port, bare.base_path, bare.tls) == (
+        ANY_MODEL, "10.0.0.1", 8000, "/v1", False
+    )
+    assert (big.model, big.port, big.tls, big.max_in_flight) == ("big", 443, True, 7)
+    assert pool.fallbacks == {"big": ("small", "tiny")}
+
+
+def test_a_yaml_pool_wins_over_the_upstream_list(tmp_path: Path) -> None:
+    path = tmp_path / "pool.yaml"
+    path.write_text(
+        "replicas:\n"
+        "  - {url: 'http://a:1/v1', model: m, weight: 3, max_in_flight: 2, api_key: k}\n"
+        "  - {url: 'http://b:2/v1'}\n"
+        "fallbacks: {m: n}\n"
+    )
+    pool = load_pool(ProxySettings(proxy_pool_file=str(path), proxy_max_in_flight=9))
+    first, second = pool.replicas
+    assert (first.weight, first.max_in_flight, first.api_key) == (3.0, 2, "k")
+    assert (second.model, second.max_in_flight) == (ANY_MODEL, 9)
+    assert pool.fallbacks == {"m": ("n",)}
+
+
+def test_settings_come_from_the_taskyard_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TASKYARD_PROXY_POLICY", "round_robin")
+    monkeypatch.setenv("TASKYARD_PROXY_MAX_RETRIES", "5")
+    settings = ProxySettings()
+    assert (settings.proxy_policy, settings.proxy_max_retries) == ("round_robin", 5)
+
+
+def test_an_unknown_policy_is_refused_at_start_up() -> None:
+    with pytest.raises(ValueError, match="proxy_policy"):
+        ProxySettings(proxy_policy="random")  # type: ignore[arg-type]
