@@ -45,7 +45,7 @@ class ProxyApp:
         }
         self.metrics = Metrics(self.pool, self.queues)
         self.limiter = RateLimiter(settings.proxy_rate_window_s)
-        self.ledger = UsageLedger()
+        self.ledger = UsageLedger(enabled=settings.proxy_redis_sync)
         self.tenants = TenantDirectory(
             settings.proxy_keys, settings.llm_api_key, settings.proxy_require_key
         )

@@ -41,14 +41,16 @@ def usage_header(prompt: int, completion: int) -> bytes:
 
 
 class UsageLedger:
-    """Accumulates task usage until the next flush."""
+    """Accumulates task usage until the next flush; `enabled=False` (nothing flushes it)
+    keeps nothing."""
 
-    def __init__(self) -> None:
+    def __init__(self, enabled: bool = True) -> None:
+        self._enabled = enabled
         self._pending: dict[str, TaskUsage] = {}
 
     def record(self, task_id: str | None, prompt: int, completion: int) -> None:
         """Add one response's tokens to its task."""
-        if not task_id:
+        if not task_id or not self._enabled:
             return
         entry = self._pending.get(task_id)
         if entry is None:
