@@ -167,6 +167,7 @@ class Forwarder:
 
     def _failed(self, job: Job, replica: Replica, exc: UpstreamError) -> Outcome:
         if job.client.closed:
+            self._metrics.errors["client_gone"] += 1
             return Outcome.ANSWERED  # the client left; the abort was ours
         self._metrics.replica_failures[replica.name] += 1
         self._health.failed(replica, self._loop.time(), hard=not isinstance(exc, _SOFT_ERRORS))

@@ -215,3 +215,16 @@ def test_a_stopping_proxy_finishes_the_requests_in_progress(
     px.stop()  # SIGTERM while the answer is still on its way
     call.join()
     assert outcome == [str(slow.port)]
+
+
+def test_a_client_that_gives_up_cancels_its_upstream_request(
+    replicas: ReplicaFactory, proxy: ProxyFactory
+) -> None:
+    (slow,) = replicas(1, "--latency-ms", "5000")
+    px = proxy(slow.url)
+    with pytest.raises(openai.APITimeoutError):
+        chat(client_for(px, timeout=0.5))
+    name = f'taskyard_proxy_replica_in_flight{{replica="r0-127.0.0.1:{slow.port}"'
+    wait_until(lambda: metric(px, name) == 0, timeout=2.0)  # seconds before the answer
+    assert metric(px, 'taskyard_proxy_errors_total{kind="client_gone"}') == 1
+    assert metric(px, "taskyard_proxy_replica_healthy") == 1  # not the replica's fault
