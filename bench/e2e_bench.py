@@ -82,6 +82,7 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=300)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--sandbox", default="docker", choices=["docker", "local"])
+    parser.add_argument("--max-seconds", type=float, default=600)
     args = parser.parse_args()
     stack = LocalStack(sandbox_backend=args.sandbox).start()
     try:

@@ -22,6 +22,25 @@ __all__ = ["StepConflict", "TaskStore"]
 _IDEMPOTENCY_TTL_S = 24 * 3600
 
 
+# KEYS: session lock, waiting list. ARGV: task id. 1 if the task holds the session now.
+_CLAIM_SESSION = """
+local holder = redis.call('GET', KEYS[1])
+if not holder then redis.call('SET', KEYS[1], ARGV[1]) return 1 end
+if holder == ARGV[1] then return 1 end
+redis.call('RPUSH', KEYS[2], ARGV[1])
+return 0
+"""
+
+# KEYS: session lock, waiting list. ARGV: task id. The next task's id, if one was waiting.
+_RELEASE_SESSION = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return false end
+local following = redis.call('LPOP', KEYS[2])
+if following then redis.call('SET', KEYS[1], following) return following end
+redis.call('DEL', KEYS[1])
+return false
+"""
+
+
 class StepConflict(Exception):
     """The step was already committed (a redelivered or duplicate job)."""
 
@@ -31,6 +50,9 @@ class TaskStore:
 
     def __init__(self, client: redis.Redis) -> None:
         self.r = client
+        # Lua, so that taking the lock and joining the queue cannot interleave with a release.
+        self._claim = client.register_script(_CLAIM_SESSION)
+        self._release = client.register_script(_RELEASE_SESSION)
 
     @classmethod
     def from_url(cls, url: str) -> TaskStore:
@@ -141,10 +163,7 @@ class TaskStore:
     def claim_session(self, record: TaskRecord) -> bool:
         """Take the session for this task; False (and the task queued behind) if it is busy."""
         lock = keys.session_lock(record.tenant, record.session_id)
-        if self.r.set(lock, record.id, nx=True) or self.r.get(lock) == record.id:
-            return True
-        self.r.rpush(_waiting(record), record.id)
-        return False
+        return bool(self._claim(keys=[lock, _waiting(record)], args=[record.id]))
 
     def session_busy(self, record: TaskRecord) -> bool:
         holder = self.r.get(keys.session_lock(record.tenant, record.session_id))
@@ -153,27 +172,7 @@ class TaskStore:
     def release_session(self, record: TaskRecord) -> str | None:
         """Free the session; hand it to the next waiting task, whose id is returned."""
         lock = keys.session_lock(record.tenant, record.session_id)
-        with self.r.pipeline() as pipe:
-            while True:
-                try:
-                    return self._hand_over(pipe, lock, record)
-                except redis.WatchError:
-                    continue
-
-    def _hand_over(self, pipe: redis.client.Pipeline, lock: str, record: TaskRecord) -> str | None:
-        pipe.watch(lock, _waiting(record))
-        if pipe.get(lock) != record.id:
-            pipe.unwatch()
-            return None
-        following = pipe.lindex(_waiting(record), 0)
-        pipe.multi()
-        if following:
-            pipe.lpop(_waiting(record))
-            pipe.set(lock, following)
-        else:
-            pipe.delete(lock)
-        pipe.execute()
-        return following
+        return self._release(keys=[lock, _waiting(record)], args=[record.id]) or None
 
     # -- tool results ------------------------------------------------------------------------
 

@@ -31,7 +31,8 @@ def _celery(settings: Settings) -> Celery:
 
 @cache
 def _async_redis(url: str) -> aioredis.Redis:
-    return aioredis.Redis.from_url(url, decode_responses=True)
+    # Event streams block on XREAD for 15 s; redis-py's default 5 s read timeout would cut them.
+    return aioredis.Redis.from_url(url, decode_responses=True, socket_timeout=60)
 
 
 def get_store(settings: SettingsDep) -> TaskStore:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 import redis
 
@@ -85,3 +87,17 @@ def test_spec_keeps_only_the_fields_the_task_set(store: TaskStore) -> None:
     stored = store.get(record.id)
     assert stored is not None
     assert stored.spec.model_fields_set == {"agent"}
+
+
+def test_claim_racing_a_release_never_strands_a_task(store: TaskStore) -> None:
+    # Whatever the interleaving, the second task ends up holding the session, never waiting
+    # behind a lock nobody holds.
+    for _ in range(200):
+        first, second = _record(), _record()
+        assert store.claim_session(first)
+        with ThreadPoolExecutor(2) as pool:
+            claimed = pool.submit(store.claim_session, second)
+            handed = pool.submit(store.release_session, first)
+        assert claimed.result() or handed.result() == second.id
+        assert store.session_busy(first)  # held by `second`
+        assert store.release_session(second) is None
