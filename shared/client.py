@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,6 +12,8 @@ import httpx
 from shared.events import Event, EventKind
 
 __all__ = ["TaskyardClient"]
+
+_RECONNECTS = 5
 
 
 class TaskyardClient:
@@ -44,17 +47,22 @@ class TaskyardClient:
         return resp.json()
 
     def events(self, task_id: str, last_event_id: str | None = None) -> Iterator[Event]:
-        """Every event of the task until its final one, resuming after a dropped connection."""
+        """Every event of the task until its final one, resuming after a dropped connection
+        (`_RECONNECTS` tries in a row, with backoff, before the error is raised)."""
+        failures = 0
         while True:
             headers = {"Last-Event-ID": last_event_id} if last_event_id else {}
             try:
                 for event in self._stream(task_id, headers):
-                    last_event_id = event.id
+                    last_event_id, failures = event.id, 0
                     yield event
                     if event.is_final:
                         return
             except httpx.TransportError:
-                continue  # reconnect and resume after the last event seen
+                failures += 1
+                if failures > _RECONNECTS:
+                    raise
+                time.sleep(min(0.1 * 2**failures, 2.0))
 
     def _stream(self, task_id: str, headers: dict[str, str]) -> Iterator[Event]:
         path = f"/v1/tasks/{task_id}/events"
