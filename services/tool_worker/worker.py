@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from functools import cache
 
 from celery import Task, signals
 
@@ -18,7 +17,7 @@ from shared.events import EventKind
 from shared.logs import setup_logging
 from shared.registry import load_plugins
 from shared.sandbox import SandboxProvider, make_sandbox_provider
-from shared.schema import ToolCall
+from shared.schema import ActionReturn, ActionStatusCode, AgentMessage, ToolCall
 from shared.settings import get_settings
 from shared.store import TaskStore
 
@@ -31,29 +30,69 @@ log = logging.getLogger("taskyard.tool_worker")
 _REAP_EVERY_S = 60.0
 
 
-@cache
-def sandboxes() -> SandboxProvider:
-    """One provider per worker process, made on first use."""
-    return make_sandbox_provider(settings)
+_MAX_RETRIES = 3
 
 
-@app.task(name=keys.TOOL_RUN_TASK, bind=True)
+class SandboxHolder:
+    """The worker process's one sandbox provider, made on first use by one thread only."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._provider: SandboxProvider | None = None
+
+    def get(self) -> SandboxProvider:
+        with self._lock:
+            if self._provider is None:
+                self._provider = make_sandbox_provider(settings)
+            return self._provider
+
+    def reap_idle(self) -> None:
+        if self._provider is not None:
+            self._provider.reap_idle()
+
+    def close(self) -> None:
+        if self._provider is not None:
+            self._provider.close_all()
+
+
+sandboxes = SandboxHolder()
+
+
+@app.task(name=keys.TOOL_RUN_TASK, bind=True, max_retries=_MAX_RETRIES)
 def tool_run(self: Task, task_id: str, step: int, tenant: str, session_id: str, call: dict) -> None:
     """Run one tool call of a task's step; the last result in enqueues the next step."""
     tool_call = ToolCall.model_validate(call)
     extra = {"task_id": task_id, "session_id": session_id, "step": step, "call_id": tool_call.id}
     if not store.has_tool_result(task_id, step, tool_call.id):
         log.info("tool call %s", tool_call.name, extra=extra)
-        message = run_tool_call(
-            tool_call,
-            session_key=f"{tenant}:{session_id}",
-            sandboxes=sandboxes(),
-            settings=settings,
-        )
+        try:
+            message = run_tool_call(
+                tool_call,
+                session_key=f"{tenant}:{session_id}",
+                sandboxes=sandboxes.get(),
+                settings=settings,
+            )
+        except Exception as exc:  # the worker's own trouble: retry, then tell the model
+            if self.request.retries < _MAX_RETRIES:
+                log.warning("tool call failed, retrying: %s", exc, extra=extra)
+                raise self.retry(exc=exc, countdown=2**self.request.retries) from exc
+            log.exception("tool call failed for good", extra=extra)
+            message = _worker_error(tool_call, exc)
         store.put_tool_result(task_id, step, tool_call.id, message)
         store.publish(task_id, EventKind.MESSAGE, message.model_dump(mode="json"))
     redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
     _advance_if_complete(task_id, step, redelivered)
+
+
+def _worker_error(call: ToolCall, exc: Exception) -> AgentMessage:
+    """A result the model can read when the tool could not run at all."""
+    ret = ActionReturn(
+        type=call.name,
+        state=ActionStatusCode.API_ERROR,
+        errmsg=f"the tool could not run ({type(exc).__name__}: {exc}); try again or do without",
+        args=call.parameters if isinstance(call.parameters, dict) else None,
+    )
+    return AgentMessage(sender=call.name, content=ret, extra_info={"tool_call_id": call.id})
 
 
 def _advance_if_complete(task_id: str, step: int, redelivered: bool) -> None:
@@ -72,9 +111,7 @@ def _advance_if_complete(task_id: str, step: int, redelivered: bool) -> None:
 def _start_reaper(**_: object) -> None:
     def reap() -> None:
         while not stop.wait(_REAP_EVERY_S):
-            reap_idle = getattr(sandboxes(), "reap_idle", None)
-            if reap_idle:
-                reap_idle()
+            sandboxes.reap_idle()
 
     threading.Thread(target=reap, name="sandbox-reaper", daemon=True).start()
 
@@ -82,7 +119,7 @@ def _start_reaper(**_: object) -> None:
 @signals.worker_shutdown.connect
 def _close_sandboxes(**_: object) -> None:
     stop.set()
-    sandboxes().close_all()
+    sandboxes.close()
 
 
 stop = threading.Event()

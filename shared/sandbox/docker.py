@@ -27,7 +27,8 @@ from typing import Any
 
 import docker
 import requests
-from docker.errors import DockerException, NotFound
+from docker.errors import APIError, DockerException, NotFound
+from docker.models.containers import Container
 
 from shared.sandbox.channel import LineBuffer, decode_line, encode, wait_readable
 from shared.sandbox.errors import KernelGone, SandboxUnavailable
@@ -272,9 +273,19 @@ def remove_exited(client: docker.DockerClient) -> int:
     """
     exited = client.containers.list(all=True, filters={"label": SESSION_LABEL, "status": "exited"})
     for container in exited:
-        with contextlib.suppress(NotFound):
-            container.remove(force=True)
+        _remove_quietly(container)
     return len(exited)
+
+
+def _remove_quietly(container: Container) -> None:
+    """Remove a container that another provider may be removing too (404 or 409 then)."""
+    try:
+        container.remove(force=True)
+    except NotFound:
+        pass
+    except APIError as exc:
+        if exc.status_code != 409:  # 409: "removal ... is already in progress"
+            raise
 
 
 def _connect() -> docker.DockerClient:

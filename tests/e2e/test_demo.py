@@ -3,8 +3,10 @@ agent worker, tool worker with the Docker sandbox), driven over HTTP like a user
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
+import docker
 import pytest
 import redis
 
@@ -29,6 +31,24 @@ def client(stack: LocalStack) -> Iterator[TaskyardClient]:
     client = TaskyardClient(stack.gateway_url, stack.api_key)
     yield client
     client.close()
+
+
+def _wait_for_exited_sandboxes() -> None:
+    engine = docker.from_env()
+    filters = {"label": "taskyard.session", "status": "exited"}
+    deadline = time.monotonic() + 20
+    while not engine.containers.list(all=True, filters=filters):
+        assert time.monotonic() < deadline, "a killed worker's sandboxes never exited"
+        time.sleep(0.2)
+    engine.close()
+
+
+def _wait_done(client: TaskyardClient, task_id: str, timeout: float = 60) -> dict:
+    deadline = time.monotonic() + timeout
+    while (task := client.get(task_id))["status"] not in {"succeeded", "failed"}:
+        assert time.monotonic() < deadline, f"task lost: {task}"
+        time.sleep(0.1)
+    return task
 
 
 def _run(client: TaskyardClient, text: str, **kw: object) -> tuple[dict, list[Event]]:
@@ -85,3 +105,17 @@ def test_max_steps_ends_a_runaway_task(client: TaskyardClient) -> None:
     assert task["status"] == "failed"
     assert "max_steps (1)" in task["error"]
     assert events[-1].data == {"status": "failed", "error": task["error"]}
+
+
+def test_concurrent_first_calls_of_new_sessions(client: TaskyardClient, stack: LocalStack) -> None:
+    # A fresh tool worker, then several sessions' first tool calls at once: the worker's
+    # sandbox provider and the sandboxes start concurrently, and no call is lost.
+    _run(client, "```python\nprint(1)\n```", session_id="burst-warm")
+    stack.kill("tool_worker")
+    _wait_for_exited_sandboxes()  # the new worker's providers all race to remove these
+    stack.restart("tool_worker")
+    ids = [client.submit("```python\nprint(7 * 6)\n```", session_id=f"burst-{i}")["id"]
+           for i in range(stack.tool_concurrency)]  # fmt: skip
+    for task_id in ids:
+        task = _wait_done(client, task_id)
+        assert task["status"] == "succeeded" and "42" in task["result"]

@@ -94,3 +94,18 @@ def test_dead_kernel_is_reported_and_the_task_goes_on(client: TaskyardClient) ->
     assert task["status"] == "succeeded"  # the model saw the error and answered
     again = client.submit("```python\nprint('alive')\n```", session_id="kernel")["id"]
     assert "alive" in _wait_status(client, again, {"succeeded", "failed"})["result"]
+
+
+def test_tool_that_cannot_run_is_reported_to_the_model(sandbox_image: str) -> None:
+    env = {"TASKYARD_SANDBOX_IMAGE": "taskyard/no-such-image:latest"}
+    stack = LocalStack(sandbox_backend="docker", extra_env=env).start()
+    try:
+        client = TaskyardClient(stack.gateway_url, stack.api_key)
+        task_id = client.submit(DEMO_TASK)["id"]
+        task = _wait_status(client, task_id, {"succeeded", "failed"})
+    finally:
+        stack.stop()
+    tool = AgentMessage.model_validate(task["messages"][2])
+    assert isinstance(tool.content, ActionReturn)
+    assert "no-such-image" in (tool.content.errmsg or "")
+    assert task["status"] == "succeeded"  # the model was told, and answered
