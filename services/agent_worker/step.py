@@ -3,12 +3,11 @@ either finish the task or send its tool calls out as jobs."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable
 
-from services.agent_worker.runner import run_agent_step
+from services.agent_worker.runner import StepLoop, run_agent_step
 from shared.events import EventKind
 from shared.schema import AgentMessage, ToolCall
 from shared.settings import Settings
@@ -35,6 +34,7 @@ class StepRunner:
         self.settings = settings
         self.dispatch = dispatch
         self.enqueue = enqueue
+        self.loop = StepLoop()
 
     def run(self, task_id: str, step: int, redelivered: bool = False) -> None:
         record = self.store.get(task_id)
@@ -48,7 +48,7 @@ class StepRunner:
         if record.status != TaskStatus.RUNNING:
             self.store.set_status(task_id, TaskStatus.RUNNING, step=str(step))
         inputs = self._inputs(record)
-        output = asyncio.run(self._call_agent(record, inputs))
+        output = self.loop.run(self._call_agent(record, inputs))
         self._commit(record, inputs, output)
 
     async def _call_agent(self, record: TaskRecord, inputs: list[AgentMessage]) -> AgentMessage:
@@ -66,6 +66,7 @@ class StepRunner:
             session_id=record.session_id,
             task_id=record.id,
             settings=self.settings,
+            client=self.loop.client(self.settings),
             on_token=on_token,
         )
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import openai
+
 from shared.actions import openai_tool_schemas
 from shared.agents.agent import AsyncAgent
 from shared.agents.registry import AGENTS
@@ -20,14 +22,20 @@ __all__ = ["build_agent", "default_llm"]
 _OVERRIDABLE = ("name", "system_prompt")
 
 
-def default_llm(spec: AgentSpec, settings: Settings) -> AsyncOpenAIChat:
-    """The OpenAI-compatible client for the spec's model, through the configured proxy."""
+def default_llm(
+    spec: AgentSpec, settings: Settings, client: openai.AsyncOpenAI | None = None
+) -> AsyncOpenAIChat:
+    """The OpenAI-compatible client for the spec's model, through the configured proxy.
+
+    Pass `client` to reuse one SDK client (and its connections) across calls: making one
+    costs tens of milliseconds (TLS set-up), more than a whole agent step otherwise."""
     return AsyncOpenAIChat(
         base_url=settings.llm_base_url,
         model=spec.model or settings.default_model,
         api_key=settings.llm_api_key,
         timeout=settings.llm_timeout_s,
         temperature=spec.temperature,
+        client=client,
     )
 
 

@@ -10,12 +10,21 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import openai
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from shared.llms.base import ChatMessages, ChatResult
 from shared.llms.errors import LLMError
-from shared.llms.wire import StreamAccumulator, request_args, session_headers, to_result
+from shared.llms.wire import (
+    StreamAccumulator,
+    post_args,
+    request_args,
+    session_headers,
+    to_result,
+)
 
 __all__ = ["AsyncOpenAIChat", "OpenAIChat"]
+
+_PATH = "/chat/completions"
 
 
 class _ChatConfig:
@@ -91,7 +100,7 @@ class OpenAIChat(_ChatConfig):
         """One completion."""
         args = self._args(messages, session_id, task_id, tools, params, stream=False)
         try:
-            completion = self.client.chat.completions.create(**args)
+            completion = self.client.post(_PATH, cast_to=ChatCompletion, **post_args(args))
         except openai.OpenAIError as exc:
             raise LLMError.from_openai(exc) from exc
         return to_result(completion, bool(tools))
@@ -109,7 +118,14 @@ class OpenAIChat(_ChatConfig):
         args = self._args(messages, session_id, task_id, tools, params, stream=True)
         turn = StreamAccumulator()
         try:
-            with self.client.chat.completions.create(**args) as stream:
+            stream = self.client.post(
+                _PATH,
+                cast_to=ChatCompletion,
+                stream=True,
+                stream_cls=openai.Stream[ChatCompletionChunk],
+                **post_args(args),
+            )
+            with stream:
                 for chunk in stream:
                     if turn.add(chunk):
                         yield turn.result(bool(tools))
@@ -155,7 +171,7 @@ class AsyncOpenAIChat(_ChatConfig):
         """One completion."""
         args = self._args(messages, session_id, task_id, tools, params, stream=False)
         try:
-            completion = await self.client.chat.completions.create(**args)
+            completion = await self.client.post(_PATH, cast_to=ChatCompletion, **post_args(args))
         except openai.OpenAIError as exc:
             raise LLMError.from_openai(exc) from exc
         return to_result(completion, bool(tools))
@@ -173,7 +189,14 @@ class AsyncOpenAIChat(_ChatConfig):
         args = self._args(messages, session_id, task_id, tools, params, stream=True)
         turn = StreamAccumulator()
         try:
-            async with await self.client.chat.completions.create(**args) as stream:
+            stream = await self.client.post(
+                _PATH,
+                cast_to=ChatCompletion,
+                stream=True,
+                stream_cls=openai.AsyncStream[ChatCompletionChunk],
+                **post_args(args),
+            )
+            async with stream:
                 async for chunk in stream:
                     if turn.add(chunk):
                         yield turn.result(bool(tools))

@@ -11,7 +11,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from shared.llms.base import ChatMessages, ChatResult
 from shared.schema import LLMResponse, ToolCall
 
-__all__ = ["StreamAccumulator", "request_args", "session_headers", "to_result"]
+__all__ = ["StreamAccumulator", "post_args", "request_args", "session_headers", "to_result"]
 
 
 def session_headers(session_id: int | str | None, task_id: str | None) -> dict[str, str]:
@@ -41,6 +41,17 @@ def request_args(
         args.update(stream=True, stream_options={"include_usage": True})
     args["extra_headers"] = headers
     return args
+
+
+def post_args(args: dict[str, Any]) -> dict[str, Any]:
+    """`request_args` as the SDK's low-level ``client.post`` takes them.
+
+    The body goes out as built: ``chat.completions.create`` would first walk every message
+    through the SDK's typed-params transform, which costs milliseconds per call once a
+    session's history is long, more than the rest of an agent step.
+    """
+    body = {key: value for key, value in args.items() if key != "extra_headers"}
+    return {"body": body, "options": {"headers": args["extra_headers"]}}
 
 
 def to_result(completion: ChatCompletion, with_tools: bool) -> ChatResult:
