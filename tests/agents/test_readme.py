@@ -1,5 +1,4 @@
-"""The programming model section (shared/agents/README.md) runs as written, against the
-scripted model."""
+"""The README's programming model section runs as written, against the scripted model."""
 
 from __future__ import annotations
 
@@ -8,12 +7,13 @@ from pathlib import Path
 
 from services.scripted_model import ScriptedModelThread
 
-README = Path(__file__).resolve().parents[2] / "shared" / "agents" / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 PROXY_URL = "http://127.0.0.1:8400/v1"
 
 
 def test_readme_examples_run() -> None:
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.DOTALL)
+    section = README.read_text().split("## The programming model", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
     assert len(blocks) >= 4
     source = "\n".join(blocks)
     assert PROXY_URL in source
