@@ -11,6 +11,7 @@ and one warm sandbox call. Overhead per step = (task time - 2 model calls - 1 to
 from __future__ import annotations
 
 import argparse
+import signal
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -77,6 +78,10 @@ def tool_call_s(backend: str, samples: int = 50) -> float:
         provider.close_all()
 
 
+def _stop(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tasks", type=int, default=300)
@@ -84,6 +89,7 @@ def main() -> None:
     parser.add_argument("--sandbox", default="docker", choices=["docker", "local"])
     parser.add_argument("--max-seconds", type=float, default=600)
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, _stop)  # `timeout` and CI stop the stack like Ctrl-C does
     stack = LocalStack(sandbox_backend=args.sandbox).start()
     try:
         per_client = args.tasks // args.clients
