@@ -3,15 +3,10 @@ of the proxy tests' own."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-import redis
-from proxy_support import FAST_HEALTH, ProxyFactory, Replica, ReplicaFactory, free_port
+from proxy_support import FAST_HEALTH, ProxyFactory, Replica, ReplicaFactory
 
 from services.llm_proxy.testing import ProxyProcess
 
@@ -49,26 +44,6 @@ def proxy() -> Iterator[ProxyFactory]:
 
 
 @pytest.fixture(scope="session")
-def proxy_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A redis-server of the proxy tests' own, on a free port; yields its URL."""
-    binary = shutil.which("redis-server")
-    assert binary, "redis-server is not installed"
-    port = free_port()
-    data_dir: Path = tmp_path_factory.mktemp("proxy-redis")
-    process = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data_dir),
-         "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-    )
-    url = f"redis://127.0.0.1:{port}/0"
-    client = redis.Redis.from_url(url)
-    for _ in range(100):
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    yield url
-    client.close()
-    process.terminate()
-    process.wait(timeout=10)
+def proxy_redis(redis_server: str) -> str:
+    """The test run's Redis, on a database of the proxy tests' own."""
+    return f"{redis_server}/5"
