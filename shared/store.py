@@ -85,23 +85,18 @@ class TaskStore:
         pipe.xadd(keys.task_events(task_id), encode(EventKind.STATUS, {"status": status, **data}))
         pipe.execute()
 
-    def add_usage(self, task_id: str, prompt_tokens: int, completion_tokens: int) -> None:
-        pipe = self.r.pipeline()
-        pipe.hincrby(keys.task(task_id), "prompt_tokens", prompt_tokens)
-        pipe.hincrby(keys.task(task_id), "completion_tokens", completion_tokens)
-        pipe.execute()
-
     def commit_step(
         self,
         record: TaskRecord,
         messages: list[AgentMessage],
         status: TaskStatus,
         publish: Iterable[AgentMessage] = (),
+        usage: dict[str, int] | None = None,
         **fields: str,
     ) -> None:
-        """Apply one agent step: memory append, step + 1, new status, events; exactly once.
-
-        Raises `StepConflict` when the task's step is no longer `record.step`.
+        """Apply one agent step: memory append, step + 1, new status, events, the model's
+        token usage; exactly once. Raises `StepConflict` when the task's step is no longer
+        `record.step`.
         """
         task_key = keys.task(record.id)
         with self.r.pipeline() as pipe:
@@ -111,6 +106,8 @@ class TaskStore:
                     raise StepConflict(record.id)
                 pipe.multi()
                 self._write_step(pipe, record, messages, status, publish, fields)
+                for name in ("prompt_tokens", "completion_tokens"):
+                    pipe.hincrby(task_key, name, (usage or {}).get(name, 0))
                 pipe.execute()
             except redis.WatchError as exc:
                 raise StepConflict(record.id) from exc

@@ -79,6 +79,7 @@ class StepRunner:
         calls = _tool_calls(output)
         # The user's message is news to the event stream; tool results were published as they came.
         published = [*inputs, output] if record.step == 0 else [output]
+        usage = _usage(output)
         try:
             if calls:
                 ids = [c.id for c in calls]
@@ -87,11 +88,17 @@ class StepRunner:
                     [*inputs, output],
                     TaskStatus.WAITING_TOOLS,
                     published,
+                    usage,
                     pending_calls=ids,
                 )
             else:
                 self.store.commit_step(
-                    record, [*inputs, output], TaskStatus.SUCCEEDED, published, result=_text(output)
+                    record,
+                    [*inputs, output],
+                    TaskStatus.SUCCEEDED,
+                    published,
+                    usage,
+                    result=_text(output),
                 )
         except StepConflict:
             log.info("step already committed", extra={"task_id": record.id, "step": record.step})
@@ -138,6 +145,12 @@ class StepRunner:
 def _tool_calls(message: AgentMessage) -> list[ToolCall]:
     formatted = message.formatted if isinstance(message.formatted, dict) else {}
     return [ToolCall.model_validate(c) for c in formatted.get("tool_calls") or []]
+
+
+def _usage(message: AgentMessage) -> dict[str, int]:
+    """The model's token usage, which the agent keeps in the reply's `extra_info`."""
+    extra = message.extra_info if isinstance(message.extra_info, dict) else {}
+    return extra.get("usage") or {}
 
 
 def _text(message: AgentMessage) -> str:

@@ -78,6 +78,7 @@ def test_demo_task_transcript(client: TaskyardClient) -> None:
     assert "1.414213562373" in answer.content
     assert events[-1].data["status"] == "succeeded"
     assert task["status"] == "succeeded" and "1.414213562373" in task["result"]
+    assert task["usage"]["prompt_tokens"] > 0 and task["usage"]["completion_tokens"] > 0
     assert task["messages"] == [m.model_dump(mode="json") for m in (user, call, tool, answer)]
 
 

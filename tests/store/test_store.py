@@ -53,11 +53,13 @@ def test_commit_step_applies_once(store: TaskStore) -> None:
     record = store.create(_record())
     user = AgentMessage(content="hi")
     reply = AgentMessage(sender="assistant", content="hello")
-    store.commit_step(record, [user, reply], TaskStatus.SUCCEEDED, [reply], result="hello")
+    usage = {"prompt_tokens": 12, "completion_tokens": 3}
+    store.commit_step(record, [user, reply], TaskStatus.SUCCEEDED, [reply], usage, result="hello")
     with pytest.raises(StepConflict):
-        store.commit_step(record, [user, reply], TaskStatus.SUCCEEDED, [reply], result="hello")
+        store.commit_step(record, [user, reply], TaskStatus.SUCCEEDED, [reply], usage, result="x")
     after = store.get(record.id)
     assert after is not None and after.step == 1 and after.result == "hello"
+    assert (after.prompt_tokens, after.completion_tokens) == (12, 3)  # counted once
     assert store.memory("acme", "s1") == [user, reply]
 
 
