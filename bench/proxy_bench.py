@@ -41,7 +41,6 @@ from _wrk import wrk_available, wrk_load
 MODEL = "scripted"
 LOADGEN = Path(__file__).resolve().parent / "_loadgen.py"
 TASKYARD_KEY = os.environ.get("TASKYARD_LLM_API_KEY", "taskyard")
-REPLICAS = 4
 BLOCK_TOKENS = 16
 # The reference: no proxy, session i sent straight to replica i mod N (sticky and balanced).
 STICKY = "sticky (no proxy)"
@@ -67,9 +66,11 @@ class Plan:
     session_concurrency: int
     cache_headroom: float
     policies: tuple[str, ...]
+    replicas: int
 
 
-def _plan(quick: bool, clients: int, cache_headroom: float) -> Plan:
+def _plan(args: argparse.Namespace) -> Plan:
+    quick, clients = args.quick, args.clients
     scale = 0.3 if quick else 1.0
     phases = (
         Phase("one client", 1, False, 5 * scale, 0.5, 20_000),
@@ -83,10 +84,11 @@ def _plan(quick: bool, clients: int, cache_headroom: float) -> Plan:
         ),
         Phase("one client, stream", 1, True, 5 * scale, 0.5, 20_000),
     )
-    mix = SessionMix(sessions=48 if quick else 144)
+    sessions = (48 if quick else 144) * args.replicas // 4
+    mix = SessionMix(sessions=sessions, turns=args.turns)
     # Round robin is the baseline; "affinity" is taskyard's default routing.
     policies = ("round_robin", "affinity", STICKY) if quick else POLICIES
-    return Plan(phases, mix, 16, cache_headroom, policies)
+    return Plan(phases, mix, 4 * args.replicas, args.cache_headroom, policies, args.replicas)
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,7 +226,7 @@ def run_routing(procs: Processes, plan: Plan) -> None:
         return
     flags = _prefix_flags(plan)
     print(f"workload: {plan.sessions.describe()}; {plan.session_concurrency} sessions at once")
-    print(f"replicas: {REPLICAS} x scripted model {' '.join(flags)}")
+    print(f"replicas: {plan.replicas} x scripted model {' '.join(flags)}")
     print(
         f"(cache = {plan.cache_headroom}x a replica's share of the live sessions' mean prompt; "
         "locality = share of a session's turns its most used replica served)"
@@ -260,7 +262,7 @@ def _prefix_flags(plan: Plan) -> list[str]:
 
     KV cache is the scarce resource of a loaded GPU pool, which is when routing matters.
     """
-    live_per_replica = plan.session_concurrency / REPLICAS
+    live_per_replica = plan.session_concurrency / plan.replicas
     prompt_blocks = plan.sessions.mean_prompt_words() / BLOCK_TOKENS
     system_blocks = plan.sessions.system_prompts * plan.sessions.system_words / BLOCK_TOKENS
     blocks = round(plan.cache_headroom * live_per_replica * prompt_blocks + system_blocks)
@@ -272,7 +274,7 @@ def _prefix_flags(plan: Plan) -> list[str]:
 
 def route_sessions(procs: Processes, plan: Plan, policy: str, flags: list[str]) -> dict[str, Any]:
     """Fresh replicas and a fresh proxy with `policy`; send every session; read the replicas."""
-    names = [f"replica-{i}" for i in range(REPLICAS)]
+    names = [f"replica-{i}" for i in range(plan.replicas)]
     replicas = [procs.start_scripted(name, flags) for name in names]
     headers = {"authorization": f"Bearer {TASKYARD_KEY}"}
     spec: dict[str, Any] = {
@@ -284,7 +286,7 @@ def route_sessions(procs: Processes, plan: Plan, policy: str, flags: list[str]) 
     if policy == STICKY:
         ports = [_port(url) for url in replicas]
         spec["port"] = ports[0]
-        spec["lane_ports"] = [ports[i % REPLICAS] for i in range(plan.sessions.sessions)]
+        spec["lane_ports"] = [ports[i % plan.replicas] for i in range(plan.sessions.sessions)]
     else:
         spec["port"] = _port(start_taskyard_proxy(procs, "proxy", replicas, policy))
         names.append("proxy")
@@ -325,8 +327,11 @@ def main() -> None:
         default=1.25,
         help="replica prefix cache size, in units of its share of the live sessions' prompts",
     )
+    parser.add_argument("--replicas", type=int, default=4, help="replicas of the routing phase")
+    parser.add_argument("--turns", type=int, default=8, help="turns per routing session")
+    parser.add_argument("--routing-only", action="store_true", help="skip phase 1")
     args = parser.parse_args()
-    plan = _plan(args.quick, args.clients, args.cache_headroom)
+    plan = _plan(args)
     began = time.monotonic()
     print(
         f"proxy_bench ({'quick' if args.quick else 'full'}): {os.cpu_count()} CPUs, "
@@ -334,8 +339,9 @@ def main() -> None:
     )
     with Processes() as procs, tempfile.TemporaryDirectory() as workdir:
         try:
-            print("\n== 1. Overhead and throughput (chat completion, scripted replica) ==")
-            run_overhead(procs, plan, Path(workdir), args.skip_litellm)
+            if not args.routing_only:
+                print("\n== 1. Overhead and throughput (chat completion, scripted replica) ==")
+                run_overhead(procs, plan, Path(workdir), args.skip_litellm)
             print("\n== 2. Routing quality (prefix-cache replicas, multi-turn sessions) ==")
             run_routing(procs, plan)
         except ChildFailed as failure:
