@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from contextlib import aclosing
 from typing import Any, TypeVar
 
 import openai
@@ -34,6 +35,10 @@ class StepLoop(threading.local):
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         return self.runner.run(coro)
+
+    def close(self) -> None:
+        """Close this thread's loop (and the generators and tasks still on it)."""
+        self.runner.close()
 
     def client(self, settings: Settings) -> openai.AsyncOpenAI:
         key = (settings.llm_base_url, settings.llm_api_key, settings.llm_timeout_s)
@@ -64,8 +69,11 @@ async def run_agent_step(
         state = agent.state_dict(session_id)
         state["memory"] = [message.model_dump(mode="json") for message in history]
         agent.load_state_dict(state, session_id)
-        stream = agent.stream(*inputs, session_id=session_id, task_id=task_id)
-        return await _reply(stream, on_token)
+        # Closed here, not by garbage collection: this thread's loop outlives the step.
+        async with aclosing(
+            agent.stream(*inputs, session_id=session_id, task_id=task_id)
+        ) as stream:
+            return await _reply(stream, on_token)
     finally:
         if client is None:
             await llm.close()

@@ -114,8 +114,8 @@ class StepRunner:
         committed_with_tools = record.step == step + 1 and record.status == TaskStatus.WAITING_TOOLS
         if not (redelivered and committed_with_tools):
             return
-        output = self.store.messages(record.id)[-1]
-        for call in _tool_calls(output):
+        turns = [m for m in self.store.messages(record.id) if _tool_calls(m)]
+        for call in _tool_calls(turns[-1]) if turns else []:
             if not self.store.has_tool_result(record.id, step, call.id):
                 self.dispatch(record, step, call)
 
