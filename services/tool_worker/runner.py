@@ -1,35 +1,45 @@
-"""One tool call: the registered actions, run by one `ActionExecutor` per worker process."""
+"""The tool worker's actions: every registered action, run by one `ActionExecutor` over one
+sandbox provider per worker process."""
 
 from __future__ import annotations
 
 import threading
 
 from shared.actions import ActionExecutor, ActionResources
-from shared.sandbox import SandboxProvider
+from shared.sandbox import SandboxProvider, make_sandbox_provider
 from shared.schema import AgentMessage, ToolCall
 from shared.settings import Settings
 
-__all__ = ["run_tool_call"]
-
-# Built on first use and kept: the actions hold per-session state (search results) and the
-# provider holds the sessions' interpreters. The entry keeps its key objects alive, so an id
-# is never reused for a different provider while the entry exists.
-_executors: dict[tuple[int, int], tuple[SandboxProvider, Settings, ActionExecutor]] = {}
-_lock = threading.Lock()
+__all__ = ["ToolRunner"]
 
 
-def run_tool_call(
-    call: ToolCall, *, session_key: str, sandboxes: SandboxProvider, settings: Settings
-) -> AgentMessage:
-    """Run the call for the session ("tenant:session_id"); failures come back in the
-    `ActionReturn`, and the reply quotes the call's id."""
-    return _executor(sandboxes, settings)(call, session_key)
+class ToolRunner:
+    """Runs tool calls. The executor and the sandboxes are made on first use, by one thread
+    only, and kept: actions hold per-session state, the provider the sessions' interpreters."""
 
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._lock = threading.Lock()
+        self._sandboxes: SandboxProvider | None = None
+        self._executor: ActionExecutor | None = None
 
-def _executor(sandboxes: SandboxProvider, settings: Settings) -> ActionExecutor:
-    key = (id(sandboxes), id(settings))
-    with _lock:
-        if key not in _executors:
-            resources = ActionResources(settings=settings, sandboxes=sandboxes)
-            _executors[key] = (sandboxes, settings, ActionExecutor.from_registry(resources))
-        return _executors[key][2]
+    def run(self, call: ToolCall, session_key: str) -> AgentMessage:
+        """Run the call for the session ("tenant:session_id"); failures of the tool come back
+        in the `ActionReturn`, and the reply quotes the call's id."""
+        return self._ready()(call, session_key)
+
+    def _ready(self) -> ActionExecutor:
+        with self._lock:
+            if self._executor is None:
+                self._sandboxes = make_sandbox_provider(self.settings)
+                resources = ActionResources(settings=self.settings, sandboxes=self._sandboxes)
+                self._executor = ActionExecutor.from_registry(resources)
+            return self._executor
+
+    def reap_idle(self) -> None:
+        if self._sandboxes is not None:
+            self._sandboxes.reap_idle()
+
+    def close(self) -> None:
+        if self._sandboxes is not None:
+            self._sandboxes.close_all()

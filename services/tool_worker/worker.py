@@ -10,13 +10,12 @@ import threading
 
 from celery import Task, signals
 
-from services.tool_worker.runner import run_tool_call
+from services.tool_worker.runner import ToolRunner
 from shared import keys
 from shared.celery_app import make_celery
 from shared.events import EventKind
 from shared.logs import setup_logging
 from shared.registry import load_plugins
-from shared.sandbox import SandboxProvider, make_sandbox_provider
 from shared.schema import ActionReturn, ActionStatusCode, AgentMessage, ToolCall
 from shared.settings import get_settings
 from shared.store import TaskStore
@@ -27,35 +26,9 @@ load_plugins(settings.plugin_modules)
 app = make_celery(settings)
 store = TaskStore.from_url(settings.redis_url)
 log = logging.getLogger("taskyard.tool_worker")
+tools = ToolRunner(settings)
 _REAP_EVERY_S = 60.0
-
-
 _MAX_RETRIES = 3
-
-
-class SandboxHolder:
-    """The worker process's one sandbox provider, made on first use by one thread only."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._provider: SandboxProvider | None = None
-
-    def get(self) -> SandboxProvider:
-        with self._lock:
-            if self._provider is None:
-                self._provider = make_sandbox_provider(settings)
-            return self._provider
-
-    def reap_idle(self) -> None:
-        if self._provider is not None:
-            self._provider.reap_idle()
-
-    def close(self) -> None:
-        if self._provider is not None:
-            self._provider.close_all()
-
-
-sandboxes = SandboxHolder()
 
 
 @app.task(name=keys.TOOL_RUN_TASK, bind=True, max_retries=_MAX_RETRIES)
@@ -66,12 +39,7 @@ def tool_run(self: Task, task_id: str, step: int, tenant: str, session_id: str, 
     if not store.has_tool_result(task_id, step, tool_call.id):
         log.info("tool call %s", tool_call.name, extra=extra)
         try:
-            message = run_tool_call(
-                tool_call,
-                session_key=f"{tenant}:{session_id}",
-                sandboxes=sandboxes.get(),
-                settings=settings,
-            )
+            message = tools.run(tool_call, f"{tenant}:{session_id}")
         except Exception as exc:  # the worker's own trouble: retry, then tell the model
             if self.request.retries < _MAX_RETRIES:
                 log.warning("tool call failed, retrying: %s", exc, extra=extra)
@@ -111,7 +79,7 @@ def _advance_if_complete(task_id: str, step: int, redelivered: bool) -> None:
 def _start_reaper(**_: object) -> None:
     def reap() -> None:
         while not stop.wait(_REAP_EVERY_S):
-            sandboxes.reap_idle()
+            tools.reap_idle()
 
     threading.Thread(target=reap, name="sandbox-reaper", daemon=True).start()
 
@@ -119,7 +87,7 @@ def _start_reaper(**_: object) -> None:
 @signals.worker_shutdown.connect
 def _close_sandboxes(**_: object) -> None:
     stop.set()
-    sandboxes.close()
+    tools.close()
 
 
 stop = threading.Event()
