@@ -15,7 +15,7 @@ import redis
 from shared import keys
 from shared.events import Event, EventKind, decode_entry, encode
 from shared.schema import AgentMessage
-from shared.task import TaskRecord, TaskStatus
+from shared.task import TERMINAL, TaskRecord, TaskStatus
 
 __all__ = ["StepConflict", "TaskStore"]
 
@@ -78,12 +78,24 @@ class TaskStore:
         fields = self.r.hgetall(keys.task(task_id))
         return TaskRecord.from_redis(fields) if fields else None
 
-    def set_status(self, task_id: str, status: TaskStatus, **data: str) -> None:
-        """Move a task to a new state (no step commit), with its event."""
-        pipe = self.r.pipeline()
-        pipe.hset(keys.task(task_id), mapping={"status": status.value, **_stamp(data)})
-        pipe.xadd(keys.task_events(task_id), encode(EventKind.STATUS, {"status": status, **data}))
-        pipe.execute()
+    def set_status(self, task_id: str, status: TaskStatus, **data: str) -> bool:
+        """Move a task that has not ended to a new state (no step commit), with its event;
+        False if it had ended (a cancelled task stays cancelled)."""
+        task_key = keys.task(task_id)
+        with self.r.pipeline() as pipe:
+            while True:
+                try:
+                    pipe.watch(task_key)
+                    if TaskStatus(pipe.hget(task_key, "status")) in TERMINAL:
+                        return False
+                    pipe.multi()
+                    pipe.hset(task_key, mapping={"status": status.value, **_stamp(data)})
+                    event = encode(EventKind.STATUS, {"status": status.value, **data})
+                    pipe.xadd(keys.task_events(task_id), event)
+                    pipe.execute()
+                    return True
+                except redis.WatchError:
+                    continue  # the task changed meanwhile: look again
 
     def commit_step(
         self,
@@ -96,14 +108,15 @@ class TaskStore:
     ) -> None:
         """Apply one agent step: memory append, step + 1, new status, events, the model's
         token usage; exactly once. Raises `StepConflict` when the task's step is no longer
-        `record.step`.
+        `record.step`, or the task ended meanwhile (it was cancelled).
         """
         task_key = keys.task(record.id)
         with self.r.pipeline() as pipe:
             try:
                 pipe.watch(task_key)
-                if pipe.hget(task_key, "step") != str(record.step):
-                    raise StepConflict(record.id)
+                step, status_now = pipe.hmget(task_key, ["step", "status"])
+                if step != str(record.step) or TaskStatus(status_now) in TERMINAL:
+                    raise StepConflict(record.id)  # applied already, or the task was cancelled
                 pipe.multi()
                 self._write_step(pipe, record, messages, status, publish, fields)
                 for name in ("prompt_tokens", "completion_tokens"):

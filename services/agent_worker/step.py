@@ -45,8 +45,10 @@ class StepRunner:
             return
         if self._over_limits(record):
             return
-        if record.status != TaskStatus.RUNNING:
-            self.store.set_status(task_id, TaskStatus.RUNNING, step=str(step))
+        if record.status != TaskStatus.RUNNING and not self.store.set_status(
+            task_id, TaskStatus.RUNNING, step=str(step)
+        ):
+            return  # cancelled meanwhile
         inputs = self._inputs(record)
         output = self.loop.run(self._call_agent(record, inputs))
         self._commit(record, inputs, output)
@@ -133,8 +135,8 @@ class StepRunner:
 
     def end(self, record: TaskRecord, status: TaskStatus, reason: str) -> None:
         """End a task without a result (limits, unrecoverable errors), with a clear reason."""
-        self.store.set_status(record.id, status, error=reason)
-        self._finish(record)
+        if self.store.set_status(record.id, status, error=reason):
+            self._finish(record)
 
     def _finish(self, record: TaskRecord) -> None:
         following = self.store.release_session(record)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 from fastapi import FastAPI
 
 from services.gateway.routes import health, tasks
@@ -12,6 +15,14 @@ from shared.settings import get_settings
 __all__ = ["app", "create_app"]
 
 
+@asynccontextmanager
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    app.state.redis_clients = {}  # async Redis clients live on the app's event loop
+    yield
+    for client in app.state.redis_clients.values():
+        await client.aclose()
+
+
 def create_app() -> FastAPI:
     setup_logging()
     load_plugins(get_settings().plugin_modules)  # user tools and agents are valid task names
@@ -19,6 +30,7 @@ def create_app() -> FastAPI:
         title="taskyard gateway",
         description="Submit tool-using agent tasks, read them, follow them live (SSE).",
         version="0.1.0",
+        lifespan=lifespan,
     )
     app.include_router(tasks.router)
     app.include_router(health.router)

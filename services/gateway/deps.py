@@ -7,7 +7,7 @@ from typing import Annotated
 
 import redis.asyncio as aioredis
 from celery import Celery
-from fastapi import Depends, HTTPException, status
+from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from shared.celery_app import make_celery
@@ -29,12 +29,6 @@ def _celery(settings: Settings) -> Celery:
     return make_celery(settings)
 
 
-@cache
-def _async_redis(url: str) -> aioredis.Redis:
-    # Event streams block on XREAD for 15 s; redis-py's default 5 s read timeout would cut them.
-    return aioredis.Redis.from_url(url, decode_responses=True, socket_timeout=60)
-
-
 def get_store(settings: SettingsDep) -> TaskStore:
     return _store(settings.redis_url)
 
@@ -43,8 +37,15 @@ def get_celery(settings: SettingsDep) -> Celery:
     return _celery(settings)
 
 
-def get_async_redis(settings: SettingsDep) -> aioredis.Redis:
-    return _async_redis(settings.redis_url)
+def get_async_redis(request: Request, settings: SettingsDep) -> aioredis.Redis:
+    """The app's async client (bound to its event loop; the lifespan closes it)."""
+    clients: dict[str, aioredis.Redis] = request.app.state.redis_clients
+    if settings.redis_url not in clients:
+        # Event streams block on XREAD for 15 s; redis-py's default 5 s read timeout cuts them.
+        clients[settings.redis_url] = aioredis.Redis.from_url(
+            settings.redis_url, decode_responses=True, socket_timeout=60
+        )
+    return clients[settings.redis_url]
 
 
 _bearer = HTTPBearer(auto_error=False)

@@ -25,12 +25,17 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--host", default=defaults.proxy_host)
     parser.add_argument("--port", type=int, default=defaults.proxy_port, help="0: a free port")
     parser.add_argument(
-        "--upstreams", default=None,
+        "--upstreams",
+        default=None,
         help='replicas as "url" or "model=url", comma-separated (TASKYARD_PROXY_UPSTREAMS)',
     )
     parser.add_argument("--pool-file", default=None, help="YAML pool (TASKYARD_PROXY_POOL_FILE)")
-    parser.add_argument("--policy", choices=sorted(POLICIES), default=None,
-                        help=f"routing policy (default {defaults.proxy_policy})")
+    parser.add_argument(
+        "--policy",
+        choices=sorted(POLICIES),
+        default=None,
+        help=f"routing policy (default {defaults.proxy_policy})",
+    )
     return parser.parse_args()
 
 
@@ -50,7 +55,10 @@ async def _serve(settings: ProxySettings) -> None:
     port = await app.start()
     logging.getLogger("services.llm_proxy").info(
         "listening on %s:%d, %d replicas, policy %s",
-        settings.proxy_host, port, len(app.pool.replicas), settings.proxy_policy,
+        settings.proxy_host,
+        port,
+        len(app.pool.replicas),
+        settings.proxy_policy,
     )
     # A parent that asked for port 0 reads this line to learn the port.
     print(f"listening on http://{settings.proxy_host}:{port}", flush=True)

@@ -29,8 +29,9 @@ class WaitQueue:
     async def wait(self, deadline: float) -> None:
         """Wait until a slot may be free, or raise `Overloaded` (queue full, or `deadline`)."""
         if len(self._waiters) >= self._size:
-            raise Overloaded("every replica is busy and the queue is full", status=429,
-                             retry_after=1)
+            raise Overloaded(
+                "every replica is busy and the queue is full", status=429, retry_after=1
+            )
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[None] = loop.create_future()
         self._waiters.append(waiter)
@@ -39,7 +40,8 @@ class WaitQueue:
                 await waiter
         except TimeoutError:
             raise Overloaded(
-                "every replica stayed busy while the request waited", status=503,
+                "every replica stayed busy while the request waited",
+                status=503,
                 retry_after=self._timeout,
             ) from None
         finally:

@@ -73,19 +73,31 @@ class ProxyApp:
             s.proxy_policy, s.proxy_load_factor, s.proxy_slow_factor, s.proxy_key_live_s
         )
         self._forwarder = Forwarder(
-            self.pool, policy, self._health_policy,
-            self.queues, self.limiter, self.ledger, self.metrics, s.proxy_max_retries,
+            self.pool,
+            policy,
+            self._health_policy,
+            self.queues,
+            self.limiter,
+            self.ledger,
+            self.metrics,
+            s.proxy_max_retries,
         )
         self._checker = HealthChecker(
             self.pool, self._health_policy, s.proxy_probe_interval_s, s.proxy_probe_timeout_s
         )
         self._checker.start()
         if s.proxy_redis_sync:
-            self._sync = RedisSync(s.proxy_redis_url or s.redis_url, self.limiter, self.ledger,
-                                   self.metrics, s.proxy_sync_interval_s)
+            self._sync = RedisSync(
+                s.proxy_redis_url or s.redis_url,
+                self.limiter,
+                self.ledger,
+                self.metrics,
+                s.proxy_sync_interval_s,
+            )
             self._sync.start()
-        self.port = await self._server.start(host or s.proxy_host,
-                                             s.proxy_port if port is None else port)
+        self.port = await self._server.start(
+            host or s.proxy_host, s.proxy_port if port is None else port
+        )
         return self.port
 
     async def stop(self) -> None:

@@ -149,8 +149,7 @@ def _replica_from_entry(entry: str, settings: ProxySettings) -> ReplicaSpec:
 def _parse_fallbacks(text: str) -> dict[str, tuple[str, ...]]:
     pairs = (item.split("=", 1) for item in text.split(",") if "=" in item)
     return {
-        name.strip(): tuple(m.strip() for m in rest.split("|") if m.strip())
-        for name, rest in pairs
+        name.strip(): tuple(m.strip() for m in rest.split("|") if m.strip()) for name, rest in pairs
     }
 
 

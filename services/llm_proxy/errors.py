@@ -1,16 +1,16 @@
 """The proxy's error tree; each error knows its HTTP status and OpenAI-style JSON body.
 
-    ProxyError
-    ├── BadRequest          400 invalid_request_error (malformed JSON, missing fields)
-    │   └── ContextTooLong  400 the upstream refused the prompt's length (triggers fallback)
-    ├── Unauthorized        401 missing or unknown API key
-    ├── NotFound            404 unknown path
-    ├── ModelNotFound       404 no replica serves the model
-    ├── BodyTooLarge        413 request body past the limit
-    ├── RateLimited         429 a key's request or token budget is spent (Retry-After)
-    ├── Overloaded          429/503 every replica is at its bound and the queue is full or slow
-    ├── NoReplica           503 no healthy replica for the model (and its fallbacks)
-    └── UpstreamFailed      502 the replicas kept failing after the retries
+ProxyError
+├── BadRequest          400 invalid_request_error (malformed JSON, missing fields)
+│   └── ContextTooLong  400 the upstream refused the prompt's length (triggers fallback)
+├── Unauthorized        401 missing or unknown API key
+├── NotFound            404 unknown path
+├── ModelNotFound       404 no replica serves the model
+├── BodyTooLarge        413 request body past the limit
+├── RateLimited         429 a key's request or token budget is spent (Retry-After)
+├── Overloaded          429/503 every replica is at its bound and the queue is full or slow
+├── NoReplica           503 no healthy replica for the model (and its fallbacks)
+└── UpstreamFailed      502 the replicas kept failing after the retries
 """
 
 from __future__ import annotations

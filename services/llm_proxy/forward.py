@@ -101,8 +101,9 @@ class Forwarder:
         elif job.failures and any(r.healthy for _, g in groups for r in g.replicas):
             raise UpstreamFailed("the replicas failed to answer after retries", retry_after=1)
         else:
-            raise NoReplica(f"no healthy replica for the model {job.request.model!r}",
-                            retry_after=1)
+            raise NoReplica(
+                f"no healthy replica for the model {job.request.model!r}", retry_after=1
+            )
 
     async def _try_group(self, job: Job, model: str, group: Group, last_group: bool) -> bool:
         """Attempts on one model group while the budget lasts; True once the client is done."""
@@ -260,7 +261,11 @@ class Forwarder:
         if job.session_id:
             extra += b"x-session-id: " + job.session_id + b"\r\n"
         return b"POST %s HTTP/1.1\r\n%s%scontent-length: %d\r\n\r\n%s" % (
-            path, replica.request_prefix, extra, len(body), body
+            path,
+            replica.request_prefix,
+            extra,
+            len(body),
+            body,
         )
 
     @staticmethod
@@ -303,4 +308,3 @@ class _Sink:
     def flush(self, done: bool) -> None:
         if self._relay is not None and self._conn.status == 200:
             self._relay.flush(done)
-

@@ -187,9 +187,7 @@ class Connection(asyncio.Protocol):
         self._cancel = cancel
         self._flow = transport
 
-    def respond(
-        self, status: int, headers: list[tuple[bytes, bytes]], body: bytes
-    ) -> None:
+    def respond(self, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
         """Send a whole response with a fixed length."""
         self.status = status
         if self._transport is None or self.closed:

@@ -15,8 +15,25 @@ from services.llm_proxy.pool import Pool
 
 __all__ = ["Histogram", "Metrics"]
 
-_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
-            10.0, 30.0, 60.0, 120.0)
+_BUCKETS = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    120.0,
+)
 
 
 class Histogram:
@@ -95,16 +112,36 @@ class Metrics:
 
     def _replica_lines(self, lines: list[str]) -> None:
         families = [
-            ("taskyard_proxy_replica_in_flight", "gauge", "Requests in flight.",
-             lambda r: r.in_flight),
-            ("taskyard_proxy_replica_healthy", "gauge", "1 if in rotation.",
-             lambda r: int(r.healthy)),
-            ("taskyard_proxy_replica_latency_ms", "gauge", "Moving average time to head.",
-             lambda r: r.latency_ms),
-            ("taskyard_proxy_replica_requests_total", "counter", "Exchanges sent.",
-             lambda r: self.replica_requests[r.name]),
-            ("taskyard_proxy_replica_failures_total", "counter", "Exchanges failed.",
-             lambda r: self.replica_failures[r.name]),
+            (
+                "taskyard_proxy_replica_in_flight",
+                "gauge",
+                "Requests in flight.",
+                lambda r: r.in_flight,
+            ),
+            (
+                "taskyard_proxy_replica_healthy",
+                "gauge",
+                "1 if in rotation.",
+                lambda r: int(r.healthy),
+            ),
+            (
+                "taskyard_proxy_replica_latency_ms",
+                "gauge",
+                "Moving average time to head.",
+                lambda r: r.latency_ms,
+            ),
+            (
+                "taskyard_proxy_replica_requests_total",
+                "counter",
+                "Exchanges sent.",
+                lambda r: self.replica_requests[r.name],
+            ),
+            (
+                "taskyard_proxy_replica_failures_total",
+                "counter",
+                "Exchanges failed.",
+                lambda r: self.replica_failures[r.name],
+            ),
         ]
         for name, kind, help_text, read in families:
             _family(lines, name, kind, help_text)

@@ -45,8 +45,10 @@ class Replica:
 
     def observe_latency(self, ms: float, now: float) -> None:
         self.last_sample = now
-        self.latency_ms = ms if self.latency_ms == 0.0 else (
-            self.latency_ms + _EWMA_ALPHA * (ms - self.latency_ms)
+        self.latency_ms = (
+            ms
+            if self.latency_ms == 0.0
+            else (self.latency_ms + _EWMA_ALPHA * (ms - self.latency_ms))
         )
 
 

@@ -44,7 +44,7 @@ def _bearer(authorization: bytes | None) -> str | None:
 
 
 def _parse(spec: str) -> dict[str, Tenant]:
-    """"key", "key:rpm:tpm" or "key:rpm:tpm:name", comma-separated."""
+    """ "key", "key:rpm:tpm" or "key:rpm:tpm:name", comma-separated."""
     tenants = {}
     for index, entry in enumerate(e.strip() for e in spec.split(",") if e.strip()):
         key, *rest = entry.split(":")

@@ -30,8 +30,11 @@ class ProxyProcess:
         host: str = "127.0.0.1",
     ) -> None:
         self._command = [sys.executable, "-m", "services.llm_proxy", "--host", host, "--port", "0"]
-        for flag, value in (("--upstreams", upstreams), ("--pool-file", pool_file),
-                            ("--policy", policy)):
+        for flag, value in (
+            ("--upstreams", upstreams),
+            ("--pool-file", pool_file),
+            ("--policy", policy),
+        ):
             if value is not None:
                 self._command += [flag, value]
         self._env = {**os.environ, **(env or {})}
@@ -53,7 +56,7 @@ class ProxyProcess:
         if not line.startswith(_READY_PREFIX):
             self.stop()
             raise RuntimeError(f"the proxy did not start: {line!r}")
-        self.url = line[len(_READY_PREFIX):].strip()
+        self.url = line[len(_READY_PREFIX) :].strip()
         return self
 
     def stop(self) -> None:

@@ -31,8 +31,10 @@ def tokens_of(usage: dict[str, Any] | None) -> tuple[int, int]:
     if not isinstance(usage, dict):
         return 0, 0
     prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-    return (prompt if isinstance(prompt, int) else 0,
-            completion if isinstance(completion, int) else 0)
+    return (
+        prompt if isinstance(prompt, int) else 0,
+        completion if isinstance(completion, int) else 0,
+    )
 
 
 def usage_header(prompt: int, completion: int) -> bytes:

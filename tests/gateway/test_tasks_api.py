@@ -40,7 +40,8 @@ def client(settings: Settings) -> Iterator[TestClient]:
 
 def _queued_steps(settings: Settings) -> list[list]:
     broker = redis.Redis.from_url(settings.broker_url)
-    return [json.loads(m)["headers"]["argsrepr"] for m in broker.lrange("agent", 0, -1)]
+    # kombu pushes on the left and pops on the right: oldest last in the list
+    return [json.loads(m)["headers"]["argsrepr"] for m in reversed(broker.lrange("agent", 0, -1))]
 
 
 @pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer nope"}, {"Authorization": "x"}])
@@ -143,3 +144,21 @@ def test_events_stream_ends_after_final_and_resumes(client: TestClient, settings
 def test_openapi_docs_served(client: TestClient) -> None:
     assert client.get("/docs").status_code == 200
     assert "/v1/tasks" in client.get("/openapi.json").json()["paths"]
+
+
+def test_cancel_ends_the_task_and_hands_the_session_on(
+    client: TestClient, settings: Settings
+) -> None:
+    first = client.post("/v1/tasks", json={"input": "a", "session_id": "c"}, headers=AUTH).json()
+    second = client.post("/v1/tasks", json={"input": "b", "session_id": "c"}, headers=AUTH).json()
+    resp = client.post(f"/v1/tasks/{first['id']}/cancel", headers=AUTH)
+    assert resp.status_code == 200 and resp.json()["status"] == "cancelled"
+    assert _queued_steps(settings) == [repr([first["id"], 0]), repr([second["id"], 0])]
+    text = client.get(f"/v1/tasks/{first['id']}/events", headers=AUTH).text
+    assert text.rstrip().endswith('"error": "cancelled by the client"}')  # the stream ended
+    again = client.post(f"/v1/tasks/{first['id']}/cancel", headers=AUTH)
+    assert again.status_code == 409 and "already cancelled" in again.json()["detail"]
+    other = client.post(
+        f"/v1/tasks/{second['id']}/cancel", headers={"Authorization": "Bearer key-b"}
+    )
+    assert other.status_code == 404

@@ -103,3 +103,13 @@ def test_claim_racing_a_release_never_strands_a_task(store: TaskStore) -> None:
         assert claimed.result() or handed.result() == second.id
         assert store.session_busy(first)  # held by `second`
         assert store.release_session(second) is None
+
+
+def test_an_ended_task_stays_ended(store: TaskStore) -> None:
+    record = store.create(_record())
+    assert store.set_status(record.id, TaskStatus.CANCELLED, error="cancelled by the client")
+    assert not store.set_status(record.id, TaskStatus.RUNNING)
+    with pytest.raises(StepConflict):  # a step in flight when the task was cancelled
+        store.commit_step(record, [], TaskStatus.SUCCEEDED, result="late")
+    ended = store.get(record.id)
+    assert ended is not None and ended.status == TaskStatus.CANCELLED and ended.result is None

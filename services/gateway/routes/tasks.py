@@ -17,7 +17,7 @@ from shared.agents import AGENTS
 from shared.registry import RegistryError
 from shared.spec import AgentSpec
 from shared.store import TaskStore
-from shared.task import TaskRecord
+from shared.task import TaskRecord, TaskStatus
 
 router = APIRouter(prefix="/v1/tasks", tags=["tasks"])
 
@@ -70,6 +70,21 @@ def follow_task(
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
+
+
+@router.post("/{task_id}/cancel", response_model=TaskAccepted)
+def cancel_task(
+    task_id: str, tenant: TenantDep, store: StoreDep, celery: CeleryDep
+) -> TaskAccepted:
+    """End a task now. A step in flight is not applied; the session passes to the next task."""
+    record = _owned(store, task_id, tenant)
+    if not store.set_status(task_id, TaskStatus.CANCELLED, error="cancelled by the client"):
+        ended = store.get(task_id) or record
+        raise HTTPException(status.HTTP_409_CONFLICT, detail=f"task already {ended.status}")
+    following = store.release_session(record)
+    if following:
+        celery.send_task(keys.AGENT_STEP_TASK, args=[following, 0], queue=keys.AGENT_QUEUE)
+    return TaskAccepted(id=task_id, status=TaskStatus.CANCELLED, session_id=record.session_id)
 
 
 def _check_registered(spec: AgentSpec) -> None:
