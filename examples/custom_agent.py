@@ -14,13 +14,12 @@ gateway and both workers, and a tool worker on ``tools.UnitConverter``. The test
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import examples.custom_action  # noqa: F401 - registers the UnitConverter action the agent uses
 from shared.actions import openai_tool_schemas
 from shared.agents import AGENTS, AsyncAgent
-from shared.aggregators import NativeToolAggregator
+from shared.aggregators import FewShotAggregator, NativeToolAggregator
 from shared.parsers import NativeToolCallParser
 from shared.schema import AgentMessage
 
@@ -34,16 +33,9 @@ EXAMPLES: list[dict[str, Any]] = [
 ]
 
 
-class FewShotToolAggregator(NativeToolAggregator):
-    """`NativeToolAggregator` with worked examples after the system prompt."""
-
-    def __init__(self, examples: Sequence[dict[str, Any]]) -> None:
-        self.examples = [dict(example) for example in examples]
-
-    def aggregate(self, messages: Sequence[AgentMessage], name: str, *args: Any) -> list[dict]:
-        chat = super().aggregate(messages, name, *args)
-        head = 1 if chat and chat[0]["role"] == "system" else 0
-        return [*chat[:head], *(dict(e) for e in self.examples), *chat[head:]]
+class FewShotToolAggregator(FewShotAggregator, NativeToolAggregator):
+    """Worked examples after the system prompt (`FewShotAggregator`), over native tool calls
+    and tool results (`NativeToolAggregator`): each adds its part through `super()`."""
 
 
 @AGENTS.register("unit_expert")

@@ -12,7 +12,7 @@ from examples.custom_agent import EXAMPLES, SIGNATURE, FewShotToolAggregator, Un
 from services.scripted_model import ScriptedModelThread
 from shared.actions import AsyncActionExecutor
 from shared.llms import AsyncOpenAIChat
-from shared.schema import AgentMessage, ToolCall
+from shared.schema import ActionReturn, AgentMessage, ToolCall
 
 CALL = {
     "name": "UnitConverter.length",
@@ -50,3 +50,16 @@ def test_few_shot_examples_follow_the_system_prompt() -> None:
         *EXAMPLES,
         {"role": "user", "content": "hi"},
     ]
+
+
+def test_few_shot_tool_aggregator_keeps_native_tool_messages() -> None:
+    call = {"id": "c1", "name": "UnitConverter.length", "parameters": {"value": 1}}
+    turn = AgentMessage(sender="unit_expert", content="", formatted={"tool_calls": [call]})
+    ret = ActionReturn(result=[{"type": "text", "content": "1 km = 0.621371 mi"}])
+    result = AgentMessage(sender="UnitConverter", content=ret, extra_info={"tool_call_id": "c1"})
+    chat = FewShotToolAggregator(EXAMPLES).aggregate(
+        [AgentMessage(content="1 km?"), turn, result], "unit_expert"
+    )
+    assert chat[: len(EXAMPLES)] == EXAMPLES
+    assert chat[-2]["tool_calls"][0]["id"] == "c1"
+    assert chat[-1] == {"role": "tool", "tool_call_id": "c1", "content": "1 km = 0.621371 mi"}
