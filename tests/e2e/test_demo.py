@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import docker
 import pytest
 import redis
+from e2e_support import wait_status
 
 from services.stack import LocalStack
 from shared.cli import DEMO_TASK
@@ -41,14 +42,6 @@ def _wait_for_exited_sandboxes() -> None:
         assert time.monotonic() < deadline, "a killed worker's sandboxes never exited"
         time.sleep(0.2)
     engine.close()
-
-
-def _wait_done(client: TaskyardClient, task_id: str, timeout: float = 60) -> dict:
-    deadline = time.monotonic() + timeout
-    while (task := client.get(task_id))["status"] not in {"succeeded", "failed"}:
-        assert time.monotonic() < deadline, f"task lost: {task}"
-        time.sleep(0.1)
-    return task
 
 
 def _run(client: TaskyardClient, text: str, **kw: object) -> tuple[dict, list[Event]]:
@@ -118,5 +111,5 @@ def test_concurrent_first_calls_of_new_sessions(client: TaskyardClient, stack: L
     ids = [client.submit("```python\nprint(7 * 6)\n```", session_id=f"burst-{i}")["id"]
            for i in range(stack.tool_concurrency)]  # fmt: skip
     for task_id in ids:
-        task = _wait_done(client, task_id)
+        task = wait_status(client, task_id)
         assert task["status"] == "succeeded" and "42" in task["result"]

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from e2e_support import wait_status
 
 from services.stack import LocalStack
 from shared.cli import DEMO_TASK
@@ -38,26 +39,16 @@ def _configure_model(stack: LocalStack, **config: object) -> None:
     httpx.post(url, json=config, timeout=5).raise_for_status()
 
 
-def _wait_status(client: TaskyardClient, task_id: str, statuses: set[str]) -> dict:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        task = client.get(task_id)
-        if task["status"] in statuses:
-            return task
-        time.sleep(0.1)
-    raise AssertionError(f"task {task_id} never reached {statuses}: {task}")
-
-
 def test_crashed_agent_worker_loses_no_task(stack: LocalStack, client: TaskyardClient) -> None:
     _configure_model(stack, latency_ms=3000)  # the step is mid-call when the worker dies
     try:
         task_id = client.submit(DEMO_TASK)["id"]
-        _wait_status(client, task_id, {"running"})
+        wait_status(client, task_id, {"running"})
         stack.kill("agent_worker")
     finally:
         _configure_model(stack, latency_ms=0)
     stack.restart("agent_worker")
-    task = _wait_status(client, task_id, {"succeeded", "failed"})
+    task = wait_status(client, task_id)
     assert task["status"] == "succeeded"
     assert "1.414213562373" in task["result"]
     assert len(task["messages"]) == 4  # the redelivered step applied once
@@ -65,10 +56,10 @@ def test_crashed_agent_worker_loses_no_task(stack: LocalStack, client: TaskyardC
 
 def test_crashed_tool_worker_loses_no_task(stack: LocalStack, client: TaskyardClient) -> None:
     task_id = client.submit("```python\nimport time\ntime.sleep(2)\nprint('slept')\n```")["id"]
-    _wait_status(client, task_id, {"waiting_tools"})
+    wait_status(client, task_id, {"waiting_tools"})
     stack.kill("tool_worker")
     stack.restart("tool_worker")
-    task = _wait_status(client, task_id, {"succeeded", "failed"})
+    task = wait_status(client, task_id)
     assert task["status"] == "succeeded"
     assert "slept" in task["result"]
 
@@ -81,19 +72,19 @@ def test_lost_model_upstream_loses_no_task(stack: LocalStack, client: TaskyardCl
         assert client.get(task_id)["status"] in {"queued", "running"}
     finally:
         stack.restart("model")
-    task = _wait_status(client, task_id, {"succeeded", "failed"})
+    task = wait_status(client, task_id)
     assert task["status"] == "succeeded"
 
 
 def test_dead_kernel_is_reported_and_the_task_goes_on(client: TaskyardClient) -> None:
     task_id = client.submit("```python\nimport os\nos._exit(1)\n```", session_id="kernel")["id"]
-    task = _wait_status(client, task_id, {"succeeded", "failed"})
+    task = wait_status(client, task_id)
     tool = AgentMessage.model_validate(task["messages"][2])
     assert isinstance(tool.content, ActionReturn)
     assert "state" in (tool.content.errmsg or "").lower()
     assert task["status"] == "succeeded"  # the model saw the error and answered
     again = client.submit("```python\nprint('alive')\n```", session_id="kernel")["id"]
-    assert "alive" in _wait_status(client, again, {"succeeded", "failed"})["result"]
+    assert "alive" in wait_status(client, again)["result"]
 
 
 def test_tool_that_cannot_run_is_reported_to_the_model(sandbox_image: str) -> None:
@@ -102,7 +93,7 @@ def test_tool_that_cannot_run_is_reported_to_the_model(sandbox_image: str) -> No
     try:
         client = TaskyardClient(stack.gateway_url, stack.api_key)
         task_id = client.submit(DEMO_TASK)["id"]
-        task = _wait_status(client, task_id, {"succeeded", "failed"})
+        task = wait_status(client, task_id)
     finally:
         stack.stop()
     tool = AgentMessage.model_validate(task["messages"][2])
