@@ -50,7 +50,8 @@ class LocalStack:
     sandbox_backend: str = "docker"
     upstreams: str | None = None  # real OpenAI-compatible upstreams; scripted model if None
     model_tokens_per_s: float = 0  # the scripted model's stream pace (0: as fast as it can)
-    agent_concurrency: int = 4
+    agent_pool: str = "gevent"  # "threads" is the old configuration, kept for the benchmarks
+    agent_concurrency: int = 1000
     tool_concurrency: int = 4
     tool_queues: tuple[str, ...] = ("tools.IPythonInterpreter", "tools.WebBrowser")
     extra_env: dict[str, str] = field(default_factory=dict)  # more TASKYARD_* settings
@@ -107,7 +108,7 @@ class LocalStack:
         gateway = [py, "-m", "uvicorn", "services.gateway.app:app", "--host", host,
                    "--port", str(self.ports.gateway), "--no-access-log"]  # fmt: skip
         agent = [py, "-m", "celery", "-A", "services.agent_worker.worker", "worker", "-Q", "agent",
-                 "--pool", "threads", "-c", str(self.agent_concurrency), "-n", "agent@%h",
+                 "--pool", self.agent_pool, "-c", str(self.agent_concurrency), "-n", "agent@%h",
                  *_CELERY_FLAGS]  # fmt: skip
         tools = [py, "-m", "celery", "-A", "services.tool_worker.worker", "worker",
                  "-Q", ",".join(self.tool_queues), "--pool", "threads",
@@ -127,7 +128,7 @@ class LocalStack:
         if name in health:
             self._wait_http(name, health[name])
         elif name.endswith("_worker"):
-            self._wait_log(name, "ready.", after=log_offset)
+            self.wait_log(name, "ready.", after=log_offset)
 
     def _spawn(self, name: str, argv: list[str]) -> None:
         self.argvs[name] = argv
@@ -162,7 +163,8 @@ class LocalStack:
             time.sleep(0.1)
         raise TimeoutError(f"{name} not ready at {url} after {timeout}s")
 
-    def _wait_log(self, name: str, marker: str, after: int = 0, timeout: float = 60) -> None:
+    def wait_log(self, name: str, marker: str, after: int = 0, timeout: float = 60) -> None:
+        """Wait until the service logs `marker` after character `after` of its log."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self._check_alive(name)

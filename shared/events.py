@@ -6,21 +6,21 @@ SSE event id, so a client that reconnects with `Last-Event-ID` resumes exactly w
 
 from __future__ import annotations
 
-import json
 from enum import StrEnum
 from typing import Any
 
+import orjson
 from pydantic import BaseModel
 
 from shared.task import TERMINAL, TaskStatus
 
-__all__ = ["Event", "EventKind", "decode_entry", "encode"]
+__all__ = ["Event", "EventKind", "decode_entry", "dumps", "encode"]
 
 
 class EventKind(StrEnum):
     STATUS = "status"  # data: {"status", "reason"?, "result"?}
     MESSAGE = "message"  # data: an AgentMessage
-    TOKEN = "token"  # data: {"delta": text} while the model streams
+    TOKEN = "token"  # data: {"delta": text, "sender": name} while the model streams
 
 
 class Event(BaseModel):
@@ -34,9 +34,14 @@ class Event(BaseModel):
         return self.kind == EventKind.STATUS and TaskStatus(self.data["status"]) in TERMINAL
 
 
+def dumps(data: Any) -> str:
+    """Compact JSON text, as every event and stored message is written."""
+    return orjson.dumps(data).decode()
+
+
 def encode(kind: EventKind, data: dict[str, Any]) -> dict[str, str]:
-    return {"kind": kind.value, "data": json.dumps(data)}
+    return {"kind": kind.value, "data": dumps(data)}
 
 
 def decode_entry(entry_id: str, fields: dict[str, str]) -> Event:
-    return Event(id=entry_id, kind=EventKind(fields["kind"]), data=json.loads(fields["data"]))
+    return Event(id=entry_id, kind=EventKind(fields["kind"]), data=orjson.loads(fields["data"]))

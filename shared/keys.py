@@ -1,14 +1,19 @@
-"""Every Redis key and Celery queue name taskyard uses, in one place."""
+"""Every Redis key, channel and Celery queue name taskyard uses, in one place."""
 
 from __future__ import annotations
 
 __all__ = [
     "AGENT_QUEUE",
     "AGENT_STEP_TASK",
+    "CANCEL_CHANNEL",
     "TOOL_RUN_TASK",
     "browser_results",
+    "gateway_wake",
+    "idempotency",
+    "session_epoch",
     "session_lock",
     "session_memory",
+    "session_waiting",
     "task",
     "task_events",
     "task_tool_results",
@@ -19,6 +24,8 @@ AGENT_QUEUE = "agent"
 AGENT_STEP_TASK = "agent.step"
 TOOL_RUN_TASK = "tools.run"
 TOOL_QUEUE_PREFIX = "tools."
+# Pub/sub: the id of every cancelled task, so workers stop what they run for it at once.
+CANCEL_CHANNEL = "taskyard:cancelled"
 
 
 def tool_queue(tool_name: str) -> str:
@@ -38,12 +45,35 @@ def task_tool_results(task_id: str, step: int) -> str:
     return f"task:{task_id}:step:{step}:results"
 
 
-def session_memory(tenant: str, session_id: str) -> str:
-    return f"session:{tenant}:{session_id}:memory"
+def idempotency(tenant: str, key: str) -> str:
+    return f"idempotency:{tenant}:{key}"
+
+
+def session_memory(tenant: str, session_id: str, path: str = "memory") -> str:
+    """One memory of the session's agent tree: ``memory`` is the top agent's, sub-agents'
+    memories go by their `state_dict` key (``writer.memory``)."""
+    base = f"session:{tenant}:{session_id}:memory"
+    return base if path == "memory" else f"{base}:{path}"
+
+
+def session_epoch(tenant: str, session_id: str) -> str:
+    """Bumped whenever a session's memory is rewritten, so cached copies know they are stale."""
+    return f"session:{tenant}:{session_id}:epoch"
 
 
 def session_lock(tenant: str, session_id: str) -> str:
+    """The id of the task that holds the session (one task at a time per session)."""
     return f"session:{tenant}:{session_id}:task"
+
+
+def session_waiting(tenant: str, session_id: str) -> str:
+    """Ids of the session's tasks waiting their turn, oldest first."""
+    return f"session:{tenant}:{session_id}:task:waiting"
+
+
+def gateway_wake(process_id: str) -> str:
+    """A gateway process's own stream, written to wake its event hub's blocked XREAD."""
+    return f"gateway:{process_id}:wake"
 
 
 def browser_results(session_key: str) -> str:

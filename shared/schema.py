@@ -144,3 +144,29 @@ class AgentMessage(BaseModel):
     type: str | None = None
     receiver: str | None = None
     stream_state: AgentStatusCode = AgentStatusCode.END
+
+    @classmethod
+    def tool_result(cls, call: ToolCall, result: ActionReturn) -> AgentMessage:
+        """The message answering a native tool call: from the tool, quoting the call's id."""
+        return cls(sender=call.name, content=result, extra_info={"tool_call_id": call.id})
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        """The native tool calls this turn asks for (``formatted["tool_calls"]``)."""
+        formatted = self.formatted
+        calls = formatted.get("tool_calls") if isinstance(formatted, dict) else None
+        return [c if isinstance(c, ToolCall) else ToolCall.model_validate(c) for c in calls or []]
+
+    @property
+    def tool_call_id(self) -> str | None:
+        """The id of the call this tool result answers (``extra_info["tool_call_id"]``)."""
+        extra = self.extra_info
+        call_id = extra.get("tool_call_id") if isinstance(extra, dict) else None
+        return call_id if isinstance(call_id, str) else None
+
+    @property
+    def usage(self) -> dict[str, int]:
+        """The model's token usage for this turn (``extra_info["usage"]``), or empty."""
+        extra = self.extra_info
+        usage = extra.get("usage") if isinstance(extra, dict) else None
+        return {k: v for k, v in (usage or {}).items() if isinstance(v, int)}

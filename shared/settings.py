@@ -43,6 +43,13 @@ class Settings(BaseSettings):
     default_max_steps: int = Field(default=8, ge=1)
     task_deadline_s: float = 600.0
 
+    # Agent workers: model tokens reach the event stream in batches of this interval (0: each
+    # at once); warm sessions kept per process; connections each process may hold open.
+    token_flush_s: float = Field(default=0.03, ge=0)
+    agent_session_cache: int = Field(default=10_000, ge=0)
+    llm_max_connections: int = Field(default=4096, ge=1)
+    redis_max_connections: int = Field(default=64, ge=2)
+
     # Sandboxes.
     sandbox_backend: str = "docker"  # "docker" or "local"
     sandbox_image: str = "taskyard/sandbox:latest"

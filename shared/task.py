@@ -9,6 +9,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, Field, field_serializer
 
+from shared.schema import ToolCall
 from shared.spec import AgentSpec
 
 __all__ = ["TERMINAL", "TaskRecord", "TaskStatus", "new_task_id"]
@@ -46,7 +47,7 @@ class TaskRecord(BaseModel):
     step: int = 0
     result: str | None = None
     error: str | None = None
-    pending_calls: list[str] = Field(default_factory=list)  # tool call ids of the current step
+    pending_calls: list[ToolCall] = Field(default_factory=list)  # the current step's tool calls
     prompt_tokens: int = 0
     completion_tokens: int = 0
     created_at: float = Field(default_factory=time.time)
@@ -73,8 +74,15 @@ class TaskRecord(BaseModel):
 
 
 _JSON_FIELDS = frozenset(
-    {"spec", "pending_calls", "step", "prompt_tokens", "completion_tokens", "created_at",
-     "updated_at"}
+    {
+        "spec",
+        "pending_calls",
+        "step",
+        "prompt_tokens",
+        "completion_tokens",
+        "created_at",
+        "updated_at",
+    }
 )
 
 

@@ -50,13 +50,12 @@ def _render(msg: AgentMessage, skip_text: bool) -> str:
         ret = msg.content
         body = ret.format_result() + (f"\n{ret.errmsg}" if ret.errmsg else "")
         return f"[{msg.sender} output]\n{_indent(body.strip())}"
-    calls = msg.formatted.get("tool_calls") if isinstance(msg.formatted, dict) else None
     text = "" if skip_text else str(msg.content or "").strip()
     lines = [f"[{msg.sender}]", _indent(text)] if text else []
-    for call in calls or []:
-        params = call.get("parameters", {})
+    for call in msg.tool_calls:
+        params = call.parameters
         code = params.get("command") if isinstance(params, dict) else None
-        lines.append(f"[{msg.sender} calls {call['name']}]")
+        lines.append(f"[{msg.sender} calls {call.name}]")
         lines.append(_indent(code if code is not None else str(params)))
     return "\n".join(lines)
 

@@ -1,158 +1,196 @@
-"""One agent step: load the task and the session memory, run the agent once, commit, then
-either finish the task or send its tool calls out as jobs."""
+"""One agent step: begin it (one round trip: the task, its inputs, the session's new
+messages), call the session's warm agent on the inputs while its text streams to the event
+stream, commit exactly once (one round trip), and say which jobs come next.
+
+The step runs on the worker's event loop; the caller sends the jobs it returns, so a crash
+between the commit and the sending is redelivered and `_not_current` sends what is missing.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator
+from contextlib import aclosing
 
-from services.agent_worker.runner import StepLoop, run_agent_step
-from shared.events import EventKind
-from shared.schema import AgentMessage, ToolCall
+from services.agent_worker.live_agents import LiveAgents, LiveSession
+from services.agent_worker.tokens import TokenBuffer
+from shared.cancel import CancelWatch
+from shared.jobs import AgentStepJob, ToolRunJob
+from shared.schema import AgentMessage, AgentStatusCode, ToolCall
 from shared.settings import Settings
-from shared.store import StepConflict, TaskStore
+from shared.store import StepCommit, StepStart, TaskStore
 from shared.task import TaskRecord, TaskStatus
 
-__all__ = ["StepRunner"]
+__all__ = ["Job", "StepRunner"]
 
 log = logging.getLogger("taskyard.agent_worker")
 
-# Sends one tool call out as a job: (task, step, call) -> None.
-DispatchTool = Callable[[TaskRecord, int, ToolCall], None]
-# Starts a task's step: (task_id, step) -> None.
-EnqueueStep = Callable[[str, int], None]
+Job = AgentStepJob | ToolRunJob
+
+
+class StepCancelled(Exception):
+    """The task was cancelled while its step ran; the gateway already passed the session on."""
 
 
 class StepRunner:
-    """The agent step, with its dependencies handed in (so tests can run it directly)."""
+    """The agent step, with its dependencies handed in (so tests run it on their own loop)."""
 
     def __init__(
-        self, store: TaskStore, settings: Settings, dispatch: DispatchTool, enqueue: EnqueueStep
+        self,
+        store: TaskStore,
+        settings: Settings,
+        agents: LiveAgents,
+        cancels: CancelWatch,
     ) -> None:
         self.store = store
         self.settings = settings
-        self.dispatch = dispatch
-        self.enqueue = enqueue
-        self.loop = StepLoop()
+        self.agents = agents
+        self.cancels = cancels
 
-    def run(self, task_id: str, step: int, redelivered: bool = False) -> None:
-        record = self.store.get(task_id)
-        if record is None or record.terminal:
-            return
-        if record.step != step:
-            self._resume_dispatch(record, step, redelivered)
-            return
-        if self._over_limits(record):
-            return
-        if record.status != TaskStatus.RUNNING and not self.store.set_status(
-            task_id, TaskStatus.RUNNING, step=str(step)
-        ):
-            return  # cancelled meanwhile
-        inputs = self._inputs(record)
-        output = self.loop.run(self._call_agent(record, inputs))
-        self._commit(record, inputs, output)
-
-    async def _call_agent(self, record: TaskRecord, inputs: list[AgentMessage]) -> AgentMessage:
-        history = self.store.memory(record.tenant, record.session_id)
-
-        async def on_token(delta: str) -> None:
-            self.store.publish(
-                record.id, EventKind.TOKEN, {"delta": delta, "sender": record.spec.name}
-            )
-
-        return await run_agent_step(
-            record.spec,
-            history,
-            inputs,
-            session_id=record.session_id,
-            task_id=record.id,
-            settings=self.settings,
-            client=self.loop.client(self.settings),
-            on_token=on_token,
+    async def run(self, job: AgentStepJob, redelivered: bool = False) -> list[Job]:
+        """Run the step `job` names; returns the jobs to send next."""
+        offsets, epoch = self.agents.offsets(job.tenant, job.session_id)
+        start = await self.store.begin_step(
+            job.task_id, job.step, job.tenant, job.session_id, offsets, epoch
         )
-
-    def _inputs(self, record: TaskRecord) -> list[AgentMessage]:
-        if record.step == 0:
-            return [AgentMessage(sender="user", content=record.input)]
-        return self.store.tool_results(record.id, record.step - 1, record.pending_calls)
-
-    def _commit(self, record: TaskRecord, inputs: list[AgentMessage], output: AgentMessage) -> None:
-        calls = _tool_calls(output)
-        # The user's message is news to the event stream; tool results were published as they came.
-        published = [*inputs, output] if record.step == 0 else [output]
-        usage = _usage(output)
+        if start is None:
+            return []
+        if not start.current:
+            return await self._not_current(start.record, job, redelivered)
+        if (limit := self._limit_reached(start.record)) is not None:
+            return await self.end(start.record, *limit)
+        live = await self.agents.acquire(start, self.store)
+        committed: dict[str, list[AgentMessage]] | None = None
         try:
-            if calls:
-                ids = [c.id for c in calls]
-                self.store.commit_step(
-                    record,
-                    [*inputs, output],
-                    TaskStatus.WAITING_TOOLS,
-                    published,
-                    usage,
-                    pending_calls=ids,
+            reply = await self._call(live, start)
+            committed, jobs = await self._commit(start, live, reply)
+        except StepCancelled:
+            return []
+        finally:
+            self.agents.release(live, committed)
+        return jobs
+
+    async def end(self, record: TaskRecord, status: TaskStatus, reason: str) -> list[Job]:
+        """End a task without a result (limits, errors) with the reason; the next task of its
+        session, if one waits, is the job returned."""
+        _, following = await self.store.end(record, status, error=reason)
+        return _first_step(record, following)
+
+    async def fail(self, job: AgentStepJob, reason: str) -> list[Job]:
+        """End the job's task as failed, unless it ended already."""
+        record = await self.store.get(job.task_id)
+        if record is None or record.terminal:
+            return []
+        return await self.end(record, TaskStatus.FAILED, reason)
+
+    # -- the call ----------------------------------------------------------------------------
+
+    async def _call(self, live: LiveSession, start: StepStart) -> AgentMessage:
+        record, task = start.record, asyncio.current_task()
+        assert task is not None
+        tokens = TokenBuffer(self.store, record.id, live.agent.name, self.settings.token_flush_s)
+        cancelled = False
+
+        def on_cancel() -> None:
+            nonlocal cancelled
+            cancelled = True
+            task.cancel()
+
+        try:
+            with self.cancels.watch(record.id, on_cancel):
+                stream = live.agent.stream(
+                    *start.inputs(), session_id=record.session_id, task_id=record.id
                 )
-            else:
-                self.store.commit_step(
-                    record,
-                    [*inputs, output],
-                    TaskStatus.SUCCEEDED,
-                    published,
-                    usage,
-                    result=_text(output),
-                )
-        except StepConflict:
-            log.info("step already committed", extra={"task_id": record.id, "step": record.step})
-            return
+                async with aclosing(stream):
+                    return await _reply(stream, tokens)
+        except asyncio.CancelledError:
+            if not cancelled:
+                raise
+            task.uncancel()
+            raise StepCancelled(record.id) from None
+        finally:
+            await tokens.close()
+
+    async def _commit(
+        self, start: StepStart, live: LiveSession, reply: AgentMessage
+    ) -> tuple[dict[str, list[AgentMessage]] | None, list[Job]]:
+        record, calls = start.record, reply.tool_calls
+        new = live.new_messages()
+        # The user's message is news to the event stream; tool results were published as they came.
+        published = [*start.inputs(), reply] if record.step == 0 else [reply]
         if calls:
-            for call in calls:
-                self.dispatch(record, record.step, call)
+            pending = [c.model_dump(mode="json") for c in calls]
+            commit = StepCommit(record, TaskStatus.WAITING_TOOLS, new, published, reply.usage,
+                                fields={"pending_calls": pending})  # fmt: skip
         else:
-            self._finish(record)
+            text = _text(reply)
+            commit = StepCommit(record, TaskStatus.SUCCEEDED, new, published, reply.usage,
+                                fields={"result": text}, shown={"result": text})  # fmt: skip
+        applied, following = await self.store.commit_step(commit)
+        if not applied:
+            log.info("step already committed", extra={"task_id": record.id, "step": record.step})
+            return None, []
+        if calls:
+            return new, [_tool_job(record, record.step, call) for call in calls]
+        return new, _first_step(record, following)
 
-    def _resume_dispatch(self, record: TaskRecord, step: int, redelivered: bool) -> None:
+    # -- steps that are not to run -----------------------------------------------------------
+
+    async def _not_current(
+        self, record: TaskRecord, job: AgentStepJob, redelivered: bool
+    ) -> list[Job]:
+        if record.terminal:
+            # An ended task may still hold its session (it ended between two steps): pass it on.
+            if await self.store.session_holder(record.tenant, record.session_id) == record.id:
+                return _first_step(record, await self.store.release_session(record))
+            return []
         # A redelivered step that was committed but crashed before sending its tool calls.
-        committed_with_tools = record.step == step + 1 and record.status == TaskStatus.WAITING_TOOLS
-        if not (redelivered and committed_with_tools):
-            return
-        turns = [m for m in self.store.messages(record.id) if _tool_calls(m)]
-        for call in _tool_calls(turns[-1]) if turns else []:
-            if not self.store.has_tool_result(record.id, step, call.id):
-                self.dispatch(record, step, call)
+        committed = record.step == job.step + 1 and record.status == TaskStatus.WAITING_TOOLS
+        if not (redelivered and committed):
+            return []
+        done = await self.store.tool_results(record.id, job.step, record.pending_calls)
+        answered = {m.tool_call_id for m in done}
+        return [
+            _tool_job(record, job.step, c) for c in record.pending_calls if c.id not in answered
+        ]
 
-    def _over_limits(self, record: TaskRecord) -> bool:
+    def _limit_reached(self, record: TaskRecord) -> tuple[TaskStatus, str] | None:
         max_steps = record.spec.max_steps or self.settings.default_max_steps
         if record.step >= max_steps:
-            reason = f"max_steps ({max_steps}) reached without a final answer"
-            self.end(record, TaskStatus.FAILED, reason)
-            return True
+            return TaskStatus.FAILED, f"max_steps ({max_steps}) reached without a final answer"
         if time.time() - record.created_at > self.settings.task_deadline_s:
-            reason = f"deadline of {self.settings.task_deadline_s:.0f}s passed"
-            self.end(record, TaskStatus.TIMED_OUT, reason)
-            return True
-        return False
-
-    def end(self, record: TaskRecord, status: TaskStatus, reason: str) -> None:
-        """End a task without a result (limits, unrecoverable errors), with a clear reason."""
-        if self.store.set_status(record.id, status, error=reason):
-            self._finish(record)
-
-    def _finish(self, record: TaskRecord) -> None:
-        following = self.store.release_session(record)
-        if following:
-            self.enqueue(following, 0)
+            return TaskStatus.TIMED_OUT, f"deadline of {self.settings.task_deadline_s:.0f}s passed"
+        return None
 
 
-def _tool_calls(message: AgentMessage) -> list[ToolCall]:
-    formatted = message.formatted if isinstance(message.formatted, dict) else {}
-    return [ToolCall.model_validate(c) for c in formatted.get("tool_calls") or []]
+async def _reply(stream: AsyncIterator[AgentMessage], tokens: TokenBuffer) -> AgentMessage:
+    shown, reply = "", None
+    async for message in stream:
+        reply = message
+        if message.stream_state == AgentStatusCode.STREAM_ING:
+            text = str(message.content)
+            # Streamed messages carry the text so far; the event stream wants what is new.
+            if text.startswith(shown) and len(text) > len(shown):
+                await tokens.add(text[len(shown) :])
+            shown = text
+    assert reply is not None  # an agent call always ends with its reply
+    return reply
 
 
-def _usage(message: AgentMessage) -> dict[str, int]:
-    """The model's token usage, which the agent keeps in the reply's `extra_info`."""
-    extra = message.extra_info if isinstance(message.extra_info, dict) else {}
-    return extra.get("usage") or {}
+def _tool_job(record: TaskRecord, step: int, call: ToolCall) -> ToolRunJob:
+    return ToolRunJob(
+        task_id=record.id, step=step, tenant=record.tenant, session_id=record.session_id,
+        call=call,
+    )  # fmt: skip
+
+
+def _first_step(record: TaskRecord, following: str | None) -> list[Job]:
+    if following is None:
+        return []
+    return [AgentStepJob(task_id=following, step=0, tenant=record.tenant,
+                         session_id=record.session_id)]  # fmt: skip
 
 
 def _text(message: AgentMessage) -> str:

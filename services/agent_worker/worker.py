@@ -1,83 +1,83 @@
 """The agent worker: a Celery app on the `agent` queue running one agent step per job.
 
-Run: celery -A services.agent_worker.worker worker -Q agent --pool threads -c 4
+Run it on Celery's gevent pool, so a step waiting on the model holds a small greenlet, not a
+thread; the steps themselves run on one event loop per process (`AgentRuntime`):
+
+    celery -A services.agent_worker.worker worker -Q agent -P gevent -c 1000
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 
-from celery import Task
+from celery import Task, signals
 
-from services.agent_worker.step import StepRunner
+from services.agent_worker.runtime import AgentRuntime
+from services.agent_worker.step import Job
 from shared import keys
-from shared.actions import action_queue
 from shared.celery_app import make_celery
+from shared.jobs import AgentStepJob, ToolRunJob, enqueue_agent_step, enqueue_tool_run
 from shared.llms import LLMError
 from shared.logs import setup_logging
 from shared.registry import load_plugins
-from shared.schema import ToolCall
 from shared.settings import get_settings
-from shared.store import TaskStore
-from shared.task import TaskRecord, TaskStatus
 
 settings = get_settings()
 setup_logging()
 load_plugins(settings.plugin_modules)
 app = make_celery(settings)
-store = TaskStore.from_url(settings.redis_url)
 log = logging.getLogger("taskyard.agent_worker")
 
 _MAX_RETRIES = 8
+_runtime: AgentRuntime | None = None
+_runtime_lock = threading.Lock()
 
 
-def _transient(exc: Exception) -> bool:
-    """Upstream trouble worth waiting out: unreachable, rate limited or a 5xx."""
-    if not isinstance(exc, LLMError):
-        return False
-    return exc.status_code is None or exc.status_code == 429 or exc.status_code >= 500
-
-
-def dispatch_tool(record: TaskRecord, step: int, call: ToolCall) -> None:
-    app.send_task(
-        keys.TOOL_RUN_TASK,
-        args=[record.id, step, record.tenant, record.session_id, call.model_dump()],
-        queue=action_queue(call.name),
-    )
-
-
-def enqueue_step(task_id: str, step: int) -> None:
-    app.send_task(keys.AGENT_STEP_TASK, args=[task_id, step], queue=keys.AGENT_QUEUE)
-
-
-runner = StepRunner(store, settings, dispatch_tool, enqueue_step)
+def runtime() -> AgentRuntime:
+    """This process's runtime, started by the first job."""
+    global _runtime
+    with _runtime_lock:
+        if _runtime is None:
+            _runtime = AgentRuntime(settings)
+        return _runtime
 
 
 @app.task(name=keys.AGENT_STEP_TASK, bind=True, max_retries=_MAX_RETRIES)
-def agent_step(self: Task, task_id: str, step: int) -> None:
-    """Run step `step` of task `task_id` (a stale or duplicate step does nothing)."""
-    extra = {"task_id": task_id, "step": step}
+def agent_step(self: Task, payload: dict) -> None:
+    """Run one step of a task, then send the jobs it leads to."""
+    job = AgentStepJob.model_validate(payload)
     redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
     try:
-        runner.run(task_id, step, redelivered=redelivered)
+        jobs = runtime().run_step(job, redelivered)
     except Exception as exc:
-        _retry_or_fail(self, task_id, exc, extra)
+        jobs = _retry_or_fail(self, job, exc)
+    send(jobs)
 
 
-def _retry_or_fail(task: Task, task_id: str, exc: Exception, extra: dict) -> None:
+def send(jobs: list[Job]) -> None:
+    for job in jobs:
+        if isinstance(job, ToolRunJob):
+            enqueue_tool_run(app, job)
+        else:
+            enqueue_agent_step(app, job)
+
+
+def _retry_or_fail(task: Task, job: AgentStepJob, exc: Exception) -> list[Job]:
     """Retry a transient upstream error with backoff (the task stays accepted meanwhile);
     end the task with the reason on anything else, never dropping it silently."""
-    if _transient(exc):
+    extra = {"task_id": job.task_id, "session_id": job.session_id, "step": job.step}
+    if isinstance(exc, LLMError) and exc.transient:
         if task.request.retries >= _MAX_RETRIES:
-            _fail(task_id, f"model upstream unavailable after {_MAX_RETRIES} retries: {exc}")
-            return
+            reason = f"model upstream unavailable after {_MAX_RETRIES} retries: {exc}"
+            return runtime().fail(job, reason)
         log.warning("model upstream error, retrying: %s", exc, extra=extra)
         raise task.retry(exc=exc, countdown=min(2**task.request.retries, 30)) from exc
     log.exception("agent step failed", extra=extra)
-    _fail(task_id, f"agent step failed: {type(exc).__name__}: {exc}")
+    return runtime().fail(job, f"agent step failed: {type(exc).__name__}: {exc}")
 
 
-def _fail(task_id: str, reason: str) -> None:
-    record = store.get(task_id)
-    if record and not record.terminal:
-        runner.end(record, TaskStatus.FAILED, reason)
+@signals.worker_shutdown.connect
+def _close_runtime(**_: object) -> None:
+    if _runtime is not None:
+        _runtime.close()

@@ -17,10 +17,14 @@ __all__ = ["app", "create_app"]
 
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-    app.state.redis_clients = {}  # async Redis clients live on the app's event loop
+    # Async Redis clients live on the app's event loop: made on first use, closed here.
+    app.state.stores = {}
+    app.state.hubs = {}
     yield
-    for client in app.state.redis_clients.values():
-        await client.aclose()
+    for hub in app.state.hubs.values():
+        await hub.close()
+    for store in app.state.stores.values():
+        await store.close()
 
 
 def create_app() -> FastAPI:

@@ -1,4 +1,4 @@
-"""Typed dependencies, defined once: settings, store, task queue, tenant."""
+"""Typed dependencies, defined once: settings, store, event hub, task queue, tenant."""
 
 from __future__ import annotations
 
@@ -10,18 +10,14 @@ from celery import Celery
 from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from services.gateway.event_hub import HUB_READ_TIMEOUT_S, EventHub
 from shared.celery_app import make_celery
 from shared.settings import Settings, get_settings
 from shared.store import TaskStore
 
-__all__ = ["AsyncRedisDep", "CeleryDep", "SettingsDep", "StoreDep", "TenantDep"]
+__all__ = ["CeleryDep", "HubDep", "SettingsDep", "StoreDep", "TenantDep"]
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
-
-
-@cache
-def _store(url: str) -> TaskStore:
-    return TaskStore.from_url(url)
 
 
 @cache
@@ -29,23 +25,33 @@ def _celery(settings: Settings) -> Celery:
     return make_celery(settings)
 
 
-def get_store(settings: SettingsDep) -> TaskStore:
-    return _store(settings.redis_url)
-
-
 def get_celery(settings: SettingsDep) -> Celery:
     return _celery(settings)
 
 
-def get_async_redis(request: Request, settings: SettingsDep) -> aioredis.Redis:
-    """The app's async client (bound to its event loop; the lifespan closes it)."""
-    clients: dict[str, aioredis.Redis] = request.app.state.redis_clients
-    if settings.redis_url not in clients:
-        # Event streams block on XREAD for 15 s; redis-py's default 5 s read timeout cuts them.
-        clients[settings.redis_url] = aioredis.Redis.from_url(
-            settings.redis_url, decode_responses=True, socket_timeout=60
+def get_store(request: Request, settings: SettingsDep) -> TaskStore:
+    """The app's store (its async clients live on the app's event loop; the lifespan closes
+    them)."""
+    stores: dict[str, TaskStore] = request.app.state.stores
+    if settings.redis_url not in stores:
+        stores[settings.redis_url] = TaskStore.from_url(
+            settings.redis_url, settings.redis_max_connections
         )
-    return clients[settings.redis_url]
+    return stores[settings.redis_url]
+
+
+def get_hub(
+    request: Request, settings: SettingsDep, store: Annotated[TaskStore, Depends(get_store)]
+) -> EventHub:
+    """The app's one reader of event streams."""
+    hubs: dict[str, EventHub] = request.app.state.hubs
+    if settings.redis_url not in hubs:
+        # A connection of its own, with a read timeout past its XREAD's block.
+        reader = aioredis.Redis.from_url(
+            settings.redis_url, decode_responses=True, socket_timeout=HUB_READ_TIMEOUT_S
+        )
+        hubs[settings.redis_url] = EventHub(reader, store.r)
+    return hubs[settings.redis_url]
 
 
 _bearer = HTTPBearer(auto_error=False)
@@ -67,6 +73,6 @@ def get_tenant(
 
 
 StoreDep = Annotated[TaskStore, Depends(get_store)]
+HubDep = Annotated[EventHub, Depends(get_hub)]
 CeleryDep = Annotated[Celery, Depends(get_celery)]
-AsyncRedisDep = Annotated[aioredis.Redis, Depends(get_async_redis)]
 TenantDep = Annotated[str, Depends(get_tenant)]

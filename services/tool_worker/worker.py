@@ -13,8 +13,9 @@ from celery import Task, signals
 from services.tool_worker.runner import ToolRunner
 from shared import keys
 from shared.celery_app import make_celery
-from shared.events import EventKind
+from shared.jobs import AgentStepJob, ToolRunJob, enqueue_agent_step
 from shared.logs import setup_logging
+from shared.loop import LoopThread
 from shared.registry import load_plugins
 from shared.schema import ActionReturn, ActionStatusCode, AgentMessage, ToolCall
 from shared.settings import get_settings
@@ -24,32 +25,67 @@ settings = get_settings()
 setup_logging()
 load_plugins(settings.plugin_modules)
 app = make_celery(settings)
-store = TaskStore.from_url(settings.redis_url)
 log = logging.getLogger("taskyard.tool_worker")
 tools = ToolRunner(settings)
 _REAP_EVERY_S = 60.0
 _MAX_RETRIES = 3
 
 
+class _Store:
+    """The async store on a loop of its own, for this worker's threads."""
+
+    def __init__(self) -> None:
+        self.loop = LoopThread("tool-store")
+        self.store: TaskStore = self.loop.run(_open_store())
+
+
+async def _open_store() -> TaskStore:
+    return TaskStore.from_url(settings.redis_url, settings.redis_max_connections)
+
+
+_store: _Store | None = None
+_store_lock = threading.Lock()
+
+
+def _shared_store() -> _Store:
+    global _store
+    with _store_lock:
+        if _store is None:
+            _store = _Store()
+        return _store
+
+
 @app.task(name=keys.TOOL_RUN_TASK, bind=True, max_retries=_MAX_RETRIES)
-def tool_run(self: Task, task_id: str, step: int, tenant: str, session_id: str, call: dict) -> None:
+def tool_run(self: Task, payload: dict) -> None:
     """Run one tool call of a task's step; the last result in enqueues the next step."""
-    tool_call = ToolCall.model_validate(call)
-    extra = {"task_id": task_id, "session_id": session_id, "step": step, "call_id": tool_call.id}
-    if not store.has_tool_result(task_id, step, tool_call.id):
-        log.info("tool call %s", tool_call.name, extra=extra)
-        try:
-            message = tools.run(tool_call, f"{tenant}:{session_id}")
-        except Exception as exc:  # the worker's own trouble: retry, then tell the model
-            if self.request.retries < _MAX_RETRIES:
-                log.warning("tool call failed, retrying: %s", exc, extra=extra)
-                raise self.retry(exc=exc, countdown=2**self.request.retries) from exc
-            log.exception("tool call failed for good", extra=extra)
-            message = _worker_error(tool_call, exc)
-        store.put_tool_result(task_id, step, tool_call.id, message)
-        store.publish(task_id, EventKind.MESSAGE, message.model_dump(mode="json"))
+    job = ToolRunJob.model_validate(payload)
+    shared = _shared_store()
+    run, store = shared.loop.run, shared.store
+    message = None
+    if not run(store.has_tool_result(job.task_id, job.step, job.call.id)):
+        message = _run_call(self, job)
+    stored = run(store.put_tool_result(job.task_id, job.step, job.call.id, message))
     redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
-    _advance_if_complete(task_id, step, redelivered)
+    # Exactly one job starts the next step; a redelivered one may again (the step is idempotent).
+    if stored.advance or (stored.complete and redelivered):
+        next_step = AgentStepJob(
+            task_id=job.task_id, step=job.step + 1, tenant=job.tenant, session_id=job.session_id
+        )
+        enqueue_agent_step(app, next_step)
+
+
+def _run_call(task: Task, job: ToolRunJob) -> AgentMessage:
+    extra = {"task_id": job.task_id, "session_id": job.session_id, "step": job.step,
+             "call_id": job.call.id}  # fmt: skip
+    log.info("tool call %s", job.call.name, extra=extra)
+    try:
+        return tools.run(job.call, job.session_key)
+    except Exception as exc:  # the worker's own trouble: retry, then tell the model
+        if task.request.retries < _MAX_RETRIES:
+            log.warning("tool call failed, retrying: %s", exc, extra=extra)
+            raise task.retry(exc=exc, countdown=2**task.request.retries) from exc
+        log.exception("tool call failed for good", extra=extra)
+        return _worker_error(job.call, exc)
 
 
 def _worker_error(call: ToolCall, exc: Exception) -> AgentMessage:
@@ -60,19 +96,7 @@ def _worker_error(call: ToolCall, exc: Exception) -> AgentMessage:
         errmsg=f"the tool could not run ({type(exc).__name__}: {exc}); try again or do without",
         args=call.parameters if isinstance(call.parameters, dict) else None,
     )
-    return AgentMessage(sender=call.name, content=ret, extra_info={"tool_call_id": call.id})
-
-
-def _advance_if_complete(task_id: str, step: int, redelivered: bool) -> None:
-    record = store.get(task_id)
-    if record is None or record.terminal or record.step != step + 1:
-        return
-    done = store.tool_results(task_id, step, record.pending_calls)
-    if len(done) < len(record.pending_calls):
-        return
-    # Exactly one job enqueues the next step; a redelivered job may again (the step is idempotent).
-    if store.claim_advance(task_id, step) or redelivered:
-        app.send_task(keys.AGENT_STEP_TASK, args=[task_id, step + 1], queue=keys.AGENT_QUEUE)
+    return AgentMessage.tool_result(call, ret)
 
 
 @signals.worker_ready.connect

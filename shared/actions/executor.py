@@ -160,12 +160,10 @@ def _as_message(message: AgentMessage | FunctionCall) -> AgentMessage:
 
 
 def _call_id(message: AgentMessage) -> str | None:
-    content, extra = message.content, message.extra_info
+    content = message.content
     if isinstance(content, dict) and isinstance(content.get("id"), str):
         return content["id"]
-    if isinstance(extra, dict) and isinstance(extra.get("tool_call_id"), str):
-        return extra["tool_call_id"]
-    return None
+    return message.tool_call_id
 
 
 def _read_call(message: AgentMessage) -> tuple[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import openai
+import aiohttp
 
 from shared.actions import openai_tool_schemas
 from shared.agents.agent import AsyncAgent
@@ -23,19 +23,18 @@ _OVERRIDABLE = ("name", "system_prompt")
 
 
 def default_llm(
-    spec: AgentSpec, settings: Settings, client: openai.AsyncOpenAI | None = None
+    spec: AgentSpec, settings: Settings, session: aiohttp.ClientSession | None = None
 ) -> AsyncOpenAIChat:
     """The OpenAI-compatible client for the spec's model, through the configured proxy.
 
-    Pass `client` to reuse one SDK client (and its connections) across calls: making one
-    costs tens of milliseconds (TLS set-up), more than a whole agent step otherwise."""
+    Pass `session` to share one connection pool between the clients of a process."""
     return AsyncOpenAIChat(
         base_url=settings.llm_base_url,
         model=spec.model or settings.default_model,
         api_key=settings.llm_api_key,
         timeout=settings.llm_timeout_s,
         temperature=spec.temperature,
-        client=client,
+        session=session,
     )
 
 

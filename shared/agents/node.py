@@ -65,6 +65,10 @@ class AgentNode:
         for memory in self._memories().values():
             memory.reset(session_id)
 
+    def named_memories(self) -> dict[str, SessionMemory]:
+        """Every memory of the tree by its `state_dict` key (``"memory"``, ``"writer.memory"``)."""
+        return self._memories()
+
     def _memories(self) -> dict[str, SessionMemory]:
         return {
             f"{name}.memory" if name else "memory": node.memory

@@ -78,7 +78,7 @@ class _ToolLoop(BaseAgent):
         inputs: tuple[AgentMessage, ...] = messages
         for _ in range(self.max_turns):
             reply = await resolve(self.model(*inputs, session_id=session_id, **kwargs))  # type: ignore[operator]
-            calls = _tool_calls(reply)
+            calls = reply.tool_calls
             if not calls:
                 return reply
             # One call after another, so the sync agent can run this same loop.
@@ -106,8 +106,3 @@ class AsyncToolAgent(_ToolLoop, AsyncAgent):
         self, *messages: AgentMessage, session_id: SessionId = 0, **kwargs: Any
     ) -> AgentMessage:
         return await self._loop(messages, session_id, kwargs)
-
-
-def _tool_calls(message: AgentMessage) -> list[ToolCall]:
-    formatted = message.formatted if isinstance(message.formatted, dict) else {}
-    return [ToolCall.model_validate(call) for call in formatted.get("tool_calls") or []]

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
 
 from shared.aggregators.default import ChatMessage, DefaultAggregator, SystemPrompt, content_text
 from shared.parsers.base import OutputParser
-from shared.schema import ActionReturn, AgentMessage
+from shared.schema import ActionReturn, AgentMessage, ToolCall
 
 __all__ = ["NativeToolAggregator"]
 
@@ -31,38 +30,26 @@ class NativeToolAggregator(DefaultAggregator):
         return _drop_orphan_results(super().aggregate(messages, name, parser, system_prompt))
 
     def render(self, message: AgentMessage, name: str) -> list[ChatMessage]:
-        calls = _tool_calls(message) if message.sender == name else []
+        calls = [_wire_call(c) for c in message.tool_calls] if message.sender == name else []
         if calls:
             text = content_text(message.content)
             return [{"role": "assistant", "content": text or None, "tool_calls": calls}]
-        call_id = _tool_call_id(message)
-        if call_id is not None:
+        call_id = message.tool_call_id
+        if call_id is not None and isinstance(message.content, ActionReturn):
             return [
                 {"role": "tool", "tool_call_id": call_id, "content": content_text(message.content)}
             ]
         return super().render(message, name)
 
 
-def _tool_calls(message: AgentMessage) -> list[ChatMessage]:
-    formatted = message.formatted
-    calls = formatted.get("tool_calls") if isinstance(formatted, dict) else None
-    return [_wire_call(call) for call in calls or []]
-
-
-def _wire_call(call: dict[str, Any]) -> ChatMessage:
-    parameters = call.get("parameters", {})
+def _wire_call(call: ToolCall) -> ChatMessage:
+    parameters = call.parameters
     arguments = parameters if isinstance(parameters, str) else json.dumps(parameters)
     return {
-        "id": call["id"],
+        "id": call.id,
         "type": "function",
-        "function": {"name": call["name"], "arguments": arguments},
+        "function": {"name": call.name, "arguments": arguments},
     }
-
-
-def _tool_call_id(message: AgentMessage) -> str | None:
-    if not isinstance(message.content, ActionReturn) or not isinstance(message.extra_info, dict):
-        return None
-    return message.extra_info.get("tool_call_id")
 
 
 def _drop_orphan_results(chat: list[ChatMessage]) -> list[ChatMessage]:

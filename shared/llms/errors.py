@@ -1,8 +1,7 @@
-"""The one error an LLM client raises: the SDK's errors are translated here, at the boundary."""
+"""The one error an LLM client raises: transport and HTTP errors are translated to it at the
+boundary, keeping the HTTP status (None when the server could not be reached)."""
 
 from __future__ import annotations
-
-import openai
 
 __all__ = ["LLMError"]
 
@@ -14,8 +13,8 @@ class LLMError(Exception):
         super().__init__(message)
         self.status_code = status_code
 
-    @classmethod
-    def from_openai(cls, exc: openai.OpenAIError) -> LLMError:
-        """Translate an `openai` SDK error, keeping the HTTP status where there is one."""
-        status = getattr(exc, "status_code", None)
-        return cls(f"model call failed: {exc}", status_code=status)
+    @property
+    def transient(self) -> bool:
+        """Worth trying again later: unreachable, rate limited, or a server error."""
+        code = self.status_code
+        return code is None or code in (408, 409, 429) or code >= 500

@@ -1,24 +1,32 @@
-"""OpenAI-compatible chat clients on the official SDK: any server, any model name.
+"""OpenAI-compatible chat clients: any server, any model name, sync and async.
 
-Both clients share `shared.llms.wire`; each method here is only the SDK call and the error
-translation, so the sync and async forms cannot drift apart.
+Both speak the wire format of `shared.llms.wire`; each class here is only its transport
+(httpx for the sync client, aiohttp for the async one) and the retries. Not the `openai` SDK:
+measured in one agent worker process with 1,000 calls in flight against a server answering
+after 2 s, the SDK on httpx took 32 s for what aiohttp does in 2.4 s (httpx's pool slows down
+with many open connections), and the SDK's typed parsing alone costs about 1.3 ms per call.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-import openai
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
+import aiohttp
+import httpx
+import orjson
 
 from shared.llms.base import ChatMessages, ChatResult
 from shared.llms.errors import LLMError
 from shared.llms.wire import (
+    DONE,
+    SSEDecoder,
     StreamAccumulator,
-    post_args,
-    request_args,
-    session_headers,
+    error_from_response,
+    request_body,
+    request_headers,
     to_result,
 )
 
@@ -28,21 +36,23 @@ _PATH = "/chat/completions"
 
 
 class _ChatConfig:
-    """Model, default generation parameters, and the request builder both clients use."""
+    """Model, default generation parameters and retry policy, shared by both clients."""
 
     def __init__(
         self,
+        base_url: str,
         model: str,
-        temperature: float | None,
-        max_tokens: int | None,
-        top_p: float | None,
-        stop: list[str] | None,
+        api_key: str,
+        max_retries: int,
+        params: dict[str, Any],
     ) -> None:
+        self.url = base_url.rstrip("/") + _PATH
         self.model = model
-        given = {"temperature": temperature, "max_tokens": max_tokens, "top_p": top_p, "stop": stop}
-        self.params = {k: v for k, v in given.items() if v is not None}
+        self.api_key = api_key
+        self.max_retries = max_retries
+        self.params = {k: v for k, v in params.items() if v is not None}
 
-    def _args(
+    def _request(
         self,
         messages: ChatMessages,
         session_id: int | str | None,
@@ -50,23 +60,25 @@ class _ChatConfig:
         tools: list[dict[str, Any]] | None,
         params: dict[str, Any],
         stream: bool,
-    ) -> dict[str, Any]:
-        return request_args(
-            self.model,
-            messages,
-            tools=tools,
-            params={**self.params, **params},
-            headers=session_headers(session_id, task_id),
-            stream=stream,
+    ) -> tuple[bytes, dict[str, str]]:
+        body = request_body(
+            self.model, messages, tools=tools, params={**self.params, **params}, stream=stream
         )
+        return body, request_headers(self.api_key, session_id, task_id)
+
+    def _retry_in(self, error: LLMError, attempt: int) -> float | None:
+        """Seconds to wait before trying again, or None to give up."""
+        if attempt >= self.max_retries or not error.transient:
+            return None
+        return min(0.5 * 2**attempt, 8.0)
 
 
 class OpenAIChat(_ChatConfig):
     """Blocking client: ``OpenAIChat(base_url=..., model=...)``.
 
     `chat` returns the text, or an `LLMResponse` when `tools` are given; `stream_chat`
-    yields snapshots of the same (the text so far), the last one complete.
-    Errors are raised as `LLMError`.
+    yields snapshots of the same (the text so far), the last one complete. Errors are raised
+    as `LLMError`; connection errors, 429 and 5xx are retried `max_retries` times first.
     """
 
     def __init__(
@@ -81,12 +93,12 @@ class OpenAIChat(_ChatConfig):
         max_tokens: int | None = None,
         top_p: float | None = None,
         stop: list[str] | None = None,
-        client: openai.OpenAI | None = None,
+        client: httpx.Client | None = None,
     ) -> None:
-        super().__init__(model, temperature, max_tokens, top_p, stop)
-        self.client = client or openai.OpenAI(
-            base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries
-        )
+        params = {"temperature": temperature, "max_tokens": max_tokens, "top_p": top_p,
+                  "stop": stop}  # fmt: skip
+        super().__init__(base_url, model, api_key, max_retries, params)
+        self.client = client or httpx.Client(timeout=httpx.Timeout(timeout, connect=10.0))
 
     def chat(
         self,
@@ -98,12 +110,14 @@ class OpenAIChat(_ChatConfig):
         **params: Any,
     ) -> ChatResult:
         """One completion."""
-        args = self._args(messages, session_id, task_id, tools, params, stream=False)
+        body, headers = self._request(messages, session_id, task_id, tools, params, False)
+        response = self._open(body, headers)
         try:
-            completion = self.client.post(_PATH, cast_to=ChatCompletion, **post_args(args))
-        except openai.OpenAIError as exc:
-            raise LLMError.from_openai(exc) from exc
-        return to_result(completion, bool(tools))
+            return to_result(orjson.loads(response.read()), bool(tools))
+        except httpx.HTTPError as exc:
+            raise LLMError(f"model answer broke off: {exc}") from exc
+        finally:
+            response.close()
 
     def stream_chat(
         self,
@@ -115,30 +129,54 @@ class OpenAIChat(_ChatConfig):
         **params: Any,
     ) -> Iterator[ChatResult]:
         """One streamed completion, as snapshots so far."""
-        args = self._args(messages, session_id, task_id, tools, params, stream=True)
-        turn = StreamAccumulator()
+        body, headers = self._request(messages, session_id, task_id, tools, params, True)
+        turn, events = StreamAccumulator(), SSEDecoder()
+        response = self._open(body, headers)
         try:
-            stream = self.client.post(
-                _PATH,
-                cast_to=ChatCompletion,
-                stream=True,
-                stream_cls=openai.Stream[ChatCompletionChunk],
-                **post_args(args),
-            )
-            with stream:
-                for chunk in stream:
-                    if turn.add(chunk):
-                        yield turn.result(bool(tools))
-        except openai.OpenAIError as exc:
-            raise LLMError.from_openai(exc) from exc
+            for line in response.iter_lines():
+                data = events.feed(line)
+                if data == DONE:
+                    break
+                if data is not None and turn.add(orjson.loads(data)):
+                    yield turn.result(bool(tools))
+        except httpx.HTTPError as exc:
+            raise LLMError(f"model stream broke: {exc}") from exc
+        finally:
+            response.close()
         yield turn.result(bool(tools))
+
+    def _open(self, body: bytes, headers: dict[str, str]) -> httpx.Response:
+        """The open response of a successful request, after retries; the caller closes it."""
+        attempt = 0
+        while True:
+            try:
+                response = self.client.send(
+                    self.client.build_request("POST", self.url, content=body, headers=headers),
+                    stream=True,
+                )
+            except httpx.HTTPError as exc:
+                error = LLMError(f"model server unreachable: {exc}")
+            else:
+                if response.status_code < 400:
+                    return response
+                error = error_from_response(response.status_code, response.read())
+                response.close()
+            wait = self._retry_in(error, attempt)
+            if wait is None:
+                raise error
+            time.sleep(wait)
+            attempt += 1
 
     def close(self) -> None:
         self.client.close()
 
 
 class AsyncOpenAIChat(_ChatConfig):
-    """The async twin of `OpenAIChat`: same arguments, same results, awaited."""
+    """The async twin of `OpenAIChat`: same arguments, same results, awaited.
+
+    Pass `session` to share one aiohttp session (and its connections) between clients, as
+    the agent worker does; otherwise the client opens its own on first use.
+    """
 
     def __init__(
         self,
@@ -152,12 +190,15 @@ class AsyncOpenAIChat(_ChatConfig):
         max_tokens: int | None = None,
         top_p: float | None = None,
         stop: list[str] | None = None,
-        client: openai.AsyncOpenAI | None = None,
+        session: aiohttp.ClientSession | None = None,
     ) -> None:
-        super().__init__(model, temperature, max_tokens, top_p, stop)
-        self.client = client or openai.AsyncOpenAI(
-            base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries
-        )
+        params = {"temperature": temperature, "max_tokens": max_tokens, "top_p": top_p,
+                  "stop": stop}  # fmt: skip
+        super().__init__(base_url, model, api_key, max_retries, params)
+        self.session = session
+        self._own_session = session is None
+        # No total limit (a long answer may stream for minutes); `timeout` of silence ends it.
+        self.timeout = aiohttp.ClientTimeout(total=None, sock_connect=10.0, sock_read=timeout)
 
     async def chat(
         self,
@@ -169,12 +210,14 @@ class AsyncOpenAIChat(_ChatConfig):
         **params: Any,
     ) -> ChatResult:
         """One completion."""
-        args = self._args(messages, session_id, task_id, tools, params, stream=False)
+        body, headers = self._request(messages, session_id, task_id, tools, params, False)
+        response = await self._open(body, headers)
         try:
-            completion = await self.client.post(_PATH, cast_to=ChatCompletion, **post_args(args))
-        except openai.OpenAIError as exc:
-            raise LLMError.from_openai(exc) from exc
-        return to_result(completion, bool(tools))
+            return to_result(orjson.loads(await response.read()), bool(tools))
+        except aiohttp.ClientError as exc:
+            raise LLMError(f"model answer broke off: {exc}") from exc
+        finally:
+            response.release()
 
     async def stream_chat(
         self,
@@ -186,23 +229,48 @@ class AsyncOpenAIChat(_ChatConfig):
         **params: Any,
     ) -> AsyncIterator[ChatResult]:
         """One streamed completion, as snapshots so far."""
-        args = self._args(messages, session_id, task_id, tools, params, stream=True)
-        turn = StreamAccumulator()
+        body, headers = self._request(messages, session_id, task_id, tools, params, True)
+        turn, events = StreamAccumulator(), SSEDecoder()
+        response = await self._open(body, headers)
         try:
-            stream = await self.client.post(
-                _PATH,
-                cast_to=ChatCompletion,
-                stream=True,
-                stream_cls=openai.AsyncStream[ChatCompletionChunk],
-                **post_args(args),
-            )
-            async with stream:
-                async for chunk in stream:
-                    if turn.add(chunk):
-                        yield turn.result(bool(tools))
-        except openai.OpenAIError as exc:
-            raise LLMError.from_openai(exc) from exc
+            async for raw in response.content:
+                data = events.feed(raw.decode())
+                if data == DONE:
+                    break
+                if data is not None and turn.add(orjson.loads(data)):
+                    yield turn.result(bool(tools))
+        except aiohttp.ClientError as exc:
+            raise LLMError(f"model stream broke: {exc}") from exc
+        finally:
+            response.release()
         yield turn.result(bool(tools))
 
+    async def _open(self, body: bytes, headers: dict[str, str]) -> aiohttp.ClientResponse:
+        session, attempt = self._session(), 0
+        while True:
+            try:
+                response = await session.post(
+                    self.url, data=body, headers=headers, timeout=self.timeout
+                )
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                error = LLMError(f"model server unreachable: {exc!r}")
+            else:
+                if response.status < 400:
+                    return response
+                error = error_from_response(response.status, await response.read())
+                response.release()
+            wait = self._retry_in(error, attempt)
+            if wait is None:
+                raise error
+            await asyncio.sleep(wait)
+            attempt += 1
+
+    def _session(self) -> aiohttp.ClientSession:
+        if self.session is None:
+            self.session = aiohttp.ClientSession()
+        return self.session
+
     async def close(self) -> None:
-        await self.client.close()
+        if self._own_session and self.session is not None:
+            await self.session.close()
+            self.session = None

@@ -1,22 +1,35 @@
-"""The OpenAI wire format, once for both clients: request arguments, and completions (whole or
-streamed) turned into text or an `LLMResponse`. No I/O here."""
+"""The OpenAI wire format, once for both clients: request bodies and headers, completions
+(whole or streamed as server-sent events) turned into text or an `LLMResponse`, and error
+bodies. Plain dicts and JSON, no I/O here."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from openai.types import CompletionUsage
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
+import orjson
 
 from shared.llms.base import ChatMessages, ChatResult
+from shared.llms.errors import LLMError
 from shared.schema import LLMResponse, ToolCall
 
-__all__ = ["StreamAccumulator", "post_args", "request_args", "session_headers", "to_result"]
+__all__ = [
+    "DONE",
+    "SSEDecoder",
+    "StreamAccumulator",
+    "error_from_response",
+    "request_body",
+    "request_headers",
+    "to_result",
+]
+
+DONE = "[DONE]"  # the data of the last event of an OpenAI stream
 
 
-def session_headers(session_id: int | str | None, task_id: str | None) -> dict[str, str]:
-    """``X-Session-ID`` (routing affinity) and ``X-Task-ID`` (usage per task), where known."""
-    headers = {}
+def request_headers(
+    api_key: str, session_id: int | str | None, task_id: str | None
+) -> dict[str, str]:
+    """Auth, JSON, and ``X-Session-ID`` (routing affinity) / ``X-Task-ID`` (usage per task)."""
+    headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
     if session_id is not None:
         headers["X-Session-ID"] = str(session_id)
     if task_id is not None:
@@ -24,49 +37,44 @@ def session_headers(session_id: int | str | None, task_id: str | None) -> dict[s
     return headers
 
 
-def request_args(
+def request_body(
     model: str,
     messages: ChatMessages,
     *,
     tools: list[dict[str, Any]] | None,
     params: dict[str, Any],
-    headers: dict[str, str],
     stream: bool,
-) -> dict[str, Any]:
-    """Keyword arguments for ``client.chat.completions.create``."""
-    args: dict[str, Any] = {"model": model, "messages": messages, **params}
+) -> bytes:
+    """The ``/chat/completions`` body, encoded: built as is, with no per-message transform,
+    since that would cost more than the rest of a step once a session's history is long."""
+    body: dict[str, Any] = {"model": model, "messages": messages, **params}
     if tools:  # an empty ``tools`` list is rejected by OpenAI-compatible servers
-        args["tools"] = tools
+        body["tools"] = tools
     if stream:
-        args.update(stream=True, stream_options={"include_usage": True})
-    args["extra_headers"] = headers
-    return args
+        body.update(stream=True, stream_options={"include_usage": True})
+    return orjson.dumps(body)
 
 
-def post_args(args: dict[str, Any]) -> dict[str, Any]:
-    """`request_args` as the SDK's low-level ``client.post`` takes them.
-
-    The body goes out as built: ``chat.completions.create`` would first walk every message
-    through the SDK's typed-params transform, which costs milliseconds per call once a
-    session's history is long, more than the rest of an agent step.
-    """
-    body = {key: value for key, value in args.items() if key != "extra_headers"}
-    return {"body": body, "options": {"headers": args["extra_headers"]}}
-
-
-def to_result(completion: ChatCompletion, with_tools: bool) -> ChatResult:
+def to_result(completion: dict[str, Any], with_tools: bool) -> ChatResult:
     """The first choice as text, or as an `LLMResponse` when tools were offered."""
-    choice = completion.choices[0]
+    choices = completion.get("choices") or []
+    if not choices:
+        raise LLMError("model answer had no choices")
+    message = choices[0].get("message") or {}
     calls = [
-        ToolCall(id=c.id, name=c.function.name, parameters=c.function.arguments)
-        for c in choice.message.tool_calls or []
-        if c.type == "function"
+        ToolCall(
+            id=c.get("id", ""),
+            name=c["function"]["name"],
+            parameters=c["function"].get("arguments") or "",
+        )
+        for c in message.get("tool_calls") or []
+        if c.get("type", "function") == "function"
     ]
     response = LLMResponse(
-        text=choice.message.content or "",
+        text=message.get("content") or "",
         tool_calls=calls,
-        finish_reason=choice.finish_reason,
-        usage=_usage(completion.usage),
+        finish_reason=choices[0].get("finish_reason"),
+        usage=_usage(completion.get("usage")),
     )
     return response if with_tools else response.text
 
@@ -80,18 +88,23 @@ class StreamAccumulator:
         self.usage: dict[str, int] = {}
         self._calls: dict[int, dict[str, str]] = {}
 
-    def add(self, chunk: ChatCompletionChunk) -> bool:
+    def add(self, chunk: dict[str, Any]) -> bool:
         """Take one chunk; True if the text grew."""
-        if chunk.usage:
-            self.usage = _usage(chunk.usage)
-        if not chunk.choices:
+        if "error" in chunk:
+            raise LLMError(f"model stream failed: {_message(chunk)}", status_code=502)
+        if chunk.get("usage"):
+            self.usage = _usage(chunk["usage"])
+        choices = chunk.get("choices") or []
+        if not choices:
             return False
-        choice = chunk.choices[0]
-        self.finish_reason = choice.finish_reason or self.finish_reason
-        for delta in choice.delta.tool_calls or []:
-            self._add_call(delta.index, delta.id, delta.function)
-        self.text += choice.delta.content or ""
-        return bool(choice.delta.content)
+        choice = choices[0]
+        self.finish_reason = choice.get("finish_reason") or self.finish_reason
+        delta = choice.get("delta") or {}
+        for call in delta.get("tool_calls") or []:
+            self._add_call(call)
+        content = delta.get("content") or ""
+        self.text += content
+        return bool(content)
 
     def result(self, with_tools: bool) -> ChatResult:
         """The turn so far, shaped as `to_result` shapes a whole completion."""
@@ -105,15 +118,49 @@ class StreamAccumulator:
             text=self.text, tool_calls=calls, finish_reason=self.finish_reason, usage=self.usage
         )
 
-    def _add_call(self, index: int, call_id: str | None, function: Any) -> None:
-        slot = self._calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
-        slot["id"] = call_id or slot["id"]
-        if function is not None:
-            slot["name"] = function.name or slot["name"]
-            slot["arguments"] += function.arguments or ""
+    def _add_call(self, delta: dict[str, Any]) -> None:
+        empty = {"id": "", "name": "", "arguments": ""}
+        slot = self._calls.setdefault(delta.get("index", 0), empty)
+        slot["id"] = delta.get("id") or slot["id"]
+        function = delta.get("function") or {}
+        slot["name"] = function.get("name") or slot["name"]
+        slot["arguments"] += function.get("arguments") or ""
 
 
-def _usage(usage: CompletionUsage | None) -> dict[str, int]:
-    if usage is None:
+class SSEDecoder:
+    """Server-sent events, line by line (per the HTML specification: ``data:`` with or
+    without a space, several data lines joined by newlines, comments and other fields
+    ignored). `feed` returns an event's data when a blank line ends it."""
+
+    def __init__(self) -> None:
+        self._data: list[str] = []
+
+    def feed(self, line: str) -> str | None:
+        line = line.rstrip("\r\n")
+        if not line:
+            data, self._data = self._data, []
+            return "\n".join(data) if data else None
+        name, _, value = line.partition(":")
+        if name == "data":
+            self._data.append(value[1:] if value.startswith(" ") else value)
+        return None
+
+
+def error_from_response(status: int, body: bytes) -> LLMError:
+    """An `LLMError` for an HTTP error answer, with the server's own message where it gave one."""
+    try:
+        detail = _message(orjson.loads(body))
+    except (orjson.JSONDecodeError, TypeError, AttributeError):
+        detail = body[:300].decode(errors="replace")
+    return LLMError(f"model call failed: {status} {detail}", status_code=status)
+
+
+def _message(payload: dict[str, Any]) -> str:
+    error = payload.get("error", payload)
+    return str(error.get("message", error)) if isinstance(error, dict) else str(error)
+
+
+def _usage(usage: dict[str, Any] | None) -> dict[str, int]:
+    if not usage:
         return {}
-    return {k: v for k, v in usage.model_dump().items() if isinstance(v, int)}
+    return {k: v for k, v in usage.items() if isinstance(v, int) and not isinstance(v, bool)}

@@ -1,17 +1,25 @@
 """The agent step's orchestration on a real Redis and the scripted model over HTTP: commits
-once, dispatches tool calls, resumes a dispatch a crash cut short, ends runaway tasks."""
+once, sends tool calls, resumes a send a crash cut short, ends runaway tasks, keeps the
+session warm, and stops for a cancel."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+from collections.abc import AsyncIterator, Iterator
 
+import aiohttp
 import pytest
 import redis
 
+from services.agent_worker.live_agents import LiveAgents
 from services.agent_worker.step import StepRunner
 from services.scripted_model import ScriptedModelThread
+from shared import keys
+from shared.agents import build_agent, default_llm
+from shared.cancel import CancelWatch
 from shared.events import EventKind
-from shared.schema import ActionReturn, AgentMessage, ToolCall
+from shared.jobs import AgentStepJob, ToolRunJob
+from shared.schema import ActionReturn, AgentMessage
 from shared.settings import Settings
 from shared.spec import AgentSpec
 from shared.store import TaskStore
@@ -20,119 +28,155 @@ from shared.task import TaskRecord, TaskStatus
 QUESTION = "What is the square root of 2, to 12 decimal places? Use Python."
 
 
-class Recorder:
-    """Stands in for Celery: records what the step would send."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, int, ToolCall]] = []
-        self.steps: list[tuple[str, int]] = []
-
-    def dispatch(self, record: TaskRecord, step: int, call: ToolCall) -> None:
-        self.calls.append((record.id, step, call))
-
-    def enqueue(self, task_id: str, step: int) -> None:
-        self.steps.append((task_id, step))
-
-
 @pytest.fixture(scope="module")
-def model_url() -> Iterator[str]:
+def model() -> Iterator[ScriptedModelThread]:
     with ScriptedModelThread() as model:
-        yield model.server.base_url
+        yield model
 
 
 @pytest.fixture
-def store(redis_client: redis.Redis) -> TaskStore:
-    return TaskStore(redis_client)
+async def store(redis_server: str, redis_client: redis.Redis) -> AsyncIterator[TaskStore]:
+    store = TaskStore.from_url(f"{redis_server}/0")
+    yield store
+    await store.close()
 
 
 @pytest.fixture
-def sent() -> Recorder:
-    return Recorder()
+async def runner(store: TaskStore, model: ScriptedModelThread) -> AsyncIterator[StepRunner]:
+    settings = Settings(llm_base_url=model.base_url, default_max_steps=4, token_flush_s=0)
+    async with aiohttp.ClientSession() as http:
+
+        def build(spec: AgentSpec):  # type: ignore[no-untyped-def]
+            return build_agent(spec, settings, llm=default_llm(spec, settings, http))
+
+        yield StepRunner(store, settings, LiveAgents(build), CancelWatch(store.r))
 
 
-@pytest.fixture
-def runner(store: TaskStore, sent: Recorder, model_url: str) -> Iterator[StepRunner]:
-    settings = Settings(llm_base_url=model_url, default_max_steps=4)
-    runner = StepRunner(store, settings, sent.dispatch, sent.enqueue)
-    yield runner
-    runner.loop.close()
-
-
-def _task(store: TaskStore, **spec: object) -> TaskRecord:
-    record = store.create(TaskRecord(tenant="t", session_id="s", input=QUESTION,
-                                     spec=AgentSpec(**spec)))  # fmt: skip
-    assert store.claim_session(record)
+async def _task(store: TaskStore, text: str = QUESTION, **spec: object) -> TaskRecord:
+    record = TaskRecord(tenant="t", session_id="s", input=text, spec=AgentSpec(**spec))
+    assert (await store.create(record)).holds_session
     return record
 
 
-def _answer(store: TaskStore, record: TaskRecord, call: ToolCall) -> None:
-    ret = ActionReturn(type=call.name, result=[{"type": "text", "content": "1.414213562373"}])
-    msg = AgentMessage(sender=call.name, content=ret, extra_info={"tool_call_id": call.id})
-    store.put_tool_result(record.id, 0, call.id, msg)
+def _job(record: TaskRecord, step: int = 0) -> AgentStepJob:
+    return AgentStepJob(task_id=record.id, step=step, tenant="t", session_id="s")
 
 
-def test_first_step_commits_and_dispatches_its_call(
-    runner: StepRunner, store: TaskStore, sent: Recorder
-) -> None:
-    record = _task(store)
-    runner.run(record.id, 0)
-    after = store.get(record.id)
+async def _answer(store: TaskStore, job: ToolRunJob, text: str = "1.414213562373") -> None:
+    ret = ActionReturn(type=job.call.name, result=[{"type": "text", "content": text}])
+    await store.put_tool_result(job.task_id, job.step, job.call.id,
+                                AgentMessage.tool_result(job.call, ret))  # fmt: skip
+
+
+async def test_first_step_commits_and_sends_its_call(runner: StepRunner, store: TaskStore) -> None:
+    record = await _task(store)
+    [job] = await runner.run(_job(record))
+    assert isinstance(job, ToolRunJob)
+    assert (job.task_id, job.step, job.call.name) == (record.id, 0, "IPythonInterpreter")
+    after = await store.get(record.id)
     assert after is not None and after.status == TaskStatus.WAITING_TOOLS and after.step == 1
-    [(task_id, step, call)] = sent.calls
-    assert (task_id, step, call.name) == (record.id, 0, "IPythonInterpreter")
-    assert after.pending_calls == [call.id]
-    assert [m.sender for m in store.memory("t", "s")] == ["user", "assistant"]
-    assert any(e.kind == EventKind.TOKEN for e in store.events(record.id)) is False  # a call
+    assert after.pending_calls == [job.call]
+    assert [m.sender for m in await store.memory("t", "s")] == ["user", "assistant"]
+    assert not any(e.kind == EventKind.TOKEN for e in await store.events(record.id))  # a call
 
 
-def test_a_duplicate_step_changes_nothing(
-    runner: StepRunner, store: TaskStore, sent: Recorder
+async def test_a_duplicate_step_changes_nothing(runner: StepRunner, store: TaskStore) -> None:
+    record = await _task(store)
+    assert len(await runner.run(_job(record))) == 1
+    assert await runner.run(_job(record)) == []  # a second delivery of the same job
+    assert len(await store.memory("t", "s")) == 2
+
+
+async def test_a_redelivered_step_resends_only_missing_calls(
+    runner: StepRunner, store: TaskStore
 ) -> None:
-    record = _task(store)
-    runner.run(record.id, 0)
-    runner.run(record.id, 0)  # a second delivery of the same job
-    assert len(sent.calls) == 1
-    assert len(store.memory("t", "s")) == 2
+    record = await _task(store)
+    [job] = await runner.run(_job(record))
+    assert await runner.run(_job(record), redelivered=True) == [job]  # crashed before sending?
+    await _answer(store, job)
+    assert await runner.run(_job(record), redelivered=True) == []  # its result is in
 
 
-def test_a_redelivered_step_resends_only_missing_calls(
-    runner: StepRunner, store: TaskStore, sent: Recorder
+async def test_results_in_then_the_answer_ends_the_task_and_frees_the_session(
+    runner: StepRunner, store: TaskStore
 ) -> None:
-    record = _task(store)
-    runner.run(record.id, 0)
-    [(_, _, call)] = sent.calls
-    runner.run(record.id, 0, redelivered=True)  # crashed after the commit, before sending?
-    assert [c.id for _, _, c in sent.calls] == [call.id, call.id]
-    _answer(store, record, call)
-    runner.run(record.id, 0, redelivered=True)  # the result is in: nothing to resend
-    assert len(sent.calls) == 2
-
-
-def test_results_in_then_the_answer_ends_the_task_and_frees_the_session(
-    runner: StepRunner, store: TaskStore, sent: Recorder
-) -> None:
-    record = _task(store)
-    waiting = store.create(TaskRecord(tenant="t", session_id="s", input="next"))
-    assert not store.claim_session(waiting)
-    runner.run(record.id, 0)
-    _answer(store, record, sent.calls[0][2])
-    runner.run(record.id, 1)
-    done = store.get(record.id)
+    record = await _task(store)
+    waiting = TaskRecord(tenant="t", session_id="s", input="next")
+    assert not (await store.create(waiting)).holds_session
+    [job] = await runner.run(_job(record))
+    await _answer(store, job)
+    following = await runner.run(_job(record, 1))
+    done = await store.get(record.id)
     assert done is not None and done.status == TaskStatus.SUCCEEDED
     assert "1.414213562373" in (done.result or "")
     assert done.prompt_tokens > 0
-    assert any(e.kind == EventKind.TOKEN for e in store.events(record.id))  # streamed answer
-    assert sent.steps == [(waiting.id, 0)]  # the session passed to the waiting task
+    tokens = [e.data["delta"] for e in await store.events(record.id) if e.kind == EventKind.TOKEN]
+    assert "".join(tokens) == done.result  # the answer streamed, then committed
+    assert following == [AgentStepJob(task_id=waiting.id, step=0, tenant="t", session_id="s")]
 
 
-def test_max_steps_ends_a_runaway_task(
-    runner: StepRunner, store: TaskStore, sent: Recorder
-) -> None:
-    record = _task(store, max_steps=1)
-    runner.run(record.id, 0)
-    _answer(store, record, sent.calls[0][2])
-    runner.run(record.id, 1)
-    failed = store.get(record.id)
+async def test_max_steps_ends_a_runaway_task(runner: StepRunner, store: TaskStore) -> None:
+    record = await _task(store, max_steps=1)
+    [job] = await runner.run(_job(record))
+    await _answer(store, job)
+    assert await runner.run(_job(record, 1)) == []
+    failed = await store.get(record.id)
     assert failed is not None and failed.status == TaskStatus.FAILED
     assert failed.error == "max_steps (1) reached without a final answer"
-    assert not store.session_busy(TaskRecord(tenant="t", session_id="s", input="x"))
+    assert await store.session_holder("t", "s") is None
+
+
+async def test_the_session_stays_warm_and_follows_redis(
+    runner: StepRunner, store: TaskStore, redis_client: redis.Redis
+) -> None:
+    first = await _task(store, "hello", tools=[])
+    await runner.run(_job(first))
+    agent = runner.agents._sessions[("t", "s")].agent
+    assert runner.agents.offsets("t", "s") == ({"memory": 2}, "0")
+    second = await _task(store, "again", tools=[])
+    await runner.run(_job(second))
+    assert runner.agents._sessions[("t", "s")].agent is agent  # the same warm agent
+    assert runner.agents.offsets("t", "s") == ({"memory": 4}, "0")
+    # Someone rewrites the session in Redis: the next step reads it whole.
+    memory = keys.session_memory("t", "s")
+    redis_client.delete(memory)
+    redis_client.rpush(memory, AgentMessage(content="only this").model_dump_json())
+    redis_client.incr(keys.session_epoch("t", "s"))
+    third = await _task(store, "and again", tools=[])
+    await runner.run(_job(third))
+    held = agent.memory.get_memory("s")  # type: ignore[union-attr]
+    assert [m.content for m in held][:2] == ["only this", "and again"]
+    assert runner.agents.offsets("t", "s") == ({"memory": 3}, "1")
+
+
+async def test_an_ended_task_holding_its_session_passes_it_on(
+    runner: StepRunner, store: TaskStore, redis_client: redis.Redis
+) -> None:
+    record = await _task(store)
+    waiting = TaskRecord(tenant="t", session_id="s", input="next")
+    await store.create(waiting)
+    # Ended without passing the session on (as a crash between the two could leave it).
+    redis_client.hset(keys.task(record.id), "status", "failed")
+    following = await runner.run(_job(record))
+    assert following == [AgentStepJob(task_id=waiting.id, step=0, tenant="t", session_id="s")]
+
+
+async def test_a_cancel_stops_the_model_call_and_applies_nothing(
+    runner: StepRunner, store: TaskStore, model: ScriptedModelThread
+) -> None:
+    record = await _task(store)
+    waiting = TaskRecord(tenant="t", session_id="s", input="next")
+    await store.create(waiting)
+    assert model.server is not None
+    model.server.app.options.latency_ms = 5000
+    try:
+        step = asyncio.create_task(runner.run(_job(record)))
+        await asyncio.sleep(0.3)  # the step is in its model call
+        ended, following = await store.end(record, TaskStatus.CANCELLED)
+        runner.cancels.cancelled(record.id)  # what the cancel channel delivers
+        assert await asyncio.wait_for(step, 2) == []
+    finally:
+        model.server.app.options.latency_ms = 0
+    assert ended and following == waiting.id
+    assert await store.memory("t", "s") == []  # nothing of the cancelled step
+    assert ("t", "s") not in runner.agents._sessions  # its warm copy is dropped

@@ -40,7 +40,7 @@ def test_default_llm_follows_spec_and_settings(settings: Settings) -> None:
     llm = default_llm(AgentSpec(temperature=0.2), settings)
     assert isinstance(llm, AsyncOpenAIChat)
     assert (llm.model, llm.params) == ("house-model", {"temperature": 0.2})
-    assert str(llm.client.base_url) == "http://127.0.0.1:9/v1/"
+    assert llm.url == "http://127.0.0.1:9/v1/chat/completions"
     assert default_llm(AgentSpec(model="org/other"), settings).model == "org/other"
 
 

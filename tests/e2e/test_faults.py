@@ -55,8 +55,9 @@ def test_crashed_agent_worker_loses_no_task(stack: LocalStack, client: TaskyardC
 
 
 def test_crashed_tool_worker_loses_no_task(stack: LocalStack, client: TaskyardClient) -> None:
+    log_offset = len(stack.log_path("tool_worker").read_text(errors="replace"))
     task_id = client.submit("```python\nimport time\ntime.sleep(2)\nprint('slept')\n```")["id"]
-    wait_status(client, task_id, {"waiting_tools"})
+    stack.wait_log("tool_worker", "tool call IPythonInterpreter", after=log_offset)  # mid-call
     stack.kill("tool_worker")
     stack.restart("tool_worker")
     task = wait_status(client, task_id)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import json
 from collections.abc import Iterator
 
@@ -11,6 +13,7 @@ from fastapi.testclient import TestClient
 
 from services.gateway.app import create_app
 from shared.events import EventKind
+from shared.jobs import AgentStepJob
 from shared.schema import AgentMessage
 from shared.settings import Settings, get_settings
 from shared.store import TaskStore
@@ -38,10 +41,27 @@ def client(settings: Settings) -> Iterator[TestClient]:
         yield c
 
 
-def _queued_steps(settings: Settings) -> list[list]:
+def _queued_steps(settings: Settings) -> list[tuple[str, int]]:
+    """(task id, step) of each agent step job on the broker, oldest first."""
     broker = redis.Redis.from_url(settings.broker_url)
     # kombu pushes on the left and pops on the right: oldest last in the list
-    return [json.loads(m)["headers"]["argsrepr"] for m in reversed(broker.lrange("agent", 0, -1))]
+    bodies = [json.loads(m)["body"] for m in reversed(broker.lrange("agent", 0, -1))]
+    jobs = [AgentStepJob.model_validate(json.loads(base64.b64decode(b))[0][0]) for b in bodies]
+    return [(job.task_id, job.step) for job in jobs]
+
+
+def _finish(settings: Settings, task_id: str, reply: AgentMessage) -> None:
+    """Publish a reply and end the task, as a worker would."""
+
+    async def finish() -> None:
+        store = TaskStore.from_url(settings.redis_url)
+        await store.publish(task_id, EventKind.MESSAGE, reply.model_dump(mode="json"))
+        record = await store.get(task_id)
+        assert record is not None
+        await store.end(record, TaskStatus.FAILED, error="stopped by the test")
+        await store.close()
+
+    asyncio.run(finish())
 
 
 @pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer nope"}, {"Authorization": "x"}])
@@ -93,7 +113,7 @@ def test_submit_stores_and_enqueues(client: TestClient, settings: Settings) -> N
     assert resp.status_code == 202
     body = resp.json()
     assert body["status"] == "queued" and body["session_id"] == "s1"
-    assert _queued_steps(settings) == [repr([body["id"], 0])]
+    assert _queued_steps(settings) == [(body["id"], 0)]
     task = client.get(f"/v1/tasks/{body['id']}", headers=AUTH).json()
     assert task["status"] == "queued" and task["messages"] == []
 
@@ -104,6 +124,9 @@ def test_idempotency_key_returns_the_same_task(client: TestClient, settings: Set
     second = client.post("/v1/tasks", json={"input": "hi"}, headers=headers).json()
     assert first["id"] == second["id"]
     assert len(_queued_steps(settings)) == 1
+    changed = client.post("/v1/tasks", json={"input": "other"}, headers=headers)
+    assert changed.status_code == 422
+    assert "different request body" in changed.json()["detail"]
 
 
 def test_busy_session_waits_or_rejects(client: TestClient, settings: Settings) -> None:
@@ -116,7 +139,7 @@ def test_busy_session_waits_or_rejects(client: TestClient, settings: Settings) -
     )
     assert first.status_code == waiting.status_code == 202
     assert rejected.status_code == 409
-    assert _queued_steps(settings) == [repr([first.json()["id"], 0])]  # b waits its turn
+    assert _queued_steps(settings) == [(first.json()["id"], 0)]  # b waits its turn
 
 
 def test_other_tenants_task_is_404(client: TestClient) -> None:
@@ -127,10 +150,7 @@ def test_other_tenants_task_is_404(client: TestClient) -> None:
 
 def test_events_stream_ends_after_final_and_resumes(client: TestClient, settings: Settings) -> None:
     task_id = client.post("/v1/tasks", json={"input": "hi"}, headers=AUTH).json()["id"]
-    store = TaskStore.from_url(settings.redis_url)
-    reply = AgentMessage(sender="assistant", content="done")
-    store.publish(task_id, EventKind.MESSAGE, reply.model_dump(mode="json"))
-    store.set_status(task_id, TaskStatus.SUCCEEDED)
+    _finish(settings, task_id, AgentMessage(sender="assistant", content="done"))
     text = client.get(f"/v1/tasks/{task_id}/events", headers=AUTH).text
     ids = [line[4:] for line in text.splitlines() if line.startswith("id: ")]
     kinds = [line[7:] for line in text.splitlines() if line.startswith("event: ")]
@@ -139,6 +159,18 @@ def test_events_stream_ends_after_final_and_resumes(client: TestClient, settings
         f"/v1/tasks/{task_id}/events", headers={**AUTH, "Last-Event-ID": ids[1]}
     ).text
     assert [line[4:] for line in resumed.splitlines() if line.startswith("id: ")] == ids[2:]
+    after_final = client.get(
+        f"/v1/tasks/{task_id}/events", headers={**AUTH, "Last-Event-ID": ids[-1]}
+    )
+    assert after_final.status_code == 200 and after_final.text == ""  # ends at once
+
+
+@pytest.mark.parametrize("last_id", ["garbage", "-1", "1-2-3", "x" * 300])
+def test_an_invalid_last_event_id_is_400(client: TestClient, last_id: str) -> None:
+    task_id = client.post("/v1/tasks", json={"input": "hi"}, headers=AUTH).json()["id"]
+    resp = client.get(f"/v1/tasks/{task_id}/events", headers={**AUTH, "Last-Event-ID": last_id})
+    assert resp.status_code == 400
+    assert "Last-Event-ID" in resp.json()["detail"]
 
 
 def test_openapi_docs_served(client: TestClient) -> None:
@@ -153,9 +185,10 @@ def test_cancel_ends_the_task_and_hands_the_session_on(
     second = client.post("/v1/tasks", json={"input": "b", "session_id": "c"}, headers=AUTH).json()
     resp = client.post(f"/v1/tasks/{first['id']}/cancel", headers=AUTH)
     assert resp.status_code == 200 and resp.json()["status"] == "cancelled"
-    assert _queued_steps(settings) == [repr([first["id"], 0]), repr([second["id"], 0])]
+    assert _queued_steps(settings) == [(first["id"], 0), (second["id"], 0)]
     text = client.get(f"/v1/tasks/{first['id']}/events", headers=AUTH).text
-    assert text.rstrip().endswith('"error": "cancelled by the client"}')  # the stream ended
+    last = json.loads(text.rstrip().splitlines()[-1].removeprefix("data: "))
+    assert last == {"status": "cancelled", "error": "cancelled by the client"}  # it ended
     again = client.post(f"/v1/tasks/{first['id']}/cancel", headers=AUTH)
     assert again.status_code == 409 and "already cancelled" in again.json()["detail"]
     other = client.post(

@@ -32,8 +32,9 @@ def proxy() -> Iterator[ProxyFactory]:
     """Start proxies: ``proxy(upstreams, env={...})``, with fast health checks by default."""
     started: list[ProxyProcess] = []
 
-    def start(upstreams: str | None = None, *, env: dict[str, str] | None = None,
-              **kwargs: str) -> ProxyProcess:
+    def start(
+        upstreams: str | None = None, *, env: dict[str, str] | None = None, **kwargs: str
+    ) -> ProxyProcess:
         process = ProxyProcess(upstreams, env={**FAST_HEALTH, **(env or {})}, **kwargs)
         started.append(process.start())
         return process

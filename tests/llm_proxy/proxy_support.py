@@ -39,8 +39,16 @@ class Replica:
         self.process: subprocess.Popen[str] | None = None
 
     def start(self) -> Replica:
-        command = [sys.executable, "-m", "services.scripted_model", "--host", "127.0.0.1",
-                   "--port", str(self.port), *self._args]
+        command = [
+            sys.executable,
+            "-m",
+            "services.scripted_model",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            *self._args,
+        ]
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
         assert self.process.stdout is not None
         line = self.process.stdout.readline()
@@ -79,8 +87,9 @@ def client_for(proxy: ProxyProcess, **kwargs: object) -> openai.OpenAI:
     return openai.OpenAI(base_url=proxy.base_url, api_key=API_KEY, max_retries=0, **kwargs)
 
 
-def chat(client: openai.OpenAI, content: str = "hello", *, session: str | None = None,
-         **kwargs: object) -> tuple[str, str]:
+def chat(
+    client: openai.OpenAI, content: str = "hello", *, session: str | None = None, **kwargs: object
+) -> tuple[str, str]:
     """One non-streamed chat call; returns (the answer text, the port of the replica)."""
     headers = {"X-Session-ID": session} if session else {}
     raw = client.chat.completions.with_raw_response.create(

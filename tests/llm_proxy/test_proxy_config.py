@@ -18,7 +18,11 @@ def test_upstreams_name_models_or_serve_any() -> None:
     pool = load_pool(settings)
     bare, big = pool.replicas
     assert (bare.model, bare.host, bare.port, bare.base_path, bare.tls) == (
-        ANY_MODEL, "10.0.0.1", 8000, "/v1", False
+        ANY_MODEL,
+        "10.0.0.1",
+        8000,
+        "/v1",
+        False,
     )
     assert (big.model, big.port, big.tls, big.max_in_flight) == ("big", 443, True, 7)
     assert pool.fallbacks == {"big": ("small", "tiny")}

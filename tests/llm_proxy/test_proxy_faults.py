@@ -22,8 +22,14 @@ from proxy_support import (
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 
 
-def _load(client: openai.OpenAI, threads: int, each: int, served: Counter[str],
-          errors: list[Exception], done: list[int]) -> list[threading.Thread]:
+def _load(
+    client: openai.OpenAI,
+    threads: int,
+    each: int,
+    served: Counter[str],
+    errors: list[Exception],
+    done: list[int],
+) -> list[threading.Thread]:
     lock = threading.Lock()
 
     def work(worker: int) -> None:
@@ -116,8 +122,10 @@ def test_stream_cut_mid_way_ends_with_an_error_chunk_and_the_next_request_moves(
     received = []
     with pytest.raises(openai.APIError) as info:
         for chunk in client.chat.completions.create(
-            model="scripted", messages=[{"role": "user", "content": "stream please"}],
-            stream=True, extra_headers={"X-Session-ID": "s-1"},
+            model="scripted",
+            messages=[{"role": "user", "content": "stream please"}],
+            stream=True,
+            extra_headers={"X-Session-ID": "s-1"},
         ):
             received.append(chunk)
     assert len(received) == 2
@@ -146,7 +154,9 @@ def test_a_client_that_leaves_cancels_its_upstream_stream(
     px = proxy(upstreams_of(group))
     name = f'taskyard_proxy_replica_in_flight{{replica="r0-127.0.0.1:{group[0].port}"'
     with httpx.stream(
-        "POST", f"{px.base_url}/chat/completions", headers=AUTH,
+        "POST",
+        f"{px.base_url}/chat/completions",
+        headers=AUTH,
         json={"model": "scripted", "stream": True, "messages": [{"role": "user", "content": "x"}]},
     ) as response:
         lines = response.iter_lines()  # kept: dropping the iterator closes the response
@@ -164,13 +174,26 @@ def test_a_client_that_leaves_cancels_its_upstream_stream(
         (b'{"model": "scripted"}', 400, "bad_request"),
         (b'{"model": "scripted", "messages": []}', 400, "bad_request"),
         (b'{"messages": [{"role": "user", "content": "x"}]}', 400, "bad_request"),
-        (b'{"model": "nope", "messages": [{"role": "user", "content": "x"}]}', 404,
-         "model_not_found"),
-        (b'{"model": "small", "messages": "' + b"x" * (10 * 1024 * 1024) + b'"}', 413,
-         "request_too_large"),
+        (
+            b'{"model": "nope", "messages": [{"role": "user", "content": "x"}]}',
+            404,
+            "model_not_found",
+        ),
+        (
+            b'{"model": "small", "messages": "' + b"x" * (10 * 1024 * 1024) + b'"}',
+            413,
+            "request_too_large",
+        ),
     ],
-    ids=["malformed", "not-object", "no-messages", "empty-messages", "no-model",
-         "unknown-model", "10MB"],
+    ids=[
+        "malformed",
+        "not-object",
+        "no-messages",
+        "empty-messages",
+        "no-model",
+        "unknown-model",
+        "10MB",
+    ],
 )
 def test_bad_input_gets_a_4xx_openai_error(
     replicas: ReplicaFactory, proxy: ProxyFactory, body: bytes, status: int, code: str
@@ -178,8 +201,10 @@ def test_bad_input_gets_a_4xx_openai_error(
     small = replicas(1, "--model", "small")
     px = proxy(f"small={small[0].url}")
     response = httpx.post(
-        f"{px.base_url}/chat/completions", content=body,
-        headers={**AUTH, "Content-Type": "application/json"}, timeout=30,
+        f"{px.base_url}/chat/completions",
+        content=body,
+        headers={**AUTH, "Content-Type": "application/json"},
+        timeout=30,
     )
     assert response.status_code == status
     error = response.json()["error"]

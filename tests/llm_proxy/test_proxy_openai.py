@@ -47,7 +47,9 @@ def test_chat_stream_with_usage_when_asked(replicas: ReplicaFactory, proxy: Prox
     px = proxy(upstreams_of(replicas(1)))
     chunks = list(
         client_for(px).chat.completions.create(
-            model="scripted", messages=MESSAGES, stream=True,
+            model="scripted",
+            messages=MESSAGES,
+            stream=True,
             stream_options={"include_usage": True},
         )
     )
@@ -92,8 +94,12 @@ def test_health_ready_and_metrics(replicas: ReplicaFactory, proxy: ProxyFactory)
     assert 'taskyard_proxy_tokens_total{tenant="default",kind="completion"}' in metrics
     assert 'taskyard_proxy_request_seconds_count{endpoint="chat"} 1' in metrics
     families = {family.name for family in text_string_to_metric_families(metrics)}
-    assert {"taskyard_proxy_requests", "taskyard_proxy_request_seconds",
-            "taskyard_proxy_replica_healthy", "taskyard_proxy_tokens"} <= families
+    assert {
+        "taskyard_proxy_requests",
+        "taskyard_proxy_request_seconds",
+        "taskyard_proxy_replica_healthy",
+        "taskyard_proxy_tokens",
+    } <= families
 
 
 def test_wrong_key_is_refused(replicas: ReplicaFactory, proxy: ProxyFactory) -> None:
@@ -139,8 +145,13 @@ class _LooseSseModel(BaseHTTPRequestHandler):
         self.wfile.write(b"data: [DONE]\r\n\r\n")
 
     def _event(self, fields: dict[str, object]) -> None:
-        chunk = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": "loose",
-                 **fields}
+        chunk = {
+            "id": "c1",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": "loose",
+            **fields,
+        }
         self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\r\n\r\n")
 
     def log_message(self, *args: object) -> None:
@@ -163,9 +174,11 @@ def test_other_sse_dialects_relay_and_count_usage(proxy: ProxyFactory, loose_mod
     plain = list(client.chat.completions.create(model="loose", messages=messages, stream=True))
     assert "".join(c.choices[0].delta.content or "" for c in plain) == "Hello"
     assert all(c.usage is None and c.choices for c in plain)
-    asked = list(client.chat.completions.create(
-        model="loose", messages=messages, stream=True, stream_options={"include_usage": True}
-    ))
+    asked = list(
+        client.chat.completions.create(
+            model="loose", messages=messages, stream=True, stream_options={"include_usage": True}
+        )
+    )
     assert asked[-1].usage is not None and asked[-1].usage.total_tokens == 5
     tokens = 'taskyard_proxy_tokens_total{tenant="default",kind="completion"}'
     assert metric(px, tokens) == 4

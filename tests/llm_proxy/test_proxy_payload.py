@@ -42,8 +42,15 @@ def test_whole_answers_are_forwarded_unchanged() -> None:
 
 @pytest.mark.parametrize(
     "body",
-    [b"", b"nope", b"[1]", b'{"messages": []}', b'{"model": 3, "messages": [{}]}',
-     b'{"model": "m"}', b'{"model": "m", "messages": ["text"]}'],
+    [
+        b"",
+        b"nope",
+        b"[1]",
+        b'{"messages": []}',
+        b'{"model": 3, "messages": [{}]}',
+        b'{"model": "m"}',
+        b'{"model": "m", "messages": ["text"]}',
+    ],
 )
 def test_bad_chat_bodies_are_refused(body: bytes) -> None:
     with pytest.raises(BadRequest):
@@ -58,8 +65,9 @@ def test_text_completions_need_a_prompt() -> None:
 
 def test_the_session_decides_the_key_when_present() -> None:
     a = parse_request(_body(), True, b"session-1", 256)
-    b = parse_request(_body(messages=[{"role": "user", "content": "other"}]), True,
-                      b"session-1", 256)
+    b = parse_request(
+        _body(messages=[{"role": "user", "content": "other"}]), True, b"session-1", 256
+    )
     assert a.route_key == b.route_key
 
 

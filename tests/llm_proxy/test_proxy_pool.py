@@ -42,8 +42,13 @@ def test_a_shared_system_prompt_lands_on_one_replica(
     px = proxy(upstreams_of(replicas(3)))
     client = client_for(px)
     ports = {
-        chat(client, messages=[{"role": "system", "content": SYSTEM},
-                               {"role": "user", "content": f"question {i}"}])[1]
+        chat(
+            client,
+            messages=[
+                {"role": "system", "content": SYSTEM},
+                {"role": "user", "content": f"question {i}"},
+            ],
+        )[1]
         for i in range(10)
     }
     assert len(ports) == 1
@@ -100,11 +105,17 @@ class _ContextLimitedModel(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers["Content-Length"]))
-        self._reply(400, {
-            "object": "error", "type": "BadRequestError", "param": None, "code": 400,
-            "message": "This model's maximum context length is 16 tokens. However, you "
-                       "requested 900 tokens in the messages. Please reduce the length.",
-        })
+        self._reply(
+            400,
+            {
+                "object": "error",
+                "type": "BadRequestError",
+                "param": None,
+                "code": 400,
+                "message": "This model's maximum context length is 16 tokens. However, you "
+                "requested 900 tokens in the messages. Please reduce the length.",
+            },
+        )
 
     def _reply(self, status: int, body: dict[str, object]) -> None:
         data = json.dumps(body).encode()
@@ -132,8 +143,10 @@ def test_a_model_falls_back_when_the_context_is_too_long(
     replicas: ReplicaFactory, proxy: ProxyFactory, context_limited: str
 ) -> None:
     (large,) = replicas(1, "--model", "long-context")
-    px = proxy(f"tiny={context_limited},long-context={large.url}",
-               env={"TASKYARD_PROXY_FALLBACKS": "tiny=long-context"})
+    px = proxy(
+        f"tiny={context_limited},long-context={large.url}",
+        env={"TASKYARD_PROXY_FALLBACKS": "tiny=long-context"},
+    )
     text, port = chat(client_for(px), "a long prompt " * 300, model="tiny")
     assert port == str(large.port) and text
 
@@ -151,9 +164,14 @@ def test_past_every_bound_requests_queue_then_get_429_or_503(
     replicas: ReplicaFactory, proxy: ProxyFactory
 ) -> None:
     (slow,) = replicas(1, "--latency-ms", "2500")
-    px = proxy(slow.url, env={"TASKYARD_PROXY_MAX_IN_FLIGHT": "1",
-                              "TASKYARD_PROXY_QUEUE_SIZE": "1",
-                              "TASKYARD_PROXY_QUEUE_TIMEOUT_S": "1.0"})
+    px = proxy(
+        slow.url,
+        env={
+            "TASKYARD_PROXY_MAX_IN_FLIGHT": "1",
+            "TASKYARD_PROXY_QUEUE_SIZE": "1",
+            "TASKYARD_PROXY_QUEUE_TIMEOUT_S": "1.0",
+        },
+    )
     client = client_for(px)
     outcomes: dict[str, object] = {}
 

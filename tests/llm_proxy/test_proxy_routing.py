@@ -59,8 +59,9 @@ def test_a_key_always_lands_on_the_same_replica() -> None:
 
 
 def test_keys_spread_over_replicas_by_weight() -> None:
-    group = StubGroup([StubReplica("r0", weight=1), StubReplica("r1", weight=1),
-                       StubReplica("r2", weight=2)])
+    group = StubGroup(
+        [StubReplica("r0", weight=1), StubReplica("r1", weight=1), StubReplica("r2", weight=2)]
+    )
     policy = AffinityPolicy()
     counts = Counter(policy.route(group, _key(f"s{i}"), ()).name for i in range(4000))
     assert counts["r2"] > 1.5 * counts["r0"]
@@ -149,8 +150,9 @@ def test_without_a_key_least_outstanding_decides() -> None:
 
 
 def test_least_outstanding_counts_per_unit_of_weight() -> None:
-    group = StubGroup([StubReplica("r0", weight=1, in_flight=2),
-                       StubReplica("r1", weight=4, in_flight=4)])
+    group = StubGroup(
+        [StubReplica("r0", weight=1, in_flight=2), StubReplica("r1", weight=4, in_flight=4)]
+    )
     assert LeastOutstandingPolicy().route(group, None, ()) is group.replicas[1]
 
 

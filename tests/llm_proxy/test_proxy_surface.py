@@ -13,7 +13,11 @@ import services.llm_proxy as proxy
 
 def test_the_public_surface_is_declared_and_importable() -> None:
     assert set(proxy.__all__) == {
-        "PoolSpec", "ProxyApp", "ProxySettings", "ReplicaSpec", "get_proxy_settings",
+        "PoolSpec",
+        "ProxyApp",
+        "ProxySettings",
+        "ReplicaSpec",
+        "get_proxy_settings",
     }
     for name in proxy.__all__:
         assert getattr(proxy, name) is not None
@@ -22,7 +26,9 @@ def test_the_public_surface_is_declared_and_importable() -> None:
 def test_the_cli_documents_its_flags() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "services.llm_proxy", "--help"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     for flag in ("--host", "--port", "--upstreams", "--pool-file", "--policy"):
         assert flag in result.stdout

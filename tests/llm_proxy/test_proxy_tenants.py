@@ -33,8 +33,12 @@ def _client(proxy_base_url: str, key: str) -> openai.OpenAI:
 
 
 def _with_redis(url: str) -> dict[str, str]:
-    return {**KEYS, "TASKYARD_PROXY_REDIS_SYNC": "true", "TASKYARD_PROXY_REDIS_URL": url,
-            "TASKYARD_PROXY_SYNC_INTERVAL_S": "0.05"}
+    return {
+        **KEYS,
+        "TASKYARD_PROXY_REDIS_SYNC": "true",
+        "TASKYARD_PROXY_REDIS_URL": url,
+        "TASKYARD_PROXY_SYNC_INTERVAL_S": "0.05",
+    }
 
 
 @pytest.fixture
@@ -104,7 +108,9 @@ def test_usage_per_task_reaches_redis(
         model="scripted", messages=[{"role": "user", "content": "count me"}], extra_headers=task
     )
     stream = client.chat.completions.create(
-        model="scripted", messages=[{"role": "user", "content": "count me"}], stream=True,
+        model="scripted",
+        messages=[{"role": "user", "content": "count me"}],
+        stream=True,
         extra_headers=task,
     )
     assert all(chunk.usage is None for chunk in stream)  # the client did not ask for usage
@@ -120,8 +126,19 @@ def test_usage_per_task_reaches_redis(
 
 def _start_redis(port: int, data_dir: Path) -> subprocess.Popen[bytes]:
     process = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data_dir),
-         "--save", "", "--appendonly", "no"],
+        [
+            "redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(data_dir),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ],
         stdout=subprocess.DEVNULL,
     )
     client = redis.Redis(port=port)
@@ -149,7 +166,8 @@ def test_usage_survives_a_redis_outage(
     server.wait()
     for _ in range(2):  # counted while Redis is away
         client.chat.completions.create(
-            model="scripted", messages=[{"role": "user", "content": "x"}],
+            model="scripted",
+            messages=[{"role": "user", "content": "x"}],
             extra_headers={"X-Task-ID": "task-outage"},
         )
     failed = 'taskyard_proxy_errors_total{kind="redis_sync"}'

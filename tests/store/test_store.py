@@ -1,115 +1,201 @@
-"""The Redis store against a real Redis: task record, event stream, memory, step commits."""
+"""The Redis store against a real Redis: task record, event stream, memory, step commits,
+the session hand-over, each a Lua script."""
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+import asyncio
+from collections.abc import AsyncIterator
 
 import pytest
 import redis
 
+from shared import keys
 from shared.events import EventKind
-from shared.schema import ActionReturn, AgentMessage
+from shared.schema import ActionReturn, AgentMessage, ToolCall
 from shared.spec import AgentSpec
-from shared.store import StepConflict, TaskStore
+from shared.store import StepCommit, TaskStore
 from shared.task import TaskRecord, TaskStatus
 
 
 @pytest.fixture
-def store(redis_client: redis.Redis) -> TaskStore:
-    return TaskStore(redis_client)
+async def store(redis_server: str, redis_client: redis.Redis) -> AsyncIterator[TaskStore]:
+    store = TaskStore.from_url(f"{redis_server}/0")  # `redis_client` flushed it
+    yield store
+    await store.close()
 
 
 def _record(**kw: object) -> TaskRecord:
     return TaskRecord(tenant="acme", session_id="s1", input="hi", **kw)
 
 
-def test_task_record_written_and_read_back(store: TaskStore) -> None:
-    record = store.create(_record())
-    assert store.get(record.id) == record
-    assert store.get("task_missing") is None
+async def _created(store: TaskStore, **kw: object) -> TaskRecord:
+    record = _record(**kw)
+    assert (await store.create(record)).outcome == "created"
+    return record
 
 
-def test_create_is_idempotent_per_key(store: TaskStore) -> None:
-    first = store.create(_record(), idempotency_key="k1")
-    second = store.create(_record(), idempotency_key="k1")
-    third = store.create(_record(), idempotency_key="k2")
-    assert second.id == first.id
-    assert third.id != first.id
+def _result(call_id: str, text: str = "42") -> AgentMessage:
+    ret = ActionReturn(type="T", result=[{"type": "text", "content": text}])
+    return AgentMessage(sender="T", content=ret, extra_info={"tool_call_id": call_id})
 
 
-def test_event_stream_round_trip_and_resume(store: TaskStore) -> None:
-    record = store.create(_record())
+async def test_task_record_written_and_read_back(store: TaskStore) -> None:
+    record = await _created(store)
+    assert await store.get(record.id) == record
+    assert await store.get("task_missing") is None
+
+
+async def test_one_idempotency_key_creates_one_task_under_concurrency(store: TaskStore) -> None:
+    records = [_record() for _ in range(30)]
+    created = await asyncio.gather(*(store.create(r, "k1", "body-a") for r in records))
+    assert [c.outcome for c in created].count("created") == 1
+    winner = next(c.task_id for c in created if c.outcome == "created")
+    assert {c.task_id for c in created} == {winner}
+    assert {c.fingerprint for c in created if c.outcome == "existing"} == {"body-a"}
+    other = await store.create(_record(), "k2", "body-a")
+    assert other.outcome == "created" and other.task_id != winner
+
+
+async def test_event_stream_round_trip_and_resume(store: TaskStore) -> None:
+    record = await _created(store)
     msg = AgentMessage(sender="assistant", content="x", formatted={"tool_calls": []})
-    store.publish(record.id, EventKind.MESSAGE, msg.model_dump(mode="json"))
-    store.set_status(record.id, TaskStatus.SUCCEEDED)
-    events = store.events(record.id)
+    assert await store.publish(record.id, EventKind.MESSAGE, msg.model_dump(mode="json"))
+    assert (await store.end(record, TaskStatus.FAILED, error="boom"))[0]
+    events = await store.events(record.id)
     assert [e.kind for e in events] == [EventKind.STATUS, EventKind.MESSAGE, EventKind.STATUS]
     assert events[-1].is_final and not events[0].is_final
-    assert store.messages(record.id) == [msg]
-    assert store.events(record.id, after=events[0].id) == events[1:]
+    assert events[-1].data == {"status": "failed", "error": "boom"}
+    assert await store.messages(record.id) == [msg]
+    assert await store.events(record.id, after=events[0].id) == events[1:]
+    # Nothing follows a task's final event.
+    assert await store.publish(record.id, EventKind.TOKEN, {"delta": "late"}) is None
+    assert len(await store.events(record.id)) == 3
 
 
-def test_commit_step_applies_once(store: TaskStore) -> None:
-    record = store.create(_record())
-    user = AgentMessage(content="hi")
-    reply = AgentMessage(sender="assistant", content="hello")
-    usage = {"prompt_tokens": 12, "completion_tokens": 3}
-    store.commit_step(record, [user, reply], TaskStatus.SUCCEEDED, [reply], usage, result="hello")
-    with pytest.raises(StepConflict):
-        store.commit_step(record, [user, reply], TaskStatus.SUCCEEDED, [reply], usage, result="x")
-    after = store.get(record.id)
+async def test_commit_step_applies_once(store: TaskStore) -> None:
+    record = await _created(store)
+    user, reply = AgentMessage(content="hi"), AgentMessage(sender="assistant", content="hello")
+    commit = StepCommit(
+        record, TaskStatus.SUCCEEDED, {"memory": [user, reply]}, [reply],
+        {"prompt_tokens": 12, "completion_tokens": 3}, {"result": "hello"}, {"result": "hello"},
+    )  # fmt: skip
+    assert await store.commit_step(commit) == (True, None)
+    assert await store.commit_step(commit) == (False, None)  # a redelivered job's commit
+    after = await store.get(record.id)
     assert after is not None and after.step == 1 and after.result == "hello"
+    assert after.status == TaskStatus.SUCCEEDED
     assert (after.prompt_tokens, after.completion_tokens) == (12, 3)  # counted once
-    assert store.memory("acme", "s1") == [user, reply]
+    assert await store.memory("acme", "s1") == [user, reply]
+    assert (await store.events(record.id))[-1].data == {"status": "succeeded", "result": "hello"}
 
 
-def test_tool_results_keep_call_order_and_first_write(store: TaskStore) -> None:
-    record = store.create(_record())
-    a = AgentMessage(sender="T", content=ActionReturn(type="T"), extra_info={"tool_call_id": "a"})
-    b = AgentMessage(sender="T", content="b", extra_info={"tool_call_id": "b"})
-    assert store.put_tool_result(record.id, 0, "b", b) == 1
-    assert store.put_tool_result(record.id, 0, "a", a) == 2
-    assert store.put_tool_result(record.id, 0, "a", b) == 2  # a redelivery does not overwrite
-    assert store.tool_results(record.id, 0, ["a", "b"]) == [a, b]
-    assert store.claim_advance(record.id, 0) and not store.claim_advance(record.id, 0)
+async def test_sub_agent_memories_are_their_own_lists(store: TaskStore) -> None:
+    record = await _created(store)
+    a, b = AgentMessage(content="to top"), AgentMessage(content="to writer")
+    commit = StepCommit(record, TaskStatus.SUCCEEDED, {"memory": [a], "writer.memory": [b]})
+    assert (await store.commit_step(commit))[0]
+    assert await store.memory("acme", "s1") == [a]
+    assert await store.memory("acme", "s1", "writer.memory") == [b]
 
 
-def test_session_is_held_by_one_task_and_handed_over(store: TaskStore) -> None:
-    first, second = store.create(_record()), store.create(_record())
-    assert store.claim_session(first)
-    assert not store.claim_session(second)
-    assert store.session_busy(second)
-    assert store.release_session(first) == second.id
-    assert store.release_session(second) is None
-    assert not store.session_busy(first)
+async def test_begin_step_reads_only_new_memory_and_marks_running_once(
+    store: TaskStore, redis_client: redis.Redis
+) -> None:
+    old = [AgentMessage(content=f"m{i}") for i in range(5)]
+    _rpush(redis_client, old)
+    record = await _created(store)
+    start = await store.begin_step(record.id, 0, "acme", "s1", {"memory": 3}, "0")
+    assert start is not None and start.current and start.began
+    assert start.record.status == TaskStatus.RUNNING
+    assert start.memories["memory"].offset == 3
+    assert start.memories["memory"].messages == old[3:]
+    assert start.inputs() == [AgentMessage(sender="user", content="hi")]
+    again = await store.begin_step(record.id, 0, "acme", "s1", {"memory": 9}, "0")
+    assert again is not None and again.current and not again.began
+    assert again.memories["memory"].offset == 0  # holds more than Redis has: read it whole
+    redis_client.incr(keys.session_epoch("acme", "s1"))
+    rewritten = await store.begin_step(record.id, 0, "acme", "s1", {"memory": 3}, "0")
+    assert rewritten is not None and rewritten.memories["memory"].offset == 0
+    assert rewritten.epoch == "1"
+    stale = await store.begin_step(record.id, 1, "acme", "s1", {"memory": 0}, "0")
+    assert stale is not None and not stale.current
+    assert await store.begin_step("task_missing", 0, "acme", "s1", {}, "0") is None
 
 
-def test_spec_keeps_only_the_fields_the_task_set(store: TaskStore) -> None:
-    record = store.create(_record(spec=AgentSpec(agent="unit_expert")))
-    stored = store.get(record.id)
+def _rpush(client: redis.Redis, messages: list[AgentMessage]) -> None:
+    client.rpush(keys.session_memory("acme", "s1"), *(m.model_dump_json() for m in messages))
+
+
+async def test_tool_results_complete_the_step_once(store: TaskStore) -> None:
+    record = await _created(store)
+    calls = [ToolCall(id="a", name="T"), ToolCall(id="b", name="T")]
+    call_dicts = [c.model_dump(mode="json") for c in calls]
+    reply = AgentMessage(sender="assistant", content="", formatted={"tool_calls": call_dicts})
+    commit = StepCommit(record, TaskStatus.WAITING_TOOLS, {"memory": [reply]}, [reply],
+                        fields={"pending_calls": call_dicts})  # fmt: skip
+    assert (await store.commit_step(commit))[0]
+    first = await store.put_tool_result(record.id, 0, "b", _result("b"))
+    assert not first.complete and not first.advance
+    second = await store.put_tool_result(record.id, 0, "a", _result("a"))
+    assert second.complete and second.advance
+    again = await store.put_tool_result(record.id, 0, "a", _result("a", "other"))
+    assert again.complete and not again.advance  # exactly one caller advances
+    assert await store.tool_results(record.id, 0, calls) == [_result("a"), _result("b")]
+    start = await store.begin_step(record.id, 1, "acme", "s1", {"memory": 0}, "0")
+    assert start is not None and start.inputs() == [_result("a"), _result("b")]
+
+
+async def test_an_ended_task_takes_no_more_results_or_steps(store: TaskStore) -> None:
+    record = await _created(store)
+    assert await store.end(record, TaskStatus.CANCELLED, error="cancelled by the client")
+    assert not await store.set_status(record.id, TaskStatus.RUNNING)
+    late = StepCommit(record, TaskStatus.SUCCEEDED, fields={"result": "late"})
+    assert await store.commit_step(late) == (False, None)
+    stored = await store.put_tool_result(record.id, 0, "a", _result("a"))
+    assert not stored.live and not await store.has_tool_result(record.id, 0, "a")
+    ended = await store.get(record.id)
+    assert ended is not None and ended.status == TaskStatus.CANCELLED and ended.result is None
+    assert (await store.end(record, TaskStatus.FAILED))[0] is False  # ended stays ended
+
+
+async def test_session_is_held_by_one_task_and_handed_over(store: TaskStore) -> None:
+    first, second = _record(), _record()
+    assert (await store.create(first)).holds_session
+    assert not (await store.create(second)).holds_session
+    assert (await store.create(_record(), reject_if_busy=True)).outcome == "busy"
+    done = StepCommit(first, TaskStatus.SUCCEEDED, fields={"result": "x"})
+    assert await store.commit_step(done) == (True, second.id)
+    assert await store.session_holder("acme", "s1") == second.id
+    assert await store.release_session(second) is None
+    assert await store.session_holder("acme", "s1") is None
+
+
+async def test_a_cancelled_waiting_task_leaves_the_queue(store: TaskStore) -> None:
+    # A waits; B and C queue behind it; cancelling B must not strand C.
+    a, b, c = _record(), _record(), _record()
+    for record in (a, b, c):
+        await store.create(record)
+    assert await store.end(b, TaskStatus.CANCELLED) == (True, None)
+    assert await store.end(a, TaskStatus.CANCELLED) == (True, c.id)
+    assert await store.session_holder("acme", "s1") == c.id
+
+
+async def test_spec_keeps_only_the_fields_the_task_set(store: TaskStore) -> None:
+    record = await _created(store, spec=AgentSpec(agent="unit_expert"))
+    stored = await store.get(record.id)
     assert stored is not None
     assert stored.spec.model_fields_set == {"agent"}
 
 
-def test_claim_racing_a_release_never_strands_a_task(store: TaskStore) -> None:
+async def test_creating_racing_an_ending_never_strands_a_task(store: TaskStore) -> None:
     # Whatever the interleaving, the second task ends up holding the session, never waiting
     # behind a lock nobody holds.
-    for _ in range(200):
+    for _ in range(100):
         first, second = _record(), _record()
-        assert store.claim_session(first)
-        with ThreadPoolExecutor(2) as pool:
-            claimed = pool.submit(store.claim_session, second)
-            handed = pool.submit(store.release_session, first)
-        assert claimed.result() or handed.result() == second.id
-        assert store.session_busy(first)  # held by `second`
-        assert store.release_session(second) is None
-
-
-def test_an_ended_task_stays_ended(store: TaskStore) -> None:
-    record = store.create(_record())
-    assert store.set_status(record.id, TaskStatus.CANCELLED, error="cancelled by the client")
-    assert not store.set_status(record.id, TaskStatus.RUNNING)
-    with pytest.raises(StepConflict):  # a step in flight when the task was cancelled
-        store.commit_step(record, [], TaskStatus.SUCCEEDED, result="late")
-    ended = store.get(record.id)
-    assert ended is not None and ended.status == TaskStatus.CANCELLED and ended.result is None
+        assert (await store.create(first)).holds_session
+        created, (_, following) = await asyncio.gather(
+            store.create(second), store.end(first, TaskStatus.CANCELLED)
+        )
+        assert created.holds_session or following == second.id
+        assert await store.session_holder("acme", "s1") == second.id
+        await store.end(second, TaskStatus.CANCELLED)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from services.gateway.deps import AsyncRedisDep
+from services.gateway.deps import StoreDep
 
 router = APIRouter(tags=["health"])
 
@@ -15,6 +15,6 @@ async def healthz() -> dict[str, str]:
 
 
 @router.get("/readyz")
-async def readyz(r: AsyncRedisDep) -> dict[str, str]:
-    await r.ping()
+async def readyz(store: StoreDep) -> dict[str, str]:
+    await store.r.ping()
     return {"status": "ready"}

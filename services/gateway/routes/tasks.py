@@ -1,19 +1,22 @@
-"""/v1/tasks: submit a task, read it, follow its events."""
+"""/v1/tasks: submit a task, read it, follow its events, cancel it."""
 
 from __future__ import annotations
 
+import hashlib
+import re
 import uuid
 from typing import Annotated
 
 from fastapi import APIRouter, Header, HTTPException, status
 from fastapi.responses import StreamingResponse
 
-from services.gateway.deps import AsyncRedisDep, CeleryDep, StoreDep, TenantDep
+from services.gateway.deps import CeleryDep, HubDep, StoreDep, TenantDep
 from services.gateway.models import TaskAccepted, TaskCreate, TaskPublic
 from services.gateway.sse import event_stream
-from shared import keys
 from shared.actions import openai_tool_schemas
 from shared.agents import AGENTS
+from shared.cancel import announce
+from shared.jobs import AgentStepJob, enqueue_agent_step
 from shared.registry import RegistryError
 from shared.spec import AgentSpec
 from shared.store import TaskStore
@@ -21,9 +24,11 @@ from shared.task import TaskRecord, TaskStatus
 
 router = APIRouter(prefix="/v1/tasks", tags=["tasks"])
 
+_ENTRY_ID = re.compile(r"^\d{1,20}(-\d{1,20})?$")
+
 
 @router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=TaskAccepted)
-def create_task(
+async def create_task(
     body: TaskCreate,
     tenant: TenantDep,
     store: StoreDep,
@@ -38,52 +43,77 @@ def create_task(
         input=body.input,
         spec=body.agent,
     )
-    if body.if_session_busy == "reject" and store.session_busy(record):
+    fingerprint = hashlib.sha256(body.model_dump_json().encode()).hexdigest()
+    reject = body.if_session_busy == "reject"
+    created = await store.create(record, idempotency_key, fingerprint, reject_if_busy=reject)
+    if created.outcome == "busy":
         raise HTTPException(status.HTTP_409_CONFLICT, detail="session is running another task")
-    stored = store.create(record, idempotency_key)
-    if stored.id == record.id and store.claim_session(record):
-        celery.send_task(keys.AGENT_STEP_TASK, args=[record.id, 0], queue=keys.AGENT_QUEUE)
-    return TaskAccepted(id=stored.id, status=stored.status, session_id=stored.session_id)
+    if created.outcome == "existing":
+        return await _existing(store, created.task_id, created.fingerprint == fingerprint)
+    if created.holds_session:
+        job = AgentStepJob(task_id=record.id, step=0, tenant=tenant, session_id=record.session_id)
+        enqueue_agent_step(celery, job)
+    return TaskAccepted(id=record.id, status=record.status, session_id=record.session_id)
+
+
+async def _existing(store: TaskStore, task_id: str, same_body: bool) -> TaskAccepted:
+    if not same_body:
+        detail = "this Idempotency-Key was used with a different request body"
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=detail)
+    record = await store.get(task_id)
+    if record is None:
+        raise HTTPException(
+            status.HTTP_409_CONFLICT, detail="the key's task is gone; use a new key"
+        )
+    return TaskAccepted(id=record.id, status=record.status, session_id=record.session_id)
 
 
 @router.get("/{task_id}", response_model=TaskPublic)
-def get_task(task_id: str, tenant: TenantDep, store: StoreDep) -> TaskPublic:
+async def get_task(task_id: str, tenant: TenantDep, store: StoreDep) -> TaskPublic:
     """The task's status, result and every message so far."""
-    record = _owned(store, task_id, tenant)
-    return TaskPublic.of(record, store.messages(task_id))
+    record = await _owned(store, task_id, tenant)
+    return TaskPublic.of(record, await store.messages(task_id))
 
 
 @router.get("/{task_id}/events", response_class=StreamingResponse)
-def follow_task(
+async def follow_task(
     task_id: str,
     tenant: TenantDep,
     store: StoreDep,
-    r: AsyncRedisDep,
+    hub: HubDep,
     last_event_id: Annotated[str | None, Header()] = None,
 ) -> StreamingResponse:
     """Server-sent events: every status change, message and model token, ending after the last.
 
     Reconnect with `Last-Event-ID` to resume after the last event received."""
-    _owned(store, task_id, tenant)
+    record = await _owned(store, task_id, tenant)
+    if last_event_id is not None and not _ENTRY_ID.match(last_event_id):
+        detail = "Last-Event-ID must be an event id this stream sent (like 1700000000000-0)"
+        raise HTTPException(status.HTTP_400_BAD_REQUEST, detail=detail)
     return StreamingResponse(
-        event_stream(r, task_id, last_event_id or "0"),
+        event_stream(hub, task_id, last_event_id or "0-0", record.terminal),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
 
 
 @router.post("/{task_id}/cancel", response_model=TaskAccepted)
-def cancel_task(
+async def cancel_task(
     task_id: str, tenant: TenantDep, store: StoreDep, celery: CeleryDep
 ) -> TaskAccepted:
-    """End a task now. A step in flight is not applied; the session passes to the next task."""
-    record = _owned(store, task_id, tenant)
-    if not store.set_status(task_id, TaskStatus.CANCELLED, error="cancelled by the client"):
-        ended = store.get(task_id) or record
-        raise HTTPException(status.HTTP_409_CONFLICT, detail=f"task already {ended.status}")
-    following = store.release_session(record)
+    """End a task now. A step in flight is stopped and not applied; the session passes to the
+    next task."""
+    record = await _owned(store, task_id, tenant)
+    ended, following = await store.end(
+        record, TaskStatus.CANCELLED, error="cancelled by the client"
+    )
+    if not ended:
+        now = await store.get(task_id) or record
+        raise HTTPException(status.HTTP_409_CONFLICT, detail=f"task already {now.status}")
+    await announce(store.r, task_id)
     if following:
-        celery.send_task(keys.AGENT_STEP_TASK, args=[following, 0], queue=keys.AGENT_QUEUE)
+        job = AgentStepJob(task_id=following, step=0, tenant=tenant, session_id=record.session_id)
+        enqueue_agent_step(celery, job)
     return TaskAccepted(id=task_id, status=TaskStatus.CANCELLED, session_id=record.session_id)
 
 
@@ -99,8 +129,8 @@ def _check_registered(spec: AgentSpec) -> None:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=detail) from exc
 
 
-def _owned(store: TaskStore, task_id: str, tenant: str) -> TaskRecord:
-    record = store.get(task_id)
+async def _owned(store: TaskStore, task_id: str, tenant: str) -> TaskRecord:
+    record = await store.get(task_id)
     if record is None or record.tenant != tenant:  # another tenant's task does not exist for you
         raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"task {task_id!r} not found")
     return record

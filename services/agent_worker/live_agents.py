@@ -1,0 +1,160 @@
+"""The agents an agent worker process keeps warm, and what each session's memory holds.
+
+Building an agent (tool schemas, parser, client) and loading a session's whole history are
+the expensive parts of a step, and both grow with the session. So a process keeps one agent
+per (tenant, spec), and per session the messages it already loaded: the next step asks Redis
+only for what came after (`StepStart.memories`). Redis stays the truth: a stale, rewritten or
+evicted session is loaded whole again, and a step that fails or is not committed drops its
+session here.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from shared.agents import AsyncAgent
+from shared.memory import MemoryManager, SessionMemory
+from shared.memory.base import from_state
+from shared.schema import AgentMessage
+from shared.spec import AgentSpec
+from shared.store import StepStart, TaskStore
+from shared.task import TaskRecord
+
+__all__ = ["LiveAgents", "LiveSession"]
+
+BuildAgent = Callable[[AgentSpec], AsyncAgent]
+
+
+@dataclass(slots=True)
+class LiveSession:
+    """A session's agent and, per memory path, how many of Redis's messages it holds."""
+
+    tenant: str
+    session_id: str
+    spec_key: str
+    agent: AsyncAgent
+    offsets: dict[str, int]
+    epoch: str
+    shared: bool = True  # kept between steps (False: a one-off for a duplicate delivery)
+    busy: bool = False
+
+    def new_messages(self) -> dict[str, list[AgentMessage]]:
+        """What each memory gained since it was loaded: this step's messages."""
+        return {
+            path: held(memory, self.session_id)[self.offsets[path] :]
+            for path, memory in self.agent.named_memories().items()
+        }
+
+
+class LiveAgents:
+    """Warm agents and sessions, least recently used first out."""
+
+    def __init__(self, build: BuildAgent, max_sessions: int = 10_000, max_agents: int = 256):
+        self.build = build
+        self.max_sessions = max_sessions
+        self.max_agents = max_agents
+        self._agents: OrderedDict[tuple[str, str], AsyncAgent] = OrderedDict()
+        self._sessions: OrderedDict[tuple[str, str], LiveSession] = OrderedDict()
+
+    def offsets(self, tenant: str, session_id: str) -> tuple[dict[str, int], str]:
+        """What to ask Redis for: per memory path, the messages held (and their epoch)."""
+        live = self._sessions.get((tenant, session_id))
+        if live is None or live.busy:
+            return {"memory": 0}, "0"
+        return dict(live.offsets), live.epoch
+
+    async def acquire(self, start: StepStart, store: TaskStore) -> LiveSession:
+        """The session's agent with its memory up to date for this step; `release` it after."""
+        record = start.record
+        key = (record.tenant, record.session_id)
+        spec_key = record.spec.model_dump_json(exclude_unset=True)
+        live = self._sessions.get(key)
+        if live is not None and not live.busy and _fits(live, spec_key, start.memories):
+            _apply_tails(live, start)
+            self._sessions.move_to_end(key)
+        else:
+            live = await self._load(start, store, spec_key, duplicate=bool(live and live.busy))
+        live.busy = True
+        return live
+
+    def release(self, live: LiveSession, committed: Mapping[str, Sequence[object]] | None) -> None:
+        """After the step: `committed` (what each memory gained, now in Redis too) moves the
+        offsets on; None means the step did not land, so the session is dropped here."""
+        live.busy = False
+        if not live.shared:
+            return
+        if committed is None:
+            self._drop((live.tenant, live.session_id))
+            return
+        for path, messages in committed.items():
+            live.offsets[path] += len(messages)
+
+    async def _load(
+        self, start: StepStart, store: TaskStore, spec_key: str, duplicate: bool
+    ) -> LiveSession:
+        record = start.record
+        key = (record.tenant, record.session_id)
+        if not duplicate:
+            self._drop(key)
+        agent = self.build(record.spec) if duplicate else self._agent(record, spec_key)
+        agent.reset(record.session_id)
+        offsets: dict[str, int] = {}
+        for path, memory in agent.named_memories().items():
+            tail = start.memories.get(path)
+            whole = tail is not None and tail.offset == 0
+            messages = tail.messages if whole else await store.memory(*key, path)
+            memory.load(messages, record.session_id)
+            offsets[path] = len(messages)
+        live = LiveSession(*key, spec_key, agent, offsets, start.epoch, shared=not duplicate)
+        if not duplicate:
+            self._sessions[key] = live
+            self._evict()
+        return live
+
+    def _agent(self, record: TaskRecord, spec_key: str) -> AsyncAgent:
+        key = (record.tenant, spec_key)
+        agent = self._agents.get(key)
+        if agent is None:
+            agent = self._agents[key] = self.build(record.spec)
+            while len(self._agents) > self.max_agents:
+                self._agents.popitem(last=False)
+        self._agents.move_to_end(key)
+        return agent
+
+    def _drop(self, key: tuple[str, str]) -> None:
+        live = self._sessions.pop(key, None)
+        if live is not None:
+            live.agent.reset(live.session_id)
+
+    def _evict(self) -> None:
+        for key in list(self._sessions):
+            if len(self._sessions) <= self.max_sessions:
+                return
+            if not self._sessions[key].busy:
+                self._drop(key)
+
+
+def _fits(live: LiveSession, spec_key: str, tails: Mapping[str, object]) -> bool:
+    return live.spec_key == spec_key and set(tails) == set(live.offsets)
+
+
+def _apply_tails(live: LiveSession, start: StepStart) -> None:
+    memories = live.agent.named_memories()
+    for path, tail in start.memories.items():
+        memory = memories[path]
+        if tail.offset == 0:  # rewritten in Redis meanwhile: load it whole
+            memory.load(tail.messages, live.session_id)
+        elif tail.messages:
+            memory.add(tail.messages, live.session_id)
+        live.offsets[path] = tail.offset + len(tail.messages)
+    live.epoch = start.epoch
+
+
+def held(memory: SessionMemory, session_id: str) -> list[AgentMessage]:
+    """Every message a memory holds for the session, ignoring any read window."""
+    if isinstance(memory, MemoryManager):
+        session = memory.get(session_id)
+        return session.messages if session is not None else []
+    return from_state(memory.save(session_id))

@@ -1,0 +1,58 @@
+"""What one agent worker process holds: its event loop and, on it, the store, the model
+client's connection pool, the cancel watch and the warm agents; `run_step` is how a Celery
+job (a greenlet under the gevent pool) hands a step to the loop and waits for it."""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+
+from services.agent_worker.live_agents import LiveAgents
+from services.agent_worker.step import Job, StepRunner
+from shared.agents import AsyncAgent, build_agent, default_llm
+from shared.cancel import CancelWatch
+from shared.jobs import AgentStepJob
+from shared.loop import LoopThread
+from shared.settings import Settings
+from shared.spec import AgentSpec
+from shared.store import TaskStore
+
+__all__ = ["AgentRuntime"]
+
+
+class AgentRuntime:
+    """Started once per worker process, on first use (after gevent has patched the process)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.loop = LoopThread("agent-loop")
+        self.runner: StepRunner = self.loop.run(self._start())
+
+    async def _start(self) -> StepRunner:
+        settings = self.settings
+        self.store = TaskStore.from_url(settings.redis_url, settings.redis_max_connections)
+        connector = aiohttp.TCPConnector(limit=settings.llm_max_connections)
+        self.http = aiohttp.ClientSession(connector=connector)
+        self.cancels = CancelWatch(self.store.r)
+        self._listening = asyncio.create_task(self.cancels.listen())
+        agents = LiveAgents(self._build, max_sessions=settings.agent_session_cache)
+        return StepRunner(self.store, settings, agents, self.cancels)
+
+    def _build(self, spec: AgentSpec) -> AsyncAgent:
+        return build_agent(spec, self.settings, llm=default_llm(spec, self.settings, self.http))
+
+    def run_step(self, job: AgentStepJob, redelivered: bool) -> list[Job]:
+        return self.loop.run(self.runner.run(job, redelivered))
+
+    def fail(self, job: AgentStepJob, reason: str) -> list[Job]:
+        return self.loop.run(self.runner.fail(job, reason))
+
+    def close(self) -> None:
+        self.loop.run(self._stop())
+        self.loop.close()
+
+    async def _stop(self) -> None:
+        self._listening.cancel()
+        await self.http.close()
+        await self.store.close()

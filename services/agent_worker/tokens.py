@@ -1,0 +1,54 @@
+"""The model's tokens to the task's event stream, batched: the deltas of one flush interval
+go out as one `token` event, so a fast model costs a few Redis writes per step, not one per
+token, and a follower still sees text within the interval."""
+
+from __future__ import annotations
+
+import asyncio
+
+from shared.events import EventKind
+from shared.store import TaskStore
+
+__all__ = ["TokenBuffer"]
+
+
+class TokenBuffer:
+    """Collects deltas; publishes them every `interval_s` (0: each at once) and on `close`."""
+
+    def __init__(self, store: TaskStore, task_id: str, sender: str, interval_s: float) -> None:
+        self.store = store
+        self.task_id = task_id
+        self.sender = sender
+        self.interval_s = interval_s
+        self._pending: list[str] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._flushing: asyncio.Task[None] | None = None
+        self.ended = False  # the task ended: publish nothing more
+
+    async def add(self, delta: str) -> None:
+        self._pending.append(delta)
+        if self.interval_s <= 0:
+            await self.flush()
+        elif self._timer is None:
+            loop = asyncio.get_running_loop()
+            self._timer = loop.call_later(self.interval_s, self._flush_later)
+
+    def _flush_later(self) -> None:
+        self._timer = None
+        self._flushing = asyncio.get_running_loop().create_task(self.flush())
+
+    async def flush(self) -> None:
+        """Publish what is pending now (before the step's commit, so tokens come first)."""
+        if self._flushing is not None and self._flushing is not asyncio.current_task():
+            await self._flushing
+        text, self._pending = "".join(self._pending), []
+        if text and not self.ended:
+            data = {"delta": text, "sender": self.sender}
+            self.ended = await self.store.publish(self.task_id, EventKind.TOKEN, data) is None
+
+    async def close(self) -> None:
+        """Publish the rest and stop the timer."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        await self.flush()

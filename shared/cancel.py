@@ -1,0 +1,78 @@
+"""Cancellation reaching running work: the gateway announces a cancelled task on a Redis
+channel, and every worker process stops what it runs for that task at once.
+
+`announce` is the sending side; `CancelWatch` the receiving one: one subscription per
+process, fanning out to the work registered with `watch`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import redis.asyncio as aioredis
+
+from shared import keys
+
+__all__ = ["CancelWatch", "announce"]
+
+log = logging.getLogger("taskyard.cancel")
+
+OnCancel = Callable[[], None]
+
+
+async def announce(client: aioredis.Redis, task_id: str) -> None:
+    """Tell every worker that `task_id` was cancelled."""
+    await client.publish(keys.CANCEL_CHANNEL, task_id)
+
+
+class CancelWatch:
+    """Listens for cancelled task ids and calls what was registered for them.
+
+    Run `listen()` as a task on the process's loop; wrap work in ``with watch.watch(id, fn)``.
+    A message lost while the subscription reconnects only means the work runs to its end:
+    the store refuses its results for an ended task anyway.
+    """
+
+    def __init__(self, client: aioredis.Redis) -> None:
+        self.client = client
+        self._watchers: dict[str, list[OnCancel]] = {}
+        self.ready = asyncio.Event()
+
+    @contextmanager
+    def watch(self, task_id: str, on_cancel: OnCancel) -> Iterator[None]:
+        """Call `on_cancel` if `task_id` is cancelled while the block runs."""
+        self._watchers.setdefault(task_id, []).append(on_cancel)
+        try:
+            yield
+        finally:
+            callbacks = self._watchers.get(task_id, [])
+            callbacks.remove(on_cancel)
+            if not callbacks:
+                self._watchers.pop(task_id, None)
+
+    def cancelled(self, task_id: str) -> None:
+        """Run what was registered for `task_id` (also the entry point for tests)."""
+        for on_cancel in list(self._watchers.get(task_id, ())):
+            on_cancel()
+
+    async def listen(self) -> None:
+        """Receive announcements until cancelled, resubscribing after connection errors."""
+        while True:
+            try:
+                await self._subscribed()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # Redis restarting: wait, then subscribe again
+                self.ready.clear()
+                log.warning("cancel channel lost, resubscribing: %s", exc)
+                await asyncio.sleep(1.0)
+
+    async def _subscribed(self) -> None:
+        async with self.client.pubsub(ignore_subscribe_messages=True) as pubsub:
+            await pubsub.subscribe(keys.CANCEL_CHANNEL)
+            self.ready.set()
+            async for message in pubsub.listen():
+                self.cancelled(str(message["data"]))

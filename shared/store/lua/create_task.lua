@@ -1,0 +1,23 @@
+-- Store a new task and take its session, or queue it behind the session's current task;
+-- an idempotency key already used returns the task it created instead.
+-- KEYS: task, events, session lock, session waiting list, idempotency key
+-- ARGV: task id, queued event data, fingerprint ('' without a key), key ttl,
+--       '1' to refuse a busy session, then the task's fields as name, value pairs
+if ARGV[3] ~= '' then
+  local existing = redis.call('GET', KEYS[5])
+  if existing then
+    local space = string.find(existing, ' ', 1, true)
+    return {'existing', string.sub(existing, 1, space - 1), string.sub(existing, space + 1)}
+  end
+end
+local holder = redis.call('GET', KEYS[3])
+if ARGV[5] == '1' and holder and holder ~= ARGV[1] then return {'busy'} end
+redis.call('HSET', KEYS[1], unpack(ARGV, 6))
+add_event(KEYS[2], 'status', ARGV[2])
+if ARGV[3] ~= '' then redis.call('SET', KEYS[5], ARGV[1] .. ' ' .. ARGV[3], 'EX', ARGV[4]) end
+if not holder then
+  redis.call('SET', KEYS[3], ARGV[1])
+  return {'created', '1'}
+end
+redis.call('RPUSH', KEYS[4], ARGV[1])
+return {'created', '0'}

@@ -1,0 +1,22 @@
+-- Shared by every script (prepended when the scripts are loaded).
+local TERMINAL = {succeeded = true, failed = true, cancelled = true, timed_out = true}
+
+-- Pass the session on: the next waiting task takes the lock and its id is returned; a task
+-- that does not hold the lock only leaves the waiting list.
+local function release_session(lock, waiting, task_id)
+  if redis.call('GET', lock) ~= task_id then
+    redis.call('LREM', waiting, 0, task_id)
+    return ''
+  end
+  local following = redis.call('LPOP', waiting)
+  if following then
+    redis.call('SET', lock, following)
+    return following
+  end
+  redis.call('DEL', lock)
+  return ''
+end
+
+local function add_event(events, kind, data)
+  return redis.call('XADD', events, '*', 'kind', kind, 'data', data)
+end

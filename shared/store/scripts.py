@@ -1,0 +1,43 @@
+"""The store's Lua scripts: each step-critical change is one atomic round trip to Redis.
+
+The scripts live as `.lua` files beside this module; each gets `prelude.lua` (the terminal
+states, the session hand-over) prepended, so the rules are written once.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+from shared.task import TERMINAL
+
+__all__ = ["SCRIPTS", "source"]
+
+_DIR = Path(__file__).with_name("lua")
+SCRIPTS = (
+    "begin_step",
+    "commit_step",
+    "create_task",
+    "end_task",
+    "publish_live",
+    "put_tool_result",
+    "release_session",
+    "set_status",
+)
+
+
+@cache
+def source(name: str) -> str:
+    """The script `name`, with the prelude before it."""
+    return (_DIR / "prelude.lua").read_text() + (_DIR / f"{name}.lua").read_text()
+
+
+def _check_prelude() -> None:
+    # The prelude spells out the terminal states; it must agree with `shared.task`.
+    prelude = (_DIR / "prelude.lua").read_text()
+    missing = [status.value for status in TERMINAL if f"{status.value} = true" not in prelude]
+    if missing:
+        raise RuntimeError(f"prelude.lua does not list terminal states {missing}")
+
+
+_check_prelude()

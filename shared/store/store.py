@@ -1,0 +1,311 @@
+"""The Redis store: tasks, their event streams, session memory, tool results, session locks.
+
+Async (redis-py's asyncio client), used by the gateway and the agent worker on their event
+loops; sync callers (the tool worker) run it through `shared.loop.LoopThread`. Every change a
+step depends on is one Lua script (`shared.store.lua`), so it is atomic and costs one round
+trip: a redelivered job finds its step already committed and stops.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from shared import keys
+from shared.events import Event, EventKind, decode_entry, dumps
+from shared.schema import AgentMessage, ToolCall
+from shared.store.scripts import SCRIPTS, source
+from shared.task import TERMINAL, TaskRecord, TaskStatus
+
+__all__ = [
+    "Created",
+    "MemoryTail",
+    "StepCommit",
+    "StepStart",
+    "TaskStore",
+    "ToolResultStored",
+]
+
+_IDEMPOTENCY_TTL_S = 24 * 3600
+_RESULTS_TTL_S = 7 * 24 * 3600
+
+
+@dataclass(frozen=True, slots=True)
+class Created:
+    """What `create` did: made the task (and whether it holds its session now), found the
+    task an idempotency key made before, or refused a busy session."""
+
+    outcome: str  # "created", "existing" or "busy"
+    task_id: str = ""
+    holds_session: bool = False
+    fingerprint: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryTail:
+    """A memory's messages from `offset` on (offset 0: the whole memory)."""
+
+    offset: int
+    messages: list[AgentMessage]
+
+
+@dataclass(slots=True)
+class StepStart:
+    """What `begin_step` read. `current` is False for a stale, duplicate or ended task's step:
+    then only `record` is filled."""
+
+    record: TaskRecord
+    current: bool = False
+    began: bool = False  # this call moved the task to running
+    results: dict[str, AgentMessage] = field(default_factory=dict)
+    epoch: str = "0"
+    memories: dict[str, MemoryTail] = field(default_factory=dict)
+
+    def inputs(self) -> list[AgentMessage]:
+        """The step's input: the user's message first, then the tool results in call order."""
+        record = self.record
+        if record.step == 0:
+            return [AgentMessage(sender="user", content=record.input)]
+        return [self.results[c.id] for c in record.pending_calls if c.id in self.results]
+
+
+@dataclass(slots=True)
+class StepCommit:
+    """One step's writes: new messages per memory, events, the task's new state."""
+
+    record: TaskRecord
+    status: TaskStatus
+    memories: Mapping[str, Sequence[AgentMessage]] = field(default_factory=dict)
+    published: Sequence[AgentMessage] = ()
+    usage: Mapping[str, int] = field(default_factory=dict)
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    shown: Mapping[str, Any] = field(default_factory=dict)  # extra data of the status event
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResultStored:
+    """`complete`: every call of the step has its result; `advance`: this caller alone must
+    start the next step."""
+
+    complete: bool
+    advance: bool
+    live: bool = True
+
+
+class TaskStore:
+    """Typed access to taskyard's Redis keys. Takes a client, so tests hand in their own."""
+
+    def __init__(self, client: aioredis.Redis) -> None:
+        self.r = client
+        self._scripts = {name: client.register_script(source(name)) for name in SCRIPTS}
+
+    @classmethod
+    def from_url(cls, url: str, max_connections: int = 64) -> TaskStore:
+        # A bounded pool: a thousand steps in flight share a few connections instead of opening
+        # one each.
+        pool = aioredis.BlockingConnectionPool.from_url(
+            url, decode_responses=True, max_connections=max_connections, timeout=30
+        )
+        return cls(aioredis.Redis(connection_pool=pool))
+
+    async def close(self) -> None:
+        await self.r.aclose()
+
+    async def _run(self, name: str, keys_: Sequence[str], args: Sequence[Any]) -> Any:
+        return await self._scripts[name](keys=list(keys_), args=list(args))
+
+    # -- tasks -------------------------------------------------------------------------------
+
+    async def create(
+        self,
+        record: TaskRecord,
+        idempotency_key: str | None = None,
+        fingerprint: str = "",
+        reject_if_busy: bool = False,
+    ) -> Created:
+        """Store a new task and claim its session (or queue it behind), in one step."""
+        idem = keys.idempotency(record.tenant, idempotency_key) if idempotency_key else ""
+        keys_ = [*_task_keys(record.id), *_session_keys(record), idem or keys.task(record.id)]
+        mark = (fingerprint or "-") if idem else ""  # '' tells the script there is no key
+        busy = "1" if reject_if_busy else "0"
+        queued = dumps({"status": "queued"})
+        args = [record.id, queued, mark, _IDEMPOTENCY_TTL_S, busy, *_flat(record.to_redis())]
+        reply = await self._run("create_task", keys_, args)
+        if reply[0] == "existing":
+            return Created("existing", reply[1], fingerprint=reply[2])
+        if reply[0] == "busy":
+            return Created("busy")
+        return Created("created", record.id, holds_session=reply[1] == "1")
+
+    async def get(self, task_id: str) -> TaskRecord | None:
+        fields_ = await self.r.hgetall(keys.task(task_id))
+        return TaskRecord.from_redis(fields_) if fields_ else None
+
+    async def set_status(self, task_id: str, status: TaskStatus, **fields_: Any) -> bool:
+        """Move a live task to another live state, with its event; False if it had ended."""
+        data = dumps({"status": status.value, **fields_})
+        args = [status.value, data, *_flat(_stamp(fields_))]
+        return bool(await self._run("set_status", _task_keys(task_id), args))
+
+    async def end(
+        self, record: TaskRecord, status: TaskStatus, **fields_: Any
+    ) -> tuple[bool, str | None]:
+        """End a live task (cancelled, failed, timed out) and pass its session on, or take it
+        out of the session's queue. Returns (whether it ended now, the next task's id)."""
+        assert status in TERMINAL
+        data = dumps({"status": status.value, **fields_})
+        reply = await self._run(
+            "end_task",
+            [*_task_keys(record.id), *_session_keys(record)],
+            [record.id, status.value, data, *_flat(_stamp(fields_))],
+        )
+        return reply[0] == "ended", (reply[1] or None) if reply[0] == "ended" else None
+
+    # -- steps -------------------------------------------------------------------------------
+
+    async def begin_step(
+        self, task_id: str, step: int, tenant: str, session_id: str,
+        offsets: Mapping[str, int], epoch: str = "0",
+    ) -> StepStart | None:  # fmt: skip
+        """Mark step `step` running and read what it needs (see `StepStart`); None if the task
+        does not exist. `offsets` gives, per memory path, how many messages the caller holds."""
+        paths = list(offsets)
+        memories = [keys.session_memory(tenant, session_id, p) for p in paths]
+        keys_ = [*_task_keys(task_id), keys.task_tool_results(task_id, step - 1),
+                 keys.session_epoch(tenant, session_id), *memories]  # fmt: skip
+        running = dumps({"status": "running"})
+        args = [str(step), running, _now(), epoch, *(offsets[p] for p in paths)]
+        reply = await self._run("begin_step", keys_, args)
+        if not reply[0]:
+            return None
+        record = TaskRecord.from_redis(_pairs(reply[0]))
+        if len(reply) == 1:
+            return StepStart(record)
+        began = reply[1] == "1"
+        if began:
+            record.status = TaskStatus.RUNNING
+        results = {k: AgentMessage.model_validate_json(v) for k, v in _pairs(reply[2]).items()}
+        tails = {
+            path: MemoryTail(int(offset), [AgentMessage.model_validate_json(m) for m in raw])
+            for path, (offset, raw) in zip(paths, reply[4], strict=True)
+        }
+        return StepStart(record, True, began, results, reply[3], tails)
+
+    async def commit_step(self, commit: StepCommit) -> tuple[bool, str | None]:
+        """Apply one step exactly once. Returns (False, None) if the step was applied already
+        or the task ended meanwhile; else (True, the next task of the session if this step
+        ended the task and one was waiting)."""
+        record, paths = commit.record, list(commit.memories)
+        fields_ = _flat(_stamp(commit.fields))
+        events = [dumps(m.model_dump(mode="json")) for m in commit.published]
+        args: list[Any] = [
+            str(record.step), record.id, commit.status.value,
+            "1" if commit.status in TERMINAL else "0",
+            dumps({"status": commit.status.value, **commit.shown}),
+            commit.usage.get("prompt_tokens", 0), commit.usage.get("completion_tokens", 0),
+            len(fields_), *fields_, len(events), *events,
+        ]  # fmt: skip
+        for path in paths:
+            messages = commit.memories[path]
+            args += [len(messages), *(m.model_dump_json() for m in messages)]
+        memories = [keys.session_memory(record.tenant, record.session_id, p) for p in paths]
+        keys_ = [*_task_keys(record.id), *_session_keys(record), *memories]
+        reply = await self._run("commit_step", keys_, args)
+        return reply[0] == "committed", reply[1] or None
+
+    # -- events ------------------------------------------------------------------------------
+
+    async def publish(self, task_id: str, kind: EventKind, data: dict[str, Any]) -> str | None:
+        """Add an event while the task is live; None (nothing added) once it has ended."""
+        return await self._run("publish_live", _task_keys(task_id), [kind.value, dumps(data)])
+
+    async def events(self, task_id: str, after: str = "-") -> list[Event]:
+        """Every event after the given entry id ("-" for all)."""
+        start = "-" if after == "-" else f"({after}"
+        entries = await self.r.xrange(keys.task_events(task_id), start)
+        return [decode_entry(i, f) for i, f in entries]
+
+    async def messages(self, task_id: str) -> list[AgentMessage]:
+        """The task's transcript: every message event, in order."""
+        return [
+            AgentMessage.model_validate(e.data)
+            for e in await self.events(task_id)
+            if e.kind == EventKind.MESSAGE
+        ]
+
+    # -- sessions ----------------------------------------------------------------------------
+
+    async def memory(
+        self, tenant: str, session_id: str, path: str = "memory"
+    ) -> list[AgentMessage]:
+        raw = await self.r.lrange(keys.session_memory(tenant, session_id, path), 0, -1)
+        return [AgentMessage.model_validate_json(m) for m in raw]
+
+    async def session_holder(self, tenant: str, session_id: str) -> str | None:
+        """The id of the task holding the session, if any."""
+        return await self.r.get(keys.session_lock(tenant, session_id))
+
+    async def release_session(self, record: TaskRecord) -> str | None:
+        """Pass the session on from `record` (which holds it); the next task's id, if any."""
+        following = await self._run("release_session", _session_keys(record), [record.id])
+        return following or None
+
+    # -- tool results ------------------------------------------------------------------------
+
+    async def put_tool_result(
+        self, task_id: str, step: int, call_id: str, message: AgentMessage | None
+    ) -> ToolResultStored:
+        """Store one call's result (first write wins) and publish it, while the task lives;
+        with no message, only say whether the step's results are complete."""
+        raw = message.model_dump_json() if message is not None else ""
+        reply = await self._run(
+            "put_tool_result",
+            [keys.task_tool_results(task_id, step), *_task_keys(task_id)],
+            [str(step), call_id, raw, _RESULTS_TTL_S],
+        )
+        if reply[0] == "ended":
+            return ToolResultStored(False, False, live=False)
+        return ToolResultStored(reply[0] == "complete", reply[1] == "1")
+
+    async def has_tool_result(self, task_id: str, step: int, call_id: str) -> bool:
+        return bool(await self.r.hexists(keys.task_tool_results(task_id, step), call_id))
+
+    async def tool_results(
+        self, task_id: str, step: int, calls: Sequence[ToolCall]
+    ) -> list[AgentMessage]:
+        """Results in the order the model made the calls."""
+        raw = await self.r.hmget(keys.task_tool_results(task_id, step), [c.id for c in calls])
+        return [AgentMessage.model_validate_json(m) for m in raw if m is not None]
+
+
+def _task_keys(task_id: str) -> list[str]:
+    return [keys.task(task_id), keys.task_events(task_id)]
+
+
+def _session_keys(record: TaskRecord) -> list[str]:
+    return [
+        keys.session_lock(record.tenant, record.session_id),
+        keys.session_waiting(record.tenant, record.session_id),
+    ]
+
+
+def _pairs(flat: Sequence[str]) -> dict[str, str]:
+    return dict(zip(flat[::2], flat[1::2], strict=True))
+
+
+def _flat(mapping: Mapping[str, str]) -> list[str]:
+    return [item for pair in mapping.items() for item in pair]
+
+
+def _now() -> str:
+    return dumps(time.time())
+
+
+def _stamp(fields_: Mapping[str, Any]) -> dict[str, str]:
+    out = {k: v if isinstance(v, str) else dumps(v) for k, v in fields_.items()}
+    out["updated_at"] = _now()
+    return out
