@@ -66,9 +66,8 @@ async def run_agent_step(
     llm = default_llm(spec, settings, client)
     try:
         agent = build_agent(spec, settings, llm=llm)
-        state = agent.state_dict(session_id)
-        state["memory"] = [message.model_dump(mode="json") for message in history]
-        agent.load_state_dict(state, session_id)
+        # Just the top memory (state_dict of a session this fresh agent lacks would warn).
+        agent.load_state_dict({"memory": history}, session_id, strict=False)
         # Closed here, not by garbage collection: this thread's loop outlives the step.
         async with aclosing(
             agent.stream(*inputs, session_id=session_id, task_id=task_id)
