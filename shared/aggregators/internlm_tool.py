@@ -32,7 +32,15 @@ class InternLMToolAggregator(DefaultAggregator):
       `environment_begin` / `environment_end` and named after the tool type of the call they
       answer;
     - every other message is user text.
+
+    Few-shot examples come from composing it with `FewShotAggregator`:
+    ``class FewShotInternLM(FewShotAggregator, InternLMToolAggregator)``.
     """
+
+    # Class defaults too, so a subclass whose __init__ does not reach this one still works.
+    environment_role = "environment"
+    environment_begin = ""
+    environment_end = ""
 
     def __init__(
         self,

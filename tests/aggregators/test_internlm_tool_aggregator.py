@@ -3,7 +3,7 @@ a turn whose call failed to parse is not shown back to the model."""
 
 from __future__ import annotations
 
-from shared.aggregators import InternLMToolAggregator, TextToolAggregator
+from shared.aggregators import FewShotAggregator, InternLMToolAggregator, TextToolAggregator
 from shared.parsers import InterpreterParser, MixedToolParser, PluginParser
 from shared.schema import ActionReturn, AgentMessage
 
@@ -62,3 +62,15 @@ def test_the_text_tool_aggregator_leaves_a_broken_call_out_too() -> None:
     history = [AgentMessage(content="say hi"), turn(BROKEN, parser), result("", error="bad call")]
     chat = TextToolAggregator().aggregate(history, "bot", parser)
     assert chat == [{"role": "user", "content": "say hi\nResult of Echo:\nbad call"}]
+
+
+class FewShotInternLM(FewShotAggregator, InternLMToolAggregator):
+    """Lagent's `few_shot`, by composition."""
+
+
+def test_few_shot_examples_compose_in_front_of_the_conversation() -> None:
+    parser = PluginParser(template="Tools: {begin}")
+    example = {"role": "user", "content": "example"}
+    chat = FewShotInternLM([example]).aggregate([result("1")], "bot", parser, "Be brief.")
+    assert [m["role"] for m in chat] == ["system", "system", "user", "environment"]
+    assert chat[2] == example
