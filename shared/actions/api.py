@@ -1,8 +1,9 @@
 """Tool APIs: a typed method becomes a tool the model can call, described by its signature.
 
 The arguments model (pydantic) is built from the type hints; descriptions come from the
-docstring's ``Args:`` section or from ``Annotated[type, "description"]``. The same model
-validates the model's arguments and gives the JSON schema, so the two cannot drift apart.
+docstring's arguments (Google, NumPy or Sphinx style) or from ``Annotated[type, "description"]``.
+The same model validates the model's arguments and gives the JSON schema, so the two cannot
+drift apart.
 """
 
 from __future__ import annotations

@@ -4,17 +4,23 @@ The call is ``{"name": "Tool" | "Toolkit.api", "parameters": {...}, "id"?: ...}`
 message's content, or a `FunctionCall` / `ToolCall` object. The reply comes from the action
 (sender = the action's name), holds an `ActionReturn`, and quotes ``tool_call_id`` when the
 call had one.
+
+`ActionHook`s run around each call, in registration order (``hooks=`` or `register_hook`);
+their methods may be coroutine functions. A hook's falsy return keeps the message and an
+`AgentMessage` replaces it; anything else, or a hook that raises, makes the reply an error.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Iterable
 from typing import Any, Self
 
 from shared.actions.base import ActionResources, BaseAction
 from shared.actions.hooks import ActionHook
 from shared.actions.registry import build_actions, split_call_name
+from shared.hooks import RemovableHandle
 from shared.parsers.native import decode_arguments
 from shared.schema import (
     ActionReturn,
@@ -49,9 +55,25 @@ class AsyncActionExecutor:
         offload_blocking: bool = True,
     ) -> None:
         self.actions = {action.name: action for action in actions}
-        self.hooks = list(hooks)
+        self._hooks: dict[int, ActionHook] = {}
+        for hook in hooks:
+            self.register_hook(hook)
         # Blocking actions run in worker threads so the loop stays free (see BaseAction.acall).
         self.offload_blocking = offload_blocking
+
+    def register_hook(self, hook: ActionHook) -> RemovableHandle:
+        """Run `hook` around every call; the handle removes it. Only `ActionHook`s are taken."""
+        if not isinstance(hook, ActionHook):
+            hint = (
+                "; an agent Hook goes to an agent's register_hook" if _is_agent_hook(hook) else ""
+            )
+            raise TypeError(
+                f"executors take ActionHook objects (before_action, after_action), "
+                f"not {type(hook).__name__}{hint}"
+            )
+        handle = RemovableHandle(self._hooks)
+        self._hooks[handle.id] = hook
+        return handle
 
     @classmethod
     def from_registry(
@@ -73,17 +95,22 @@ class AsyncActionExecutor:
         """Run the call in `message` for the session `session_id`."""
         message = _as_message(message)
         try:
-            for hook in self.hooks:
-                message = hook.before_action(self, message, session_id) or message
+            message = await self._hooked("before_action", message, session_id)
             reply = await self._execute(message, session_id)
-            for hook in self.hooks:
-                reply = hook.after_action(self, reply, session_id) or reply
+            return await self._hooked("after_action", reply, session_id)
         except Exception as exc:  # a broken hook must still answer the call
             ret = ActionReturn(
                 state=ActionStatusCode.API_ERROR, errmsg=f"action hook failed: {exc!r}"
             )
             return _reply(_SENDER, ret, _call_id(message))
-        return reply
+
+    async def _hooked(self, method: str, message: AgentMessage, session_id: str) -> AgentMessage:
+        for hook in list(self._hooks.values()):
+            result = getattr(hook, method)(self, message, session_id)
+            if inspect.isawaitable(result):
+                result = await result
+            message = _replaced(result, message, method)
+        return message
 
     async def _execute(self, message: AgentMessage, session_id: str) -> AgentMessage:
         call_id = _call_id(message)
@@ -142,6 +169,10 @@ class ActionExecutor:
     def actions(self) -> dict[str, BaseAction]:
         return self.core.actions
 
+    def register_hook(self, hook: ActionHook) -> RemovableHandle:
+        """Run `hook` around every call; the handle removes it. Only `ActionHook`s are taken."""
+        return self.core.register_hook(hook)
+
     def tool_schemas(self) -> list[dict[str, Any]]:
         """OpenAI ``tools`` entries for every action this executor runs."""
         return self.core.tool_schemas()
@@ -151,6 +182,22 @@ class ActionExecutor:
     ) -> AgentMessage:
         """Run the call in `message` for the session `session_id`."""
         return asyncio.run(self.core(message, session_id))
+
+
+def _replaced(value: Any, message: AgentMessage, method: str) -> AgentMessage:
+    # As for agent hooks (Lagent's rule): falsy keeps the message, a message replaces it.
+    if not value:
+        return message
+    if isinstance(value, AgentMessage):
+        return value
+    raise TypeError(
+        f"{method} returns an AgentMessage, or a falsy value to keep the message; "
+        f"it returned {value!r:.80}"
+    )
+
+
+def _is_agent_hook(hook: Any) -> bool:
+    return hasattr(hook, "before_agent") or hasattr(hook, "after_agent")
 
 
 def _as_message(message: AgentMessage | FunctionCall) -> AgentMessage:

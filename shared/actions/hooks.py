@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from shared.schema import AgentMessage
@@ -13,16 +14,17 @@ __all__ = ["ActionHook"]
 
 
 class ActionHook:
-    """Override either method; returning None keeps the message as it is."""
+    """Override either method (a plain or a coroutine function). A falsy return keeps the
+    message as it is; an `AgentMessage` replaces it."""
 
     def before_action(
         self, executor: AsyncActionExecutor, message: AgentMessage, session_id: str
-    ) -> AgentMessage | None:
+    ) -> AgentMessage | Awaitable[AgentMessage | None] | None:
         """Rewrite the tool-call message before the executor reads it."""
         return None
 
     def after_action(
         self, executor: AsyncActionExecutor, message: AgentMessage, session_id: str
-    ) -> AgentMessage | None:
+    ) -> AgentMessage | Awaitable[AgentMessage | None] | None:
         """Rewrite the result message before the executor returns it."""
         return None

@@ -8,8 +8,14 @@ from shared.agents.agent import Agent, AsyncAgent
 from shared.agents.base import AgentInput, BaseAgent
 from shared.agents.build import build_agent, default_llm
 from shared.agents.containers import AgentDict, AgentList, AsyncSequential, Sequential
-from shared.agents.errors import AgentError, EmptyReplyError, NotSynchronousError
-from shared.agents.node import AgentNode
+from shared.agents.errors import (
+    AgentError,
+    EmptyReplyError,
+    NotSynchronousError,
+    UnknownSessionWarning,
+)
+from shared.agents.node import AgentNode, StateKeys
+from shared.agents.params import LLMParams
 from shared.agents.registry import AGENTS, AgentFactory
 from shared.agents.streaming import AsyncStreamingAgent, StreamingAgent
 from shared.agents.tool_agent import AsyncToolAgent, ToolAgent, ToolExecutor, TurnLimitError
@@ -29,12 +35,15 @@ __all__ = [
     "AsyncToolAgent",
     "BaseAgent",
     "EmptyReplyError",
+    "LLMParams",
     "NotSynchronousError",
     "Sequential",
+    "StateKeys",
     "StreamingAgent",
     "ToolAgent",
     "ToolExecutor",
     "TurnLimitError",
+    "UnknownSessionWarning",
     "build_agent",
     "default_llm",
 ]

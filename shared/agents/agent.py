@@ -6,10 +6,11 @@ Users override `forward` (``def`` on `Agent`, ``async def`` on `AsyncAgent`), no
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import Any, Unpack
 
 from shared.agents.base import AgentInput, BaseAgent
 from shared.agents.drive import iter_sync, run_sync
+from shared.agents.params import LLMParams
 from shared.memory import SessionId
 from shared.schema import AgentMessage
 
@@ -20,7 +21,8 @@ class Agent(BaseAgent):
     """A blocking agent: ``reply = agent(message, session_id=7)``.
 
     The default `forward` aggregates the session's memory, calls ``llm.chat`` and parses the
-    turn with `output_format`. Every component it uses must be synchronous.
+    turn with `output_format`; a call accepts the `LLMParams` keywords (``task_id``,
+    ``temperature``, ...) and passes them on. Every component it uses must be synchronous.
     """
 
     def __call__(
@@ -36,9 +38,9 @@ class Agent(BaseAgent):
         return iter_sync(self._run(messages, session_id, kwargs), self._owner())
 
     def forward(
-        self, *messages: AgentMessage, session_id: SessionId = 0, **kwargs: Any
+        self, *messages: AgentMessage, session_id: SessionId = 0, **params: Unpack[LLMParams]
     ) -> AgentMessage | Any:
-        return run_sync(self._generate(messages, session_id, kwargs), self._owner())
+        return run_sync(self._generate(messages, session_id, dict(params)), self._owner())
 
     def _owner(self) -> str:
         return f"sync agent {self.name!r}"
@@ -63,6 +65,6 @@ class AsyncAgent(BaseAgent):
         return self._run(messages, session_id, kwargs)
 
     async def forward(
-        self, *messages: AgentMessage, session_id: SessionId = 0, **kwargs: Any
+        self, *messages: AgentMessage, session_id: SessionId = 0, **params: Unpack[LLMParams]
     ) -> AgentMessage | Any:
-        return await self._generate(messages, session_id, kwargs)
+        return await self._generate(messages, session_id, dict(params))

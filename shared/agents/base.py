@@ -1,15 +1,20 @@
 """`BaseAgent`: the one core every agent runs, sync or async, streamed or not.
 
-`_run` is the whole of an agent call, written once as an async generator: before hooks,
-memory add of the inputs, `forward`, the reply wrapped into an `AgentMessage`, memory add of
-the reply, after hooks. It yields ``STREAM_ING`` messages while a streaming `forward` produces
-text, then the one ``END`` reply. `Agent` and `AsyncAgent` only choose how to drive it.
+`_run` is the whole of an agent call, written once: it checks the call's keywords at once,
+then runs an async generator: before hooks, memory add of the inputs, `forward`, the reply
+wrapped into an `AgentMessage`, memory add of the reply, after hooks. It yields ``STREAM_ING``
+messages while a streaming `forward` produces text, then the one ``END`` reply. `Agent` and
+`AsyncAgent` only choose how to drive it.
+
+Hooks follow Lagent: a falsy return keeps the messages, a message (or, before, a sequence of
+messages) replaces them, and anything else is a `TypeError` saying what is allowed.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import AsyncIterator, Iterable, Sequence
+from enum import Enum
 from typing import Any
 
 from pydantic import ValidationError
@@ -17,16 +22,21 @@ from pydantic import ValidationError
 from shared.agents.drive import aiter_any, resolve, stream_of
 from shared.agents.errors import AgentError, EmptyReplyError
 from shared.agents.node import AgentNode
+from shared.agents.params import Keywords, check_keywords, declared_keywords, llm_params
 from shared.aggregators import ChatMessage, DefaultAggregator, SystemPrompt
 from shared.hooks import Hook, RemovableHandle
 from shared.llms import AsyncChatModel, ChatModel, ChatResult
-from shared.memory import MemoryManager, SessionId, SessionMemory
+from shared.memory import Memory, MemoryManager, SessionId, SessionMemory
 from shared.parsers.base import OutputParser
 from shared.schema import AgentMessage, AgentStatusCode, LLMResponse
 
 __all__ = ["AgentInput", "BaseAgent"]
 
 AgentInput = AgentMessage | str | Sequence[AgentMessage | str]
+
+
+class _Default(Enum):
+    MEMORY = "a fresh MemoryManager"
 
 
 class BaseAgent(AgentNode):
@@ -36,7 +46,8 @@ class BaseAgent(AgentNode):
         llm: the model client (`OpenAIChat` for `Agent`, `AsyncOpenAIChat` for `AsyncAgent`).
         name: the sender name of this agent's messages; the class name by default.
         system_prompt: a string, or chat messages to put first.
-        memory: per-session memory; a fresh `MemoryManager` by default.
+        memory: per-session memory; a fresh `MemoryManager` by default; None for no memory
+            (each call then sees only its own inputs, and `state_dict` has no ``memory`` key).
         output_format: the parser whose result goes into the reply's `formatted`.
         aggregator: memory to chat messages; `DefaultAggregator` by default.
         tools: OpenAI ``tools`` entries offered to the model on every call.
@@ -50,7 +61,7 @@ class BaseAgent(AgentNode):
         *,
         name: str | None = None,
         system_prompt: SystemPrompt | None = None,
-        memory: SessionMemory | None = None,
+        memory: SessionMemory | _Default | None = _Default.MEMORY,
         output_format: OutputParser | None = None,
         aggregator: DefaultAggregator | None = None,
         tools: list[dict[str, Any]] | None = None,
@@ -61,7 +72,7 @@ class BaseAgent(AgentNode):
         self.name = name or type(self).__name__
         self.llm = llm
         self.system_prompt = system_prompt
-        self.memory = memory if memory is not None else MemoryManager()
+        self.memory = MemoryManager() if memory is _Default.MEMORY else _checked_memory(memory)
         self.output_format = output_format
         self.aggregator = aggregator or DefaultAggregator()
         self.tools = tools
@@ -72,14 +83,21 @@ class BaseAgent(AgentNode):
 
     def register_hook(self, hook: Hook) -> RemovableHandle:
         """Run `hook` around every call of this agent; the handle removes it."""
+        _check_hook(hook)
         handle = RemovableHandle(self._hooks)
         self._hooks[handle.id] = hook
         return handle
 
     def forward(self, *messages: AgentMessage, session_id: SessionId = 0, **kwargs: Any) -> Any:
         """One reply to `messages`: an `AgentMessage` or content, or (streaming) a generator of
-        text so far ending with the reply. Override this, not `__call__`."""
+        text so far ending with the reply. Override this, not `__call__`.
+
+        The keywords it declares are the ones a call accepts (see `shared.agents.params`)."""
         raise NotImplementedError
+
+    def call_keywords(self) -> Keywords:
+        """The keywords a call accepts besides `session_id` (None: any): `forward`'s."""
+        return declared_keywords(type(self).forward)
 
     def to_message(self, response: ChatResult) -> AgentMessage:
         """A model turn as this agent's message: raw text in `content`, parsed in `formatted`."""
@@ -98,7 +116,14 @@ class BaseAgent(AgentNode):
 
     # The core, written once.
 
-    async def _run(
+    def _run(
+        self, messages: tuple[AgentInput, ...], session_id: SessionId, kwargs: dict[str, Any]
+    ) -> AsyncIterator[AgentMessage]:
+        # Checked here, when the call is made, so a bad keyword changes nothing.
+        check_keywords(f"{self!r} call", kwargs, self.call_keywords())
+        return self._steps(messages, session_id, kwargs)
+
+    async def _steps(
         self, messages: tuple[AgentInput, ...], session_id: SessionId, kwargs: dict[str, Any]
     ) -> AsyncIterator[AgentMessage]:
         inputs = await self._before(as_inputs(messages), session_id)
@@ -127,15 +152,15 @@ class BaseAgent(AgentNode):
         self, inputs: list[AgentMessage], session_id: SessionId
     ) -> list[AgentMessage]:
         for hook in list(self._hooks.values()):
-            replaced = await resolve(hook.before_agent(self, inputs, session_id))
-            inputs = as_inputs(replaced) if replaced is not None else inputs
+            inputs = _replaced_inputs(
+                await resolve(hook.before_agent(self, inputs, session_id)), inputs
+            )
         return inputs
 
     async def _after(self, reply: AgentMessage, session_id: SessionId) -> AgentMessage:
         # `reply` is a copy: hooks must not edit what memory holds.
         for hook in list(self._hooks.values()):
-            replaced = await resolve(hook.after_agent(self, reply, session_id))
-            reply = _checked_reply(replaced) if replaced is not None else reply
+            reply = _replaced_reply(await resolve(hook.after_agent(self, reply, session_id)), reply)
         return reply
 
     # The default forward bodies, shared by the sync and async agents.
@@ -170,7 +195,8 @@ class BaseAgent(AgentNode):
         return self.llm
 
     def _llm_args(self, kwargs: dict[str, Any]) -> dict[str, Any]:
-        return {**kwargs, "tools": self.tools} if self.tools else kwargs
+        params = llm_params(f"{self!r} forward", kwargs)
+        return {**params, "tools": self.tools} if self.tools else params
 
     def _parse(self, response: ChatResult) -> Any:
         if self.output_format is not None:
@@ -227,10 +253,38 @@ def as_inputs(messages: Iterable[Any]) -> list[AgentMessage]:
 def _refuse_configs(**components: Any) -> None:
     # Lagent built components from dict(type=...) configs no checker can follow; we take objects.
     for role, value in components.items():
-        if isinstance(value, dict | str):
+        if isinstance(value, dict | str | type):
             raise TypeError(
                 f"{role} must be a constructed object (e.g. OpenAIChat(...)), not {value!r:.60}"
             )
+
+
+def _checked_memory(memory: Any) -> SessionMemory | None:
+    if memory is None or isinstance(memory, SessionMemory):
+        return memory
+    if isinstance(memory, Memory):
+        raise TypeError(
+            "memory=Memory(...) holds a single session, but an agent keeps one per session_id: "
+            "pass MemoryManager() (MemoryManager(recent_n=N) for a window), or None for no memory"
+        )
+    raise TypeError(
+        f"memory must be per-session (MemoryManager(), RedisMemory(...)) or None, "
+        f"not {type(memory).__name__}"
+    )
+
+
+def _check_hook(hook: Any) -> None:
+    if isinstance(hook, Hook):
+        return
+    hint = "; an ActionHook goes to an executor's register_hook" if _is_action_hook(hook) else ""
+    raise TypeError(
+        f"agents take shared.hooks.Hook objects (before_agent, after_agent), "
+        f"not {type(hook).__name__}{hint}"
+    )
+
+
+def _is_action_hook(hook: Any) -> bool:
+    return hasattr(hook, "before_action") or hasattr(hook, "after_action")
 
 
 def _is_partial(item: Any) -> bool:
@@ -239,9 +293,34 @@ def _is_partial(item: Any) -> bool:
     return isinstance(item, str)
 
 
-def _checked_reply(value: Any) -> AgentMessage:
-    if not isinstance(value, AgentMessage):
-        raise TypeError(
-            f"an after_agent hook must return an AgentMessage or None, not {value!r:.80}"
-        )
-    return value
+# Hook returns, as in Lagent: a falsy value keeps the messages; a message replaces them.
+
+
+def _replaced_inputs(value: Any, inputs: list[AgentMessage]) -> list[AgentMessage]:
+    if not value:
+        return inputs
+    if isinstance(value, AgentMessage):
+        return [value]
+    if _is_message_sequence(value):
+        return list(value)
+    raise TypeError(
+        "a before_agent hook returns an AgentMessage or a sequence of them (the new inputs), or a "
+        f"falsy value to keep the inputs; it returned {value!r:.80}"
+    )
+
+
+def _is_message_sequence(value: Any) -> bool:
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        return False
+    return all(isinstance(m, AgentMessage) for m in value)
+
+
+def _replaced_reply(value: Any, reply: AgentMessage) -> AgentMessage:
+    if not value:
+        return reply
+    if isinstance(value, AgentMessage):
+        return value
+    raise TypeError(
+        "an after_agent hook returns an AgentMessage (the new reply), or a falsy value to keep "
+        f"the reply; it returned {value!r:.80}"
+    )

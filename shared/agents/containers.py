@@ -1,15 +1,22 @@
 """Containers: `Sequential` pipes a message through agents; `AgentList` and `AgentDict` hold
-agents so their memories join the parent's `state_dict` (keys ``"0.memory"``, ``"name.memory"``)."""
+agents so their memories join the parent's `state_dict` (keys ``"0.memory"``, ``"name.memory"``).
+
+As in Lagent, ``Sequential(a, b)(message, exit_at=i)`` stops after the agent at step `i`
+(counting from 0), going round the agents again past the last one: ``exit_at=0`` runs `a` only,
+``exit_at=3`` runs a, b, a, b. Every other keyword of the call goes to each agent it runs.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping, MutableSequence
+from itertools import cycle, islice
 from typing import Any, overload
 
 from shared.agents.agent import Agent, AsyncAgent
 from shared.agents.base import BaseAgent
 from shared.agents.drive import resolve, run_sync
 from shared.agents.node import AgentNode
+from shared.agents.params import Keywords, common_keywords
 from shared.memory import SessionId
 from shared.schema import AgentMessage
 
@@ -35,17 +42,39 @@ class _Chain(BaseAgent):
         return len(dict(self.named_children()))
 
     def __getitem__(self, index: int) -> BaseAgent:
-        return list(dict(self.named_children()).values())[index]  # type: ignore[return-value]
+        return self._chained()[index]
+
+    def call_keywords(self) -> Keywords:
+        """`exit_at`, and the keywords every agent in the chain accepts (they get them all)."""
+        passed_on = common_keywords(agent.call_keywords() for agent in self._chained())
+        return None if passed_on is None else passed_on | {"exit_at"}
+
+    def _chained(self) -> list[BaseAgent]:
+        return [agent for _, agent in self.named_children()]  # type: ignore[misc]
 
     async def _chain(
-        self, messages: tuple[AgentMessage, ...], session_id: SessionId, kwargs: dict[str, Any]
+        self,
+        messages: tuple[AgentMessage, ...],
+        session_id: SessionId,
+        exit_at: int | None,
+        kwargs: dict[str, Any],
     ) -> AgentMessage:
+        agents = self._chained()
+        steps = len(agents) if exit_at is None else _checked_exit_at(exit_at) + 1
         reply: AgentMessage | None = None
-        for _, agent in self.named_children():
+        for agent in islice(cycle(agents), steps):
             reply = await resolve(agent(*messages, session_id=session_id, **kwargs))  # type: ignore[operator]
             messages = (reply,)
         assert reply is not None  # the constructor refuses an empty chain
         return reply
+
+
+def _checked_exit_at(exit_at: Any) -> int:
+    if isinstance(exit_at, bool) or not isinstance(exit_at, int):
+        raise TypeError(f"exit_at is the index of the last step (an int), not {exit_at!r}")
+    if exit_at < 0:
+        raise ValueError(f"exit_at counts steps from 0, so it cannot be {exit_at}")
+    return exit_at
 
 
 class Sequential(_Chain, Agent):
@@ -54,18 +83,26 @@ class Sequential(_Chain, Agent):
     _accepts = (Agent,)
 
     def forward(
-        self, *messages: AgentMessage, session_id: SessionId = 0, **kwargs: Any
+        self,
+        *messages: AgentMessage,
+        session_id: SessionId = 0,
+        exit_at: int | None = None,
+        **kwargs: Any,
     ) -> AgentMessage:
-        return run_sync(self._chain(messages, session_id, kwargs), self._owner())
+        return run_sync(self._chain(messages, session_id, exit_at, kwargs), self._owner())
 
 
 class AsyncSequential(_Chain, AsyncAgent):
     """Async (or sync) agents in a row: ``await AsyncSequential(a, b)(message)``."""
 
     async def forward(
-        self, *messages: AgentMessage, session_id: SessionId = 0, **kwargs: Any
+        self,
+        *messages: AgentMessage,
+        session_id: SessionId = 0,
+        exit_at: int | None = None,
+        **kwargs: Any,
     ) -> AgentMessage:
-        return await self._chain(messages, session_id, kwargs)
+        return await self._chain(messages, session_id, exit_at, kwargs)
 
 
 def _checked(agent: Any) -> AgentNode:

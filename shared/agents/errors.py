@@ -3,11 +3,13 @@
 AgentError
 ├── NotSynchronousError   a sync agent met something that must be awaited
 └── EmptyReplyError       forward produced nothing
+
+UnknownSessionWarning     `state_dict` of a session the agent does not hold (a UserWarning)
 """
 
 from __future__ import annotations
 
-__all__ = ["AgentError", "EmptyReplyError", "NotSynchronousError"]
+__all__ = ["AgentError", "EmptyReplyError", "NotSynchronousError", "UnknownSessionWarning"]
 
 
 class AgentError(Exception):
@@ -21,3 +23,7 @@ class NotSynchronousError(AgentError, TypeError):
 
 class EmptyReplyError(AgentError):
     """`forward` returned an empty stream, so there is no reply to remember."""
+
+
+class UnknownSessionWarning(UserWarning):
+    """`state_dict` was asked for a session that no memory of the agent tree holds."""

@@ -3,12 +3,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+import warnings
+from collections.abc import Iterator, Mapping
+from typing import Any, NamedTuple
 
+from shared.agents.errors import UnknownSessionWarning
 from shared.memory import SessionId, SessionMemory
 
-__all__ = ["AgentNode"]
+__all__ = ["AgentNode", "StateKeys"]
+
+State = dict[str, list[dict[str, Any]]]
+
+
+class StateKeys(NamedTuple):
+    """What a non-strict `load_state_dict` left alone: tree keys the state lacked, and state
+    keys the tree has no memory for."""
+
+    missing: list[str]
+    unexpected: list[str]
 
 
 class AgentNode:
@@ -42,23 +54,42 @@ class AgentNode:
         for name, child in self.named_children():
             yield from child.named_agents(f"{prefix}.{name}" if prefix else name)
 
-    def state_dict(self, session_id: SessionId = 0) -> dict[str, list[dict[str, Any]]]:
-        """The session's memories as plain dicts: ``{"memory": [...], "sub.memory": [...]}``."""
-        return {key: memory.save(session_id) for key, memory in self._memories().items()}
+    def state_dict(self, session_id: SessionId = 0) -> State:
+        """The session's memories as plain dicts: ``{"memory": [...], "sub.memory": [...]}``.
+
+        A session that no memory of the tree holds gives empty lists and, as in Lagent, an
+        `UnknownSessionWarning` (a mistyped session id would otherwise pass unnoticed)."""
+        memories = self._memories()
+        if memories and not any(session_id in memory for memory in memories.values()):
+            warnings.warn(
+                f"{self!r} has no session {session_id!r}: its state is empty",
+                UnknownSessionWarning,
+                stacklevel=2,
+            )
+        return {key: memory.save(session_id) for key, memory in memories.items()}
 
     def load_state_dict(
-        self, state: dict[str, list[dict[str, Any]]], session_id: SessionId = 0
-    ) -> None:
-        """Restore the session from `state_dict` output; the keys must match exactly."""
+        self, state: Mapping[str, list[Any]], session_id: SessionId = 0, *, strict: bool = True
+    ) -> StateKeys:
+        """Restore the session from `state_dict` output.
+
+        With `strict` (the default) the keys must match the tree exactly, else `KeyError`.
+        Without it, as PyTorch's ``strict=False``, the keys the tree and `state` share are
+        loaded, the others left alone and returned: ``load_state_dict({"memory": history},
+        session_id, strict=False)`` sets just the top memory, on any agent.
+        """
         memories = self._memories()
-        missing, unexpected = memories.keys() - state.keys(), state.keys() - memories.keys()
-        if missing or unexpected:
+        missing = sorted(memories.keys() - state.keys())
+        unexpected = sorted(state.keys() - memories.keys())
+        if strict and (missing or unexpected):
             raise KeyError(
-                f"state_dict keys do not match the agent tree: missing {sorted(missing)}, "
-                f"unexpected {sorted(unexpected)}"
+                f"state_dict keys do not match the agent tree: missing {missing}, "
+                f"unexpected {unexpected}"
             )
         for key, memory in memories.items():
-            memory.load(state[key], session_id)
+            if key in state:
+                memory.load(state[key], session_id)
+        return StateKeys(missing, unexpected)
 
     def reset(self, session_id: SessionId = 0) -> None:
         """Forget this session in this agent and every sub-agent; other sessions stay."""

@@ -7,10 +7,11 @@ one ``END`` reply; memory stores only the reply. ``agent(...)`` still returns th
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import Unpack
 
 from shared.agents.agent import Agent, AsyncAgent
 from shared.agents.drive import iter_sync
+from shared.agents.params import LLMParams
 from shared.memory import SessionId
 from shared.schema import AgentMessage
 
@@ -21,15 +22,16 @@ class StreamingAgent(Agent):
     """`Agent` whose default `forward` calls ``llm.stream_chat``."""
 
     def forward(
-        self, *messages: AgentMessage, session_id: SessionId = 0, **kwargs: Any
+        self, *messages: AgentMessage, session_id: SessionId = 0, **params: Unpack[LLMParams]
     ) -> Iterator[str | AgentMessage]:
-        return iter_sync(self._generate_stream(messages, session_id, kwargs), self._owner())
+        stream = self._generate_stream(messages, session_id, dict(params))
+        return iter_sync(stream, self._owner())
 
 
 class AsyncStreamingAgent(AsyncAgent):
     """`AsyncAgent` whose default `forward` calls ``llm.stream_chat``."""
 
     def forward(  # type: ignore[override]
-        self, *messages: AgentMessage, session_id: SessionId = 0, **kwargs: Any
+        self, *messages: AgentMessage, session_id: SessionId = 0, **params: Unpack[LLMParams]
     ) -> AsyncIterator[str | AgentMessage]:
-        return self._generate_stream(messages, session_id, kwargs)
+        return self._generate_stream(messages, session_id, dict(params))

@@ -7,12 +7,13 @@ out as Celery jobs. Both use the same model turn: native tool calls, `NativeTool
 from __future__ import annotations
 
 from collections.abc import Awaitable, Iterable
-from typing import Any, Protocol
+from typing import Any, Protocol, Unpack
 
 from shared.agents.agent import Agent, AsyncAgent
 from shared.agents.base import BaseAgent
 from shared.agents.drive import resolve, run_sync
 from shared.agents.errors import AgentError
+from shared.agents.params import LLMParams
 from shared.aggregators import NativeToolAggregator, SystemPrompt
 from shared.hooks import Hook
 from shared.llms import AsyncChatModel, ChatModel
@@ -92,9 +93,9 @@ class ToolAgent(_ToolLoop, Agent):
     _model_class = Agent
 
     def forward(
-        self, *messages: AgentMessage, session_id: SessionId = 0, **kwargs: Any
+        self, *messages: AgentMessage, session_id: SessionId = 0, **params: Unpack[LLMParams]
     ) -> AgentMessage:
-        return run_sync(self._loop(messages, session_id, kwargs), self._owner())
+        return run_sync(self._loop(messages, session_id, dict(params)), self._owner())
 
 
 class AsyncToolAgent(_ToolLoop, AsyncAgent):
@@ -103,6 +104,6 @@ class AsyncToolAgent(_ToolLoop, AsyncAgent):
     _model_class = AsyncAgent
 
     async def forward(
-        self, *messages: AgentMessage, session_id: SessionId = 0, **kwargs: Any
+        self, *messages: AgentMessage, session_id: SessionId = 0, **params: Unpack[LLMParams]
     ) -> AgentMessage:
-        return await self._loop(messages, session_id, kwargs)
+        return await self._loop(messages, session_id, dict(params))

@@ -2,6 +2,7 @@
 
 from shared.aggregators.default import ChatMessage, DefaultAggregator, SystemPrompt, content_text
 from shared.aggregators.few_shot import FewShotAggregator
+from shared.aggregators.internlm_tool import InternLMToolAggregator
 from shared.aggregators.native_tool import NativeToolAggregator
 from shared.aggregators.text_tool import TextToolAggregator
 
@@ -9,6 +10,7 @@ __all__ = [
     "ChatMessage",
     "DefaultAggregator",
     "FewShotAggregator",
+    "InternLMToolAggregator",
     "NativeToolAggregator",
     "SystemPrompt",
     "TextToolAggregator",

@@ -2,7 +2,10 @@
 
 A hook method may be a plain function or a coroutine function; async agents await it, and
 sync agents run it to completion (a coroutine that truly suspends there raises a clear error).
-Returning None keeps the message; returning a value replaces it.
+What a hook returns, as in Lagent: a falsy value (None, False, ``[]``) keeps the messages; an
+`AgentMessage` replaces them (from `before_agent`, a sequence of messages too); anything else
+is a `TypeError` saying what is allowed. Agents take only `Hook` objects, executors only
+`ActionHook` ones, checked when the hook is registered.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from shared.parsers.tool import (
     PythonFenceParser,
     ToolParse,
     ToolParser,
+    is_parse_error,
     json_object,
 )
 
@@ -26,6 +27,7 @@ __all__ = [
     "ToolParser",
     "ToolStatusCode",
     "decode_arguments",
+    "is_parse_error",
     "json_object",
     "response_text",
 ]

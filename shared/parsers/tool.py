@@ -22,6 +22,7 @@ __all__ = [
     "PythonFenceParser",
     "ToolParse",
     "ToolParser",
+    "is_parse_error",
     "json_object",
 ]
 
@@ -34,6 +35,11 @@ class ToolParse(TypedDict):
     action: Any
     status: ToolStatusCode
     error: str | None
+
+
+def is_parse_error(formatted: Any) -> bool:
+    """Whether `formatted` is a `ToolParse` whose call could not be read (PARSING_ERROR)."""
+    return isinstance(formatted, dict) and formatted.get("status") == ToolStatusCode.PARSING_ERROR
 
 
 def json_object(text: str) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from shared.actions import (
     FinishAction,
     tool_api,
 )
+from shared.hooks import Hook
 from shared.parsers import NativeToolCallParser
 from shared.schema import (
     ActionReturn,
@@ -30,8 +31,10 @@ class Clock(BaseAction):
         self.seen: list[str] = []
 
     def run(self, zone: str, session_id: str) -> str:
-        """Args:
-        zone: a time zone name
+        """Tell the time.
+
+        Args:
+            zone: a time zone name
         """
         self.seen.append(session_id)
         return f"12:00 {zone}"
@@ -268,3 +271,62 @@ async def test_a_native_call_with_broken_arguments_is_answered_under_its_id() ->
     assert reply.extra_info == {"tool_call_id": "c7"}
     assert ret_of(reply).state == ActionStatusCode.ARGS_ERROR
     assert ret_of(reply).errmsg.startswith("arguments are not valid JSON")
+
+
+@pytest.mark.parametrize("make", [AsyncActionExecutor, ActionExecutor])
+def test_hooks_of_the_wrong_kind_are_refused_when_registered(make: type) -> None:
+    # They used to be accepted, and then every call failed with AttributeError.
+    with pytest.raises(TypeError, match="an agent Hook goes to an agent's register_hook"):
+        make([Clock()], hooks=[Hook()])
+    with pytest.raises(TypeError, match="executors take ActionHook objects"):
+        make([Clock()]).register_hook(object())
+
+
+def test_register_hook_on_the_sync_executor_returns_a_removable_handle() -> None:
+    log: list[str] = []
+    sync = ActionExecutor([Clock()])
+    handle = sync.register_hook(Recorder(log, "A"))
+    assert ret_of(sync(call("Clock"), "s")).format_result() == "12:00 A"
+    handle.remove()
+    assert ret_of(sync(call("Clock", {"zone": "UTC"}), "s")).format_result() == "12:00 UTC"
+    assert log == ["A:before:s", "A:after:Clock"]
+
+
+class Returns(ActionHook):
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    def before_action(self, executor, message, session_id):  # type: ignore[no-untyped-def]
+        return self.value
+
+    def after_action(self, executor, message, session_id):  # type: ignore[no-untyped-def]
+        return self.value
+
+
+@pytest.mark.parametrize("falsy", [None, False, [], ""])
+async def test_a_falsy_hook_return_keeps_the_message(falsy: object) -> None:
+    reply = await executor(Returns(falsy))(call("Clock", {"zone": "UTC"}), "s")
+    assert ret_of(reply).format_result() == "12:00 UTC"
+
+
+async def test_a_hook_returning_a_non_message_makes_an_error_reply_that_says_so() -> None:
+    reply = await executor(Returns("text"))(call("Clock", {"zone": "UTC"}, "c1"), "s")
+    assert ret_of(reply).state == ActionStatusCode.API_ERROR
+    assert "before_action returns an AgentMessage, or a falsy value" in ret_of(reply).errmsg
+    assert reply.extra_info == {"tool_call_id": "c1"}
+
+
+class Stamp(ActionHook):
+    async def after_action(self, executor, message, session_id):  # type: ignore[no-untyped-def]
+        await asyncio.sleep(0)
+        return message.model_copy(update={"receiver": "stamped"})
+
+
+async def test_async_hook_methods_are_awaited() -> None:
+    reply = await executor(Stamp())(call("Clock", {"zone": "UTC"}), "s")
+    assert reply.receiver == "stamped"
+
+
+def test_async_hook_methods_are_awaited_by_the_sync_executor_too() -> None:
+    reply = ActionExecutor([Clock()], [Stamp()])(call("Clock", {"zone": "UTC"}))
+    assert reply.receiver == "stamped"

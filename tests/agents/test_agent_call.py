@@ -10,7 +10,7 @@ from scripted_llm import AsyncScriptedLLM, scripted
 
 from shared.agents import Agent, AgentError, AsyncAgent, EmptyReplyError, NotSynchronousError
 from shared.aggregators import NativeToolAggregator
-from shared.memory import MemoryManager
+from shared.memory import Memory, MemoryManager
 from shared.parsers import NativeToolCallParser
 from shared.schema import ActionReturn, AgentMessage, LLMResponse, ToolCall
 
@@ -174,3 +174,36 @@ async def test_empty_streaming_forward_raises() -> None:
 async def test_async_agent_with_sync_llm_works() -> None:
     reply = await AsyncAgent(scripted("fine"))("hi", session_id=2)
     assert reply.content == "fine"
+
+
+def test_memory_none_means_no_memory() -> None:
+    # As in Lagent: each call sees only its own inputs, and nothing is kept.
+    llm = scripted("a1", "a2")
+    agent = Agent(llm, memory=None)
+    agent("q1", session_id=1)
+    agent("q2", session_id=1)
+    assert agent.memory is None
+    assert llm.calls[1].messages == [{"role": "user", "content": "q2"}]
+    assert agent.state_dict(1) == {}
+    agent.reset(1)
+
+
+def test_a_memoryless_parent_keeps_only_its_sub_agents_state() -> None:
+    parent = Agent(scripted(), memory=None)
+    parent.child = Agent(scripted())
+    parent.child("hi", session_id=2)
+    assert list(parent.state_dict(2)) == ["child.memory"]
+
+
+def test_single_session_memory_is_refused_at_construction() -> None:
+    with pytest.raises(TypeError, match=r"holds a single session.*pass MemoryManager\(\)"):
+        Agent(scripted(), memory=Memory())  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"memory must be per-session \(MemoryManager\(\)"):
+        Agent(scripted(), memory=[])  # type: ignore[arg-type]
+
+
+def test_a_component_class_instead_of_an_instance_is_refused() -> None:
+    with pytest.raises(TypeError, match="memory must be a constructed object"):
+        Agent(scripted(), memory=MemoryManager)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="aggregator must be a constructed object"):
+        Agent(scripted(), aggregator=NativeToolAggregator)  # type: ignore[arg-type]

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from scripted_llm import AsyncScriptedLLM, scripted
 
-from shared.agents import Agent, AsyncAgent, BaseAgent, NotSynchronousError
+from shared.actions import ActionHook
+from shared.agents import Agent, AsyncAgent, AsyncStreamingAgent, BaseAgent, NotSynchronousError
 from shared.hooks import Hook
 from shared.schema import AgentMessage
 
@@ -88,13 +89,82 @@ def test_register_hook_returns_a_removable_handle() -> None:
     assert len(spy.before) == 2
 
 
-def test_after_hook_returning_a_non_message_raises() -> None:
-    class Broken(Hook):
-        def after_agent(self, agent: Any, message: Any, session_id: Any) -> str:
-            return "not a message"
+class Returns(Hook):
+    """Both hook methods return a fixed value."""
 
-    with pytest.raises(TypeError, match="after_agent hook"):
-        Agent(scripted(), hooks=[Broken()])("x")
+    def __init__(self, before: Any = None, after: Any = None) -> None:
+        self.before, self.after = before, after
+
+    def before_agent(self, agent: Any, messages: Any, session_id: Any) -> Any:
+        return self.before
+
+    def after_agent(self, agent: Any, message: Any, session_id: Any) -> Any:
+        return self.after
+
+
+async def run(agent: BaseAgent, path: str, *inputs: Any) -> AgentMessage:
+    """One call of `agent` by `path`: "call" or "stream", sync or async alike."""
+    if path == "call":
+        result = agent(*inputs, session_id=1)  # type: ignore[operator]
+        return await result if asyncio.iscoroutine(result) else result
+    messages = agent.stream(*inputs, session_id=1)  # type: ignore[attr-defined]
+    if hasattr(messages, "__aiter__"):
+        return [m async for m in messages][-1]
+    return list(messages)[-1]
+
+
+CALLS = [
+    (Agent, "call"),
+    (Agent, "stream"),
+    (AsyncAgent, "call"),
+    (AsyncStreamingAgent, "stream"),
+]
+
+
+@pytest.mark.parametrize(("kind", "path"), CALLS)
+@pytest.mark.parametrize("falsy", [None, False, [], (), 0, ""])
+async def test_a_falsy_hook_return_keeps_the_messages(kind: Any, path: str, falsy: Any) -> None:
+    # Lagent's rule: `if result: message = result`. A [] used to drop the inputs here.
+    llm = scripted("answer")
+    reply = await run(kind(llm, hooks=[Returns(falsy, falsy)]), path, "question")
+    assert llm.calls[0].messages == [{"role": "user", "content": "question"}]
+    assert reply.content == "answer"
+
+
+@pytest.mark.parametrize(("kind", "path"), CALLS)
+async def test_before_may_return_one_message_or_a_sequence(kind: Any, path: str) -> None:
+    one, two = AgentMessage(content="one"), AgentMessage(content="two")
+    for replacement, expected in [(one, "one"), ((one, two), "one\ntwo")]:
+        llm = scripted("ok")
+        await run(kind(llm, hooks=[Returns(before=replacement)]), path, "question")
+        assert llm.calls[0].messages == [{"role": "user", "content": expected}]
+
+
+@pytest.mark.parametrize(("kind", "path"), CALLS)
+@pytest.mark.parametrize("value", ["text", [AgentMessage(content="ok"), "text"], 42])
+async def test_before_returning_anything_else_says_what_is_allowed(
+    kind: Any, path: str, value: Any
+) -> None:
+    agent = kind(scripted(), hooks=[Returns(before=value)])
+    with pytest.raises(TypeError, match=r"an AgentMessage or a sequence of them .* or a falsy"):
+        await run(agent, path, "question")
+
+
+@pytest.mark.parametrize(("kind", "path"), CALLS)
+@pytest.mark.parametrize("value", ["not a message", [AgentMessage(content="x")], True])
+async def test_after_returning_anything_else_says_what_is_allowed(
+    kind: Any, path: str, value: Any
+) -> None:
+    agent = kind(scripted(), hooks=[Returns(after=value)])
+    with pytest.raises(TypeError, match=r"after_agent hook returns an AgentMessage .* or a falsy"):
+        await run(agent, path, "question")
+
+
+def test_agents_refuse_hooks_of_the_wrong_kind_at_registration() -> None:
+    with pytest.raises(TypeError, match="an ActionHook goes to an executor's register_hook"):
+        Agent(scripted()).register_hook(ActionHook())  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"agents take shared\.hooks\.Hook objects"):
+        Agent(scripted(), hooks=[object()])  # type: ignore[list-item]
 
 
 class AsyncTagger(Hook):

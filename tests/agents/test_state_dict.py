@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from scripted_llm import scripted
 
-from shared.agents import Agent, AgentDict, AgentList
+from shared.agents import Agent, AgentDict, AgentList, StateKeys, UnknownSessionWarning
 from shared.schema import AgentMessage
 
 
@@ -37,6 +37,13 @@ KEYS = [
     "experts.math.memory",
     "experts.math.helper.memory",
 ]
+EMPTY = {key: [] for key in KEYS}
+
+
+def unknown_state(agent: Agent, session_id: Any = 0) -> dict[str, Any]:
+    """The state of a session the agent does not hold, which warns."""
+    with pytest.warns(UnknownSessionWarning, match=f"no session {session_id!r}"):
+        return agent.state_dict(session_id)
 
 
 def test_state_dict_has_dotted_keys_and_plain_json() -> None:
@@ -47,7 +54,7 @@ def test_state_dict_has_dotted_keys_and_plain_json() -> None:
     assert json.loads(json.dumps(state)) == state
     assert [m["content"] for m in state["writer.memory"]] == ["hello", "echo: hello"]
     assert [m["sender"] for m in state["reviewers.1.memory"]] == ["writer", "r1"]
-    assert team.state_dict(99) == {key: [] for key in KEYS}
+    assert unknown_state(team, 99) == EMPTY
 
 
 def test_load_state_dict_restores_a_fresh_tree() -> None:
@@ -57,12 +64,12 @@ def test_load_state_dict_restores_a_fresh_tree() -> None:
     fresh = Team()
     fresh.load_state_dict(saved, session_id="elsewhere")
     assert fresh.state_dict("elsewhere") == saved
-    assert fresh.state_dict(5) == {key: [] for key in KEYS}
+    assert unknown_state(fresh, 5) == EMPTY
 
 
 def test_load_state_dict_refuses_missing_and_unexpected_keys() -> None:
     team = Team()
-    state = team.state_dict(0)
+    state = dict(EMPTY)
     with pytest.raises(KeyError, match=r"missing \['writer.memory'\]"):
         team.load_state_dict({k: v for k, v in state.items() if k != "writer.memory"})
     with pytest.raises(KeyError, match=r"unexpected \['ghost.memory'\]"):
@@ -75,7 +82,7 @@ def test_reset_clears_one_session_in_the_whole_tree() -> None:
     team("b", session_id=2)
     other = team.state_dict(2)
     team.reset(1)
-    assert team.state_dict(1) == {key: [] for key in KEYS}
+    assert unknown_state(team, 1) == EMPTY
     assert team.state_dict(2) == other
     assert other["writer.memory"] and other["experts.math.helper.memory"]
 
@@ -83,12 +90,12 @@ def test_reset_clears_one_session_in_the_whole_tree() -> None:
 def test_reassigning_an_attribute_unregisters_the_sub_agent() -> None:
     parent = Agent(scripted())
     parent.child = Agent(scripted())
-    assert list(parent.state_dict()) == ["memory", "child.memory"]
+    assert list(unknown_state(parent)) == ["memory", "child.memory"]
     parent.child = None
-    assert list(parent.state_dict()) == ["memory"]
+    assert list(unknown_state(parent)) == ["memory"]
     parent.other = Agent(scripted())
     del parent.other
-    assert list(parent.state_dict()) == ["memory"]
+    assert list(unknown_state(parent)) == ["memory"]
 
 
 def test_containers_check_what_they_hold() -> None:
@@ -102,3 +109,36 @@ def test_containers_check_what_they_hold() -> None:
     del agents[1]
     assert len(agents) == 2
     assert [name for name, _ in agents.named_children()] == ["0", "1"]
+
+
+def test_state_dict_of_an_unknown_session_warns_once_for_the_tree() -> None:
+    team = Team()
+    team("hello", session_id=5)
+    with pytest.warns(UnknownSessionWarning) as caught:
+        team.state_dict(6)
+    assert len(caught) == 1
+    assert "Team(name='team') has no session 6" in str(caught[0].message)
+
+
+def test_a_session_held_by_any_memory_of_the_tree_does_not_warn() -> None:
+    # Only the writer saw session 3: the session exists (warnings are errors in the suite).
+    team = Team()
+    team.writer("draft", session_id=3)
+    assert team.state_dict(3)["writer.memory"][0]["content"] == "draft"
+    assert team.state_dict(3)["memory"] == []
+
+
+def test_non_strict_load_sets_the_shared_keys_and_reports_the_others() -> None:
+    team = Team()
+    history = [AgentMessage(content="earlier"), {"sender": "team", "content": "reply"}]
+    keys = team.load_state_dict({"memory": history, "ghost.memory": []}, 4, strict=False)
+    assert keys == StateKeys(missing=sorted(KEYS[1:]), unexpected=["ghost.memory"])
+    assert [m["content"] for m in team.state_dict(4)["memory"]] == ["earlier", "reply"]
+    assert team.state_dict(4)["writer.memory"] == []
+
+
+def test_non_strict_load_on_a_memoryless_agent_leaves_the_history_out() -> None:
+    agent = Agent(scripted(), memory=None)
+    keys = agent.load_state_dict({"memory": [{"content": "x"}]}, 1, strict=False)
+    assert keys == StateKeys(missing=[], unexpected=["memory"])
+    assert agent.state_dict(1) == {}
