@@ -20,6 +20,9 @@ _ERROR_MARKERS = ("Traceback", "Error")
 _ECHO_LIMIT = 200
 # A user message may script any offered tool's call: ```tool {"name": ..., "arguments": {...}}```
 _TOOL_FENCE = re.compile(r"```tool\s*\n(.*?)```", re.DOTALL)
+# "repeat N times" in the user's message: call the code tool N times before answering (long
+# workflows for tests and benchmarks).
+_REPEAT = re.compile(r"\brepeat (\d+) times\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +46,8 @@ def chat_turn(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
     last = messages[-1] if messages else {}
     role = last.get("role")
     if role == "tool":
-        return ScriptedTurn(text=_quote_tool_output(message_text(last)))
+        again = _repeat_call(messages, tools)
+        return again or ScriptedTurn(text=_quote_tool_output(message_text(last)))
     scripted = _fenced_tool_call(message_text(last), _tool_names(tools))
     if role == "user" and scripted is not None:
         return ScriptedTurn(tool_call=scripted)
@@ -51,6 +55,22 @@ def chat_turn(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
         arguments = json.dumps({"command": program_for(message_text(last))})
         return ScriptedTurn(tool_call=ToolCallTurn(CODE_TOOL, arguments))
     return ScriptedTurn(text=echo_text(message_text(last)))
+
+
+def _repeat_call(
+    messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+) -> ScriptedTurn | None:
+    """Call the code tool again while the user asked for more calls than were made."""
+    users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
+    if not users or CODE_TOOL not in _tool_names(tools):
+        return None
+    asked = message_text(messages[users[-1]])
+    match = _REPEAT.search(asked)
+    made = sum(m.get("role") == "tool" for m in messages[users[-1] :])
+    if match is None or made >= int(match.group(1)):
+        return None
+    arguments = json.dumps({"command": program_for(asked)})
+    return ScriptedTurn(tool_call=ToolCallTurn(CODE_TOOL, arguments))
 
 
 def echo_text(prompt: str) -> str:

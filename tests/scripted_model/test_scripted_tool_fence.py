@@ -33,3 +33,13 @@ def test_fence_naming_a_tool_not_offered_is_ignored() -> None:
 def test_fence_with_bad_json_is_ignored() -> None:
     turn = chat_turn(_user("```tool\n{not json\n```"), _CONVERTER)
     assert turn.tool_call is None
+
+
+def test_repeat_n_times_calls_the_code_tool_n_times_then_answers() -> None:
+    tools = [{"type": "function", "function": {"name": "IPythonInterpreter"}}]
+    chat = _user("```python\nprint(1)\n```\nrepeat 3 times")
+    for _ in range(3):
+        turn = chat_turn(chat, tools)
+        assert turn.tool_call is not None and "print(1)" in turn.tool_call.arguments
+        chat = [*chat, {"role": "assistant", "content": None}, {"role": "tool", "content": "1"}]
+    assert chat_turn(chat, tools).text.startswith("The result is: 1")
