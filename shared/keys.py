@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
+
 __all__ = [
     "AGENT_QUEUE",
     "AGENT_STEP_TASK",
     "TOOL_RUN_TASK",
+    "browser_page",
     "browser_results",
     "session_lock",
     "session_memory",
@@ -49,3 +52,8 @@ def session_lock(tenant: str, session_id: str) -> str:
 def browser_results(session_key: str) -> str:
     """The WebBrowser tool's latest search results for a "tenant:session_id" session key."""
     return f"session:{session_key}:browser"
+
+
+def browser_page(session_key: str, url: str) -> str:
+    """A page the WebBrowser tool opened for a session, keyed by a hash of its URL."""
+    return f"session:{session_key}:browser:page:{hashlib.sha256(url.encode()).hexdigest()}"
