@@ -7,6 +7,7 @@ import contextlib
 import functools
 import gzip
 import json
+import ssl
 import threading
 import time
 from collections.abc import Iterator
@@ -163,11 +164,17 @@ def _search_answer(q: str, base: str) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def serve_fake_web(host: str = "127.0.0.1", port: int = 0) -> Iterator[FakeWeb]:
-    """The fake web on `host` (a loopback address) and `port` (a free one by default), until
-    the block ends."""
+def serve_fake_web(
+    host: str = "127.0.0.1", port: int = 0, tls: ssl.SSLContext | None = None
+) -> Iterator[FakeWeb]:
+    """The fake web on `host` (a loopback address) and `port` (a free one by default), over
+    HTTPS with `tls`, until the block ends."""
     server = _Server((host, port), _Handler)
-    server.web = FakeWeb(f"http://{host}:{server.server_address[1]}")
+    scheme = "http"
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
+        scheme = "https"
+    server.web = FakeWeb(f"{scheme}://{host}:{server.server_address[1]}")
     thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
     thread.start()
     try:

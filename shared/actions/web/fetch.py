@@ -10,6 +10,7 @@ goes through `GuardedTransport`. Every failure is an `ActionError` the model can
 from __future__ import annotations
 
 import asyncio
+import ssl
 import zlib
 from typing import Protocol
 
@@ -51,8 +52,9 @@ class _Decompressor(Protocol):
 
 
 class PageFetcher:
-    """Fetches pages through the `policy`'s guard (names resolved by `resolver`, connections
-    made by `network`: tests hand in their own)."""
+    """Fetches pages through the `policy`'s guard. Names are resolved by `resolver`,
+    connections made by `network`, certificates checked by `ssl_context` (the system's CAs by
+    default): tests hand in their own."""
 
     def __init__(
         self,
@@ -63,12 +65,13 @@ class PageFetcher:
         max_redirects: int = 5,
         resolver: Resolver | None = None,
         network: httpcore.AsyncNetworkBackend | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.network = GuardedNetwork(policy, resolver, network)
         self.timeout_s = timeout_s
         self.max_bytes = max_bytes
         self.max_redirects = max_redirects
-        self._ssl = httpx.create_ssl_context(trust_env=False)
+        self.ssl_context = ssl_context or httpx.create_ssl_context(trust_env=False)
 
     async def fetch(self, url: str) -> Page:
         """The page at `url` (http or https) as readable text."""
@@ -85,7 +88,7 @@ class PageFetcher:
             raise WebFailure(f"{url} sent a body that does not decompress: {exc}") from exc
 
     async def _follow(self, url: str) -> Page:
-        transport = GuardedTransport(self.network, self._ssl)
+        transport = GuardedTransport(self.network, self.ssl_context)
         async with httpx.AsyncClient(
             transport=transport, headers=_HEADERS, timeout=self.timeout_s, trust_env=False
         ) as client:

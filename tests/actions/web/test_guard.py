@@ -9,12 +9,15 @@ leaves for 10/8, 169.254/16 and the like).
 from __future__ import annotations
 
 import re
+import ssl
+import subprocess
 from collections.abc import Iterable
 from ipaddress import ip_address
+from pathlib import Path
 
 import httpcore
 import pytest
-from fake_web import FakeWeb
+from fake_web import FakeWeb, serve_fake_web
 
 from shared.actions.web import AddressPolicy, BlockedAddress, PageFetcher, WebFailure
 from shared.actions.web.addresses import IPAddress
@@ -54,6 +57,20 @@ class ScriptedResolver:
 
 def _port(web: FakeWeb) -> int:
     return int(web.url.rsplit(":", 1)[1])
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """A self-signed certificate for pages.example only, and its key."""
+    where: Path = tmp_path_factory.mktemp("tls")
+    cert, key = str(where / "cert.pem"), str(where / "key.pem")
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+         "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=pages.example",
+         "-addext", "subjectAltName=DNS:pages.example"],
+        check=True, capture_output=True, timeout=30,
+    )  # fmt: skip
+    return cert, key
 
 
 @pytest.mark.parametrize(
@@ -197,3 +214,26 @@ async def test_proxies_from_the_environment_are_not_used(
     monkeypatch.delenv("no_proxy", raising=False)
     page = await fetcher.fetch(f"{web.url}/docs/celery")
     assert page.text == "Tasks run on workers."
+
+
+async def test_https_keeps_the_name_for_sni_and_the_certificate_check(
+    own_pages: AddressPolicy, certificate: tuple[str, str]
+) -> None:
+    cert, key = certificate
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(cert, key)
+    server_names: list[str | None] = []
+    tls.sni_callback = lambda _sock, name, _ctx: server_names.append(name)
+    with serve_fake_web("127.0.0.1", tls=tls) as site:
+        port = _port(site)
+        resolver = ScriptedResolver(
+            {name: [["127.0.0.1"]] for name in ("pages.example", "127.0.0.1")}
+        )
+        trusting = ssl.create_default_context(cafile=cert)
+        fetcher = PageFetcher(own_pages, timeout_s=5, resolver=resolver, ssl_context=trusting)
+        page = await fetcher.fetch(f"https://pages.example:{port}/docs/celery")
+        assert page.text == "Tasks run on workers."
+        assert server_names == ["pages.example"]  # connected to 127.0.0.1, introduced by name
+        assert [r.host for r in site.requests] == [f"pages.example:{port}"]
+        with pytest.raises(WebFailure, match="certificate verify failed"):
+            await fetcher.fetch(f"https://127.0.0.1:{port}/docs/celery")  # not the cert's name
