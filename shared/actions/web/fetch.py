@@ -112,6 +112,7 @@ class PageFetcher:
         if not is_html and not kind.startswith(_TEXT_TYPES):
             raise ActionError(f"{where} is {kind}, which cannot be shown as text")
         body, truncated = await _read_capped(response, self.max_bytes)
+        await response.aclose()  # hang up before the extraction's CPU work
         charset = response.charset_encoding
         if not is_html:
             return Page(url=where, text=_decode(body, charset), truncated=truncated)
