@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
+
 __all__ = [
     "AGENT_QUEUE",
     "AGENT_STEP_TASK",
     "CANCEL_CHANNEL",
     "TOOL_RUN_TASK",
+    "browser_page",
     "browser_results",
     "gateway_wake",
     "idempotency",
@@ -79,3 +82,8 @@ def gateway_wake(process_id: str) -> str:
 def browser_results(session_key: str) -> str:
     """The WebBrowser tool's latest search results for a "tenant:session_id" session key."""
     return f"session:{session_key}:browser"
+
+
+def browser_page(session_key: str, url: str) -> str:
+    """A page the WebBrowser tool opened for a session, keyed by a hash of its URL."""
+    return f"session:{session_key}:browser:page:{hashlib.sha256(url.encode()).hexdigest()}"

@@ -7,9 +7,10 @@ environment before a process starts (or by calling `get_settings.cache_clear()`)
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Annotated, Any
 
-from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, IPvAnyNetwork, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 __all__ = ["Settings", "get_settings"]
 
@@ -63,10 +64,18 @@ class Settings(BaseSettings):
 
     # Web tools: a SearxNG-compatible JSON search API (GET {search_url}/search?q=..&format=json).
     search_url: str = "http://127.0.0.1:8888"
+    search_engines: str = ""  # SearxNG engine names, comma-separated; empty: the instance's own
     search_timeout_s: float = 15.0
     search_top_k: int = Field(default=5, ge=1, le=50)
-    browse_max_chars: int = Field(default=8000, ge=100)  # page text kept per opened page
     search_results_ttl_s: int = Field(default=3600, ge=1)  # a session's results, in Redis
+    # Opening pages: only public addresses unless allowed here (the server-side request guard).
+    browse_allow_private: bool = False  # true: any address (tests, a laptop); never in production
+    # Networks opened even though private, comma-separated CIDRs: "10.20.0.0/16,fd00:1::/64".
+    browse_allow_networks: Annotated[tuple[IPvAnyNetwork, ...], NoDecode] = ()
+    browse_timeout_s: float = Field(default=15.0, gt=0)  # a whole page read, redirects included
+    browse_max_bytes: int = Field(default=2 * 1024 * 1024, ge=1024)  # body read, then cut
+    browse_max_chars: int = Field(default=8000, ge=100)  # page text shown per opened page
+    browse_cache_ttl_s: int = Field(default=3600, ge=1)  # a session's opened pages, in Redis
 
     # Where user-defined agents and actions live: comma-separated importable module names.
     plugin_modules: str = ""
@@ -77,6 +86,13 @@ class Settings(BaseSettings):
         for key, _ in (pair.split("=", 1) for pair in value.split(",") if pair):
             if key.strip().lower() in _PLACEHOLDER_KEYS:
                 raise ValueError(f"API key {key!r} is a placeholder; set TASKYARD_API_KEYS")
+        return value
+
+    @field_validator("browse_allow_networks", mode="before")
+    @classmethod
+    def _split_networks(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
         return value
 
     def tenants_by_key(self) -> dict[str, str]:

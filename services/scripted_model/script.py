@@ -10,6 +10,13 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from services.scripted_model.browsing import (
+    OPEN_TOOL,
+    SEARCH_TOOL,
+    first_result_url,
+    quote_page,
+    search_query,
+)
 from services.scripted_model.programs import program_for
 
 __all__ = ["CODE_TOOL", "ScriptedTurn", "ToolCallTurn", "chat_turn", "echo_text", "message_text"]
@@ -42,27 +49,29 @@ class ScriptedTurn:
 
 
 def chat_turn(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> ScriptedTurn:
-    """The scripted answer to a chat: call the code tool, quote its result, or echo."""
+    """The scripted answer to a chat: call a tool (the web search, the code tool), take the
+    next step after a tool's result or quote it, or echo."""
     last = messages[-1] if messages else {}
     role = last.get("role")
+    offered = _tool_names(tools)
     if role == "tool":
-        again = _repeat_call(messages, tools)
-        return again or ScriptedTurn(text=_quote_tool_output(message_text(last)))
-    scripted = _fenced_tool_call(message_text(last), _tool_names(tools))
+        return _repeat_call(messages, offered) or _after_tool(messages, offered)
+    scripted = _fenced_tool_call(message_text(last), offered)
     if role == "user" and scripted is not None:
         return ScriptedTurn(tool_call=scripted)
-    if role == "user" and CODE_TOOL in _tool_names(tools):
+    query = search_query(message_text(last)) if SEARCH_TOOL in offered else None
+    if role == "user" and query is not None:
+        return ScriptedTurn(tool_call=ToolCallTurn(SEARCH_TOOL, json.dumps({"query": query})))
+    if role == "user" and CODE_TOOL in offered:
         arguments = json.dumps({"command": program_for(message_text(last))})
         return ScriptedTurn(tool_call=ToolCallTurn(CODE_TOOL, arguments))
     return ScriptedTurn(text=echo_text(message_text(last)))
 
 
-def _repeat_call(
-    messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
-) -> ScriptedTurn | None:
+def _repeat_call(messages: list[dict[str, Any]], offered: set[str]) -> ScriptedTurn | None:
     """Call the code tool again while the user asked for more calls than were made."""
     users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
-    if not users or CODE_TOOL not in _tool_names(tools):
+    if not users or CODE_TOOL not in offered:
         return None
     asked = message_text(messages[users[-1]])
     match = _REPEAT.search(asked)
@@ -85,6 +94,30 @@ def message_text(message: dict[str, Any]) -> str:
     if isinstance(content, list):
         return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
     return "" if content is None else str(content)
+
+
+def _after_tool(messages: list[dict[str, Any]], offered: set[str]) -> ScriptedTurn:
+    """After a search, open its first result; after opening a page, quote it; else quote."""
+    last = messages[-1]
+    output = message_text(last).strip()
+    called = _called_tool(messages, last.get("tool_call_id"))
+    url = first_result_url(output) if called == SEARCH_TOOL else None
+    if url is not None and OPEN_TOOL in offered:
+        return ScriptedTurn(tool_call=ToolCallTurn(OPEN_TOOL, json.dumps({"url": url})))
+    if called == OPEN_TOOL and not output.startswith(("http://", "https://")):
+        return ScriptedTurn(text=f"The tool reported an error: {output} {_LABEL}")
+    if called == OPEN_TOOL:
+        return ScriptedTurn(text=f"{quote_page(output)} {_LABEL}")
+    return ScriptedTurn(text=_quote_tool_output(output))
+
+
+def _called_tool(messages: list[dict[str, Any]], call_id: Any) -> str | None:
+    """The name of the function the assistant called under `call_id`."""
+    for message in reversed(messages):
+        for call in message.get("tool_calls") or []:
+            if isinstance(call, dict) and call.get("id") == call_id:
+                return (call.get("function") or {}).get("name")
+    return None
 
 
 def _fenced_tool_call(text: str, offered: set[str]) -> ToolCallTurn | None:

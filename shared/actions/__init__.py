@@ -19,9 +19,16 @@ from shared.actions.registry import (
     register_action,
     split_call_name,
 )
-from shared.actions.search_results import MemoryResultStore, RedisResultStore, ResultStore
-from shared.actions.web_browser import WebBrowser
-from shared.actions.web_client import SearchHit, WebClient
+from shared.actions.web import (
+    AddressPolicy,
+    MemoryResultStore,
+    PageFetcher,
+    RedisResultStore,
+    ResultStore,
+    SearchHit,
+    SearxngClient,
+    WebBrowser,
+)
 
 __all__ = [
     "ACTIONS",
@@ -30,18 +37,20 @@ __all__ = [
     "ActionHook",
     "ActionProcessor",
     "ActionResources",
+    "AddressPolicy",
     "AsyncActionExecutor",
     "BaseAction",
     "FinishAction",
     "IPythonInterpreter",
     "InternLMActionProcessor",
     "MemoryResultStore",
+    "PageFetcher",
     "RedisResultStore",
     "ResultStore",
     "SearchHit",
+    "SearxngClient",
     "ToolApi",
     "WebBrowser",
-    "WebClient",
     "action_queue",
     "build_actions",
     "openai_tool_schemas",

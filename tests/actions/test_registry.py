@@ -13,7 +13,7 @@ from shared.actions import (
     build_actions,
     openai_tool_schemas,
 )
-from shared.actions.search_results import RedisResultStore
+from shared.actions.web import RedisResultStore
 from shared.registry import RegistryError, load_plugins
 from shared.sandbox import SandboxProvider
 from shared.settings import Settings
@@ -65,7 +65,7 @@ def test_build_actions_hands_resources_to_the_actions(local_sandboxes: SandboxPr
     assert isinstance(ipython, IPythonInterpreter) and ipython.sandboxes is local_sandboxes
     assert ipython.timeout == 7
     assert isinstance(browser, WebBrowser)
-    assert browser.client.search_url == "http://127.0.0.1:9/search"
+    assert browser.engine.search_url == "http://127.0.0.1:9/search"
     assert isinstance(browser.results, RedisResultStore)
     assert isinstance(finish, FinishAction)
 

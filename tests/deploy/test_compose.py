@@ -74,3 +74,25 @@ def test_redis_keeps_an_append_only_file() -> None:
     command = _command("redis")
     assert command[command.index("--appendonly") + 1] == "yes"
     assert command[command.index("--appendfsync") + 1] in {"everysec", "always"}
+
+
+def test_the_tool_worker_searches_the_searxng_of_the_search_profile() -> None:
+    searxng = SERVICES["searxng"]
+    assert searxng["profiles"] == ["search"]
+    env = _env(SERVICES["tool_worker"])
+    settings = Settings(search_url=env["TASKYARD_SEARCH_URL"])
+    assert settings.search_url == "http://searxng:8080"  # the service, at the image's port
+    host_path, mounted = searxng["volumes"][0].split(":")[:2]
+    assert mounted == "/etc/searxng/settings.yml"
+    searx = yaml.safe_load((ROOT / host_path).read_text())
+    assert "json" in searx["search"]["formats"]  # else SearxNG answers format=json with 403
+    assert searx["server"]["limiter"] is False  # the tool workers are its only clients
+    assert "secret_key" not in searx["server"]  # it comes from SEARXNG_SECRET, never the repo
+    assert "SEARXNG_SECRET" in searxng["environment"]
+
+
+def test_no_service_lets_the_browser_open_private_addresses() -> None:
+    for service in SERVICES.values():
+        env = _env(service)
+        assert env.get("TASKYARD_BROWSE_ALLOW_PRIVATE", "false") == "false"
+        assert not env.get("TASKYARD_BROWSE_ALLOW_NETWORKS")

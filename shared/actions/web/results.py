@@ -16,7 +16,7 @@ from typing import Protocol
 import redis
 
 from shared import keys
-from shared.actions.web_client import SearchHit
+from shared.actions.web.searxng import SearchHit
 
 __all__ = ["MemoryResultStore", "RedisResultStore", "ResultStore"]
 
@@ -61,10 +61,6 @@ class RedisResultStore:
     def __init__(self, client: redis.Redis, ttl_s: int = 3600) -> None:
         self.client = client
         self.ttl_s = ttl_s
-
-    @classmethod
-    def from_url(cls, url: str, ttl_s: int = 3600) -> RedisResultStore:
-        return cls(redis.Redis.from_url(url), ttl_s)
 
     def save(self, session_id: str, hits: list[SearchHit]) -> None:
         data = json.dumps([asdict(hit) for hit in hits])

@@ -1,0 +1,35 @@
+"""The `WebBrowser` toolkit and its parts: SearxNG search, guarded page reads, readable text,
+and the per-session stores of results and pages."""
+
+from shared.actions.web.addresses import AddressPolicy
+from shared.actions.web.browser import WebBrowser
+from shared.actions.web.errors import BlockedAddress, WebFailure
+from shared.actions.web.fetch import Page, PageFetcher
+from shared.actions.web.guard import GuardedNetwork, GuardedTransport, Resolver, SystemResolver
+from shared.actions.web.page_cache import MemoryPageCache, PageCache, RedisPageCache
+from shared.actions.web.readable import Readable, readable_html
+from shared.actions.web.results import MemoryResultStore, RedisResultStore, ResultStore
+from shared.actions.web.searxng import SearchHit, SearxngClient
+
+__all__ = [
+    "AddressPolicy",
+    "BlockedAddress",
+    "GuardedNetwork",
+    "GuardedTransport",
+    "MemoryPageCache",
+    "MemoryResultStore",
+    "Page",
+    "PageCache",
+    "PageFetcher",
+    "Readable",
+    "RedisPageCache",
+    "RedisResultStore",
+    "Resolver",
+    "ResultStore",
+    "SearchHit",
+    "SearxngClient",
+    "SystemResolver",
+    "WebBrowser",
+    "WebFailure",
+    "readable_html",
+]
