@@ -50,6 +50,7 @@ class LocalStack:
     sandbox_backend: str = "docker"
     upstreams: str | None = None  # real OpenAI-compatible upstreams; scripted model if None
     model_tokens_per_s: float = 0  # the scripted model's stream pace (0: as fast as it can)
+    gateway_workers: int = 1
     agent_pool: str = "gevent"  # "threads" is the old configuration, kept for the benchmarks
     agent_concurrency: int = 1000
     tool_concurrency: int = 4
@@ -106,7 +107,8 @@ class LocalStack:
                  str(self.ports.model), "--tokens-per-s", str(self.model_tokens_per_s)]  # fmt: skip
         proxy = [py, "-m", "services.llm_proxy", "--host", host, "--port", str(self.ports.proxy)]
         gateway = [py, "-m", "uvicorn", "services.gateway.app:app", "--host", host,
-                   "--port", str(self.ports.gateway), "--no-access-log"]  # fmt: skip
+                   "--port", str(self.ports.gateway), "--no-access-log",
+                   "--workers", str(self.gateway_workers)]  # fmt: skip
         agent = [py, "-m", "celery", "-A", "services.agent_worker.worker", "worker", "-Q", "agent",
                  "--pool", self.agent_pool, "-c", str(self.agent_concurrency), "-n", "agent@%h",
                  *_CELERY_FLAGS]  # fmt: skip

@@ -27,19 +27,27 @@ def make_celery(settings: Settings, tool_names: list[str] | None = None) -> Cele
         accept_content=["json"],
         result_serializer="json",
         task_ignore_result=True,  # results travel through the task store, not the backend
+        # One backend object per process: by default each thread (each greenlet, under the
+        # gevent pool) builds its own on its first job, which costs milliseconds.
+        result_backend_thread_safe=True,
         broker_connection_retry_on_startup=True,
-        broker_transport_options=_transport_options(settings.visibility_timeout_s),
+        broker_transport="shared.broker:Transport",  # kombu's Redis transport, one client
+        broker_transport_options=_transport_options(settings),
         worker_hijack_root_logger=False,
     )
     return app
 
 
-def _transport_options(visibility_timeout_s: int) -> dict[str, float]:
-    """A job whose worker died returns to its queue after `visibility_timeout_s`; kombu sweeps
+def _transport_options(settings: Settings) -> dict[str, float]:
+    """A job whose worker died returns to its queue after the visibility timeout; kombu sweeps
     for such jobs every interval x throttle seconds (100 s by default), so sweep well within
-    the timeout instead."""
+    the timeout instead. kombu's pool holds 10 connections by default: a thousand greenlets
+    acking at once would run out, and a job whose unacked record or ack fails is lost or
+    runs twice, so the pool is as large as the setting says."""
+    timeout = settings.visibility_timeout_s
     return {
-        "visibility_timeout": visibility_timeout_s,
-        "unacked_restore_interval": min(10.0, max(1.0, visibility_timeout_s / 4)),
+        "visibility_timeout": timeout,
+        "unacked_restore_interval": min(10.0, max(1.0, timeout / 4)),
         "unacked_restore_throttle": 1,
+        "max_connections": settings.broker_max_connections,
     }

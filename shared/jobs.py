@@ -1,11 +1,21 @@
-"""Every Celery job taskyard sends: its payload (one pydantic model) and the one function that
-enqueues it. The gateway and the workers send and take jobs only through this module, so a
-payload is validated once, where the job starts."""
+"""Every Celery job taskyard sends: its payload (one pydantic model), the function that
+enqueues it, and its `Envelope`.
+
+An envelope is the job as the broker holds it: Celery's task message (built by Celery itself,
+protocol 2) inside kombu's Redis transport wrapping, ready to be pushed onto its queue's list.
+The store pushes envelopes from inside its Lua scripts, so a step's commit and the jobs it
+starts are one atomic write: no crash can land between them, and no job is sent twice. (The
+broker therefore lives on the store's Redis server; another database number is fine.)
+"""
 
 from __future__ import annotations
 
+import base64
+import uuid
+from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from celery import Celery
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -13,7 +23,16 @@ from shared import keys
 from shared.actions import action_queue
 from shared.schema import ToolCall
 
-__all__ = ["AgentStepJob", "ToolRunJob", "enqueue_agent_step", "enqueue_tool_run"]
+__all__ = [
+    "AgentStepJob",
+    "Envelope",
+    "Job",
+    "ToolRunJob",
+    "enqueue",
+    "enqueue_agent_step",
+    "enqueue_tool_run",
+    "envelope",
+]
 
 
 class _Job(BaseModel):
@@ -49,9 +68,73 @@ class ToolRunJob(_Job):
         return f"{self.tenant}:{self.session_id}"
 
 
+Job = AgentStepJob | ToolRunJob
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """A job as the broker holds it: its queue's Redis list and kombu's message JSON."""
+
+    queue: str
+    message: str
+
+
+def _route(job: Job) -> tuple[str, str]:
+    """The Celery task name and the queue of a job."""
+    if isinstance(job, ToolRunJob):
+        return keys.TOOL_RUN_TASK, action_queue(job.call.name)
+    return keys.AGENT_STEP_TASK, keys.AGENT_QUEUE
+
+
+def _describe(job: Job) -> str:
+    # What Celery's logs and Flower show for the job, instead of its whole payload.
+    call = f" {job.call.name}#{job.call.id}" if isinstance(job, ToolRunJob) else ""
+    return f"{job.task_id} step {job.step}{call}"
+
+
+def enqueue(celery: Celery, job: Job) -> None:
+    """Send one job through Celery (where no store write goes with it)."""
+    name, queue = _route(job)
+    # Results travel through the store: without ignore_result, send_task would subscribe to
+    # the result backend for every job (a Redis round trip, and an unsubscribe later).
+    celery.send_task(name, args=[job.payload()], queue=queue, ignore_result=True,
+                     argsrepr=_describe(job), kwargsrepr="{}")  # fmt: skip
+
+
 def enqueue_agent_step(celery: Celery, job: AgentStepJob) -> None:
-    celery.send_task(keys.AGENT_STEP_TASK, args=[job.payload()], queue=keys.AGENT_QUEUE)
+    enqueue(celery, job)
 
 
 def enqueue_tool_run(celery: Celery, job: ToolRunJob) -> None:
-    celery.send_task(keys.TOOL_RUN_TASK, args=[job.payload()], queue=action_queue(job.call.name))
+    enqueue(celery, job)
+
+
+def envelope(celery: Celery, job: Job) -> Envelope:
+    """The job as `enqueue` would put it on the broker, for the store to push atomically.
+
+    Celery builds the task message; the wrapping is kombu's Redis transport format (the
+    virtual transport's `prepare_message`, then base64 body and delivery tag, as its
+    `basic_publish` does for the default exchange). A test holds it equal to kombu's own.
+    """
+    name, queue = _route(job)
+    task_id = str(uuid.uuid4())
+    message = celery.amqp.as_task_v2(
+        task_id, name, args=[job.payload()], kwargs={}, ignore_result=True,
+        argsrepr=_describe(job), kwargsrepr="{}",
+    )  # fmt: skip
+    properties = {
+        **message.properties,
+        "delivery_mode": 2,
+        "delivery_info": {"exchange": "", "routing_key": queue},
+        "priority": 0,
+        "body_encoding": "base64",
+        "delivery_tag": str(uuid.uuid4()),
+    }
+    wrapped = {
+        "body": base64.b64encode(orjson.dumps(message.body)).decode(),
+        "content-encoding": "utf-8",
+        "content-type": "application/json",
+        "headers": message.headers,
+        "properties": properties,
+    }
+    return Envelope(queue, orjson.dumps(wrapped).decode())

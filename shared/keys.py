@@ -18,6 +18,7 @@ __all__ = [
     "session_memory",
     "session_waiting",
     "task",
+    "task_advanced",
     "task_events",
     "task_tool_results",
     "tool_queue",
@@ -46,6 +47,11 @@ def task_events(task_id: str) -> str:
 
 def task_tool_results(task_id: str, step: int) -> str:
     return f"task:{task_id}:step:{step}:results"
+
+
+def task_advanced(task_id: str, step: int) -> str:
+    """Set by the one tool result that completes a step (and so starts the next one)."""
+    return f"task:{task_id}:step:{step}:advanced"
 
 
 def idempotency(tenant: str, key: str) -> str:

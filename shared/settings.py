@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from functools import lru_cache
 from typing import Annotated, Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from pydantic import Field, IPvAnyNetwork, field_validator
+from pydantic import Field, IPvAnyNetwork, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from redis.connection import parse_url
 
-__all__ = ["Settings", "get_settings"]
+__all__ = ["Settings", "broker_database", "get_settings"]
 
 _PLACEHOLDER_KEYS = {"", "changeme", "secret"}
 
@@ -21,9 +23,11 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TASKYARD_", extra="ignore", frozen=True)
 
     # Redis: tasks, events and memory on one database, Celery's broker and results on others.
+    # The broker must be on the store's server (see `broker_database`); unset, the broker and
+    # the result backend follow `redis_url` onto its server's databases 1 and 2.
     redis_url: str = "redis://127.0.0.1:6379/0"
-    broker_url: str = "redis://127.0.0.1:6379/1"
-    result_backend: str = "redis://127.0.0.1:6379/2"
+    broker_url: str = ""
+    result_backend: str = ""
     # An unacked job (its worker died) returns to its queue after this long; steps are idempotent.
     visibility_timeout_s: int = Field(default=600, ge=1)
 
@@ -50,6 +54,8 @@ class Settings(BaseSettings):
     agent_session_cache: int = Field(default=10_000, ge=0)
     llm_max_connections: int = Field(default=4096, ge=1)
     redis_max_connections: int = Field(default=64, ge=2)
+    # Celery's broker connections per worker process: at least the worker's concurrency.
+    broker_max_connections: int = Field(default=2048, ge=10)
 
     # Sandboxes.
     sandbox_backend: str = "docker"  # "docker" or "local"
@@ -95,10 +101,47 @@ class Settings(BaseSettings):
             return tuple(part.strip() for part in value.split(",") if part.strip())
         return value
 
+    @model_validator(mode="before")
+    @classmethod
+    def _celery_beside_the_store(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            store = str(data.get("redis_url") or cls.model_fields["redis_url"].default)
+            for name, db in (("broker_url", 1), ("result_backend", 2)):
+                if not data.get(name):
+                    data[name] = _on_db(store, db)
+        return data
+
+    @model_validator(mode="after")
+    def _broker_beside_the_store(self) -> Settings:
+        broker_database(self.redis_url, self.broker_url)
+        return self
+
     def tenants_by_key(self) -> dict[str, str]:
         """API key to tenant name."""
         pairs = (pair.split("=", 1) for pair in self.api_keys.split(",") if "=" in pair)
         return {key.strip(): tenant.strip() for key, tenant in pairs}
+
+
+def _on_db(url: str, db: int) -> str:
+    """`url` with its database number replaced by `db`."""
+    parts = urlsplit(url)
+    if parts.scheme == "unix":  # the database is a query parameter there
+        query = [(k, v) for k, v in parse_qsl(parts.query) if k != "db"] + [("db", str(db))]
+        return f"unix://{parts.path}?{urlencode(query)}"
+    return urlunsplit(parts._replace(path=f"/{db}"))
+
+
+def broker_database(store_url: str, broker_url: str) -> int:
+    """The broker's database number, checked to be on the store's Redis server: a commit and
+    the jobs it starts are one atomic write (see `shared.jobs`)."""
+    store, broker = parse_url(store_url), parse_url(broker_url)
+    if any(store.get(k) != broker.get(k) for k in ("host", "port", "path")):
+        raise ValueError(
+            "TASKYARD_BROKER_URL must be on the same Redis server as TASKYARD_REDIS_URL "
+            "(another database number is fine): a step's commit and the jobs it starts are "
+            f"one atomic write; got broker {broker_url!r}, store {store_url!r}"
+        )
+    return int(broker.get("db", 0))
 
 
 @lru_cache

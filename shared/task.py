@@ -9,7 +9,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, Field, field_serializer
 
-from shared.schema import ToolCall
+from shared.schema import AgentMessage, ToolCall
 from shared.spec import AgentSpec
 
 __all__ = ["TERMINAL", "TaskRecord", "TaskStatus", "new_task_id"]
@@ -58,6 +58,10 @@ class TaskRecord(BaseModel):
         # Only what the task set: a registered agent's own defaults must not be overridden.
         return spec.model_dump(mode="json", exclude_unset=True)
 
+    def user_message(self) -> AgentMessage:
+        """The task's input as the message that starts it."""
+        return AgentMessage(sender="user", content=self.input)
+
     @property
     def terminal(self) -> bool:
         return self.status in TERMINAL
@@ -69,10 +73,12 @@ class TaskRecord(BaseModel):
 
     @classmethod
     def from_redis(cls, fields: dict[str, str]) -> TaskRecord:
-        decoded = {k: _maybe_json(k, v) for k, v in fields.items() if k in cls.model_fields}
+        known = _FIELDS
+        decoded = {k: _maybe_json(k, v) for k, v in fields.items() if k in known}
         return cls.model_validate(decoded)
 
 
+_FIELDS = frozenset(TaskRecord.model_fields)
 _JSON_FIELDS = frozenset(
     {
         "spec",

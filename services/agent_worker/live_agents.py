@@ -105,7 +105,7 @@ class LiveAgents:
             tail = start.memories.get(path)
             whole = tail is not None and tail.offset == 0
             messages = tail.messages if whole else await store.memory(*key, path)
-            memory.load(messages, record.session_id)
+            memory.add(messages, record.session_id)  # fresh from Redis: no copies needed
             offsets[path] = len(messages)
         live = LiveSession(*key, spec_key, agent, offsets, start.epoch, shared=not duplicate)
         if not duplicate:
@@ -129,11 +129,13 @@ class LiveAgents:
             live.agent.reset(live.session_id)
 
     def _evict(self) -> None:
-        for key in list(self._sessions):
-            if len(self._sessions) <= self.max_sessions:
-                return
+        if len(self._sessions) <= self.max_sessions:
+            return
+        for key in list(self._sessions):  # oldest first
             if not self._sessions[key].busy:
                 self._drop(key)
+            if len(self._sessions) <= self.max_sessions:
+                return
 
 
 def _fits(live: LiveSession, spec_key: str, tails: Mapping[str, object]) -> bool:
@@ -145,7 +147,8 @@ def _apply_tails(live: LiveSession, start: StepStart) -> None:
     for path, tail in start.memories.items():
         memory = memories[path]
         if tail.offset == 0:  # rewritten in Redis meanwhile: load it whole
-            memory.load(tail.messages, live.session_id)
+            memory.reset(live.session_id)
+            memory.add(tail.messages, live.session_id)
         elif tail.messages:
             memory.add(tail.messages, live.session_id)
         live.offsets[path] = tail.offset + len(tail.messages)

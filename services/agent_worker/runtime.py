@@ -7,12 +7,13 @@ from __future__ import annotations
 import asyncio
 
 import aiohttp
+from celery import Celery
 
 from services.agent_worker.live_agents import LiveAgents
-from services.agent_worker.step import Job, StepRunner
+from services.agent_worker.step import StepRunner
 from shared.agents import AsyncAgent, build_agent, default_llm
 from shared.cancel import CancelWatch
-from shared.jobs import AgentStepJob
+from shared.jobs import AgentStepJob, Job
 from shared.loop import LoopThread
 from shared.settings import Settings
 from shared.spec import AgentSpec
@@ -24,26 +25,29 @@ __all__ = ["AgentRuntime"]
 class AgentRuntime:
     """Started once per worker process, on first use (after gevent has patched the process)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, celery: Celery) -> None:
         self.settings = settings
+        self.celery = celery
         self.loop = LoopThread("agent-loop")
         self.runner: StepRunner = self.loop.run(self._start())
 
     async def _start(self) -> StepRunner:
         settings = self.settings
-        self.store = TaskStore.from_url(settings.redis_url, settings.redis_max_connections)
+        self.store = TaskStore.from_url(
+            settings.redis_url, settings.broker_url, settings.redis_max_connections
+        )
         connector = aiohttp.TCPConnector(limit=settings.llm_max_connections)
         self.http = aiohttp.ClientSession(connector=connector)
         self.cancels = CancelWatch(self.store.r)
         self._listening = asyncio.create_task(self.cancels.listen())
         agents = LiveAgents(self._build, max_sessions=settings.agent_session_cache)
-        return StepRunner(self.store, settings, agents, self.cancels)
+        return StepRunner(self.store, settings, agents, self.cancels, self.celery)
 
     def _build(self, spec: AgentSpec) -> AsyncAgent:
         return build_agent(spec, self.settings, llm=default_llm(spec, self.settings, self.http))
 
-    def run_step(self, job: AgentStepJob, redelivered: bool) -> list[Job]:
-        return self.loop.run(self.runner.run(job, redelivered))
+    def run_step(self, job: AgentStepJob) -> list[Job]:
+        return self.loop.run(self.runner.run(job))
 
     def fail(self, job: AgentStepJob, reason: str) -> list[Job]:
         return self.loop.run(self.runner.fail(job, reason))

@@ -1,9 +1,9 @@
 """One agent step: begin it (one round trip: the task, its inputs, the session's new
 messages), call the session's warm agent on the inputs while its text streams to the event
-stream, commit exactly once (one round trip), and say which jobs come next.
+stream, and commit exactly once (one round trip) together with the tool jobs it starts.
 
-The step runs on the worker's event loop; the caller sends the jobs it returns, so a crash
-between the commit and the sending is redelivered and `_not_current` sends what is missing.
+The step runs on the worker's event loop. It returns the jobs left for the caller to send:
+only the first step of a task that was waiting for the session.
 """
 
 from __future__ import annotations
@@ -14,20 +14,20 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 
+from celery import Celery
+
 from services.agent_worker.live_agents import LiveAgents, LiveSession
 from services.agent_worker.tokens import TokenBuffer
 from shared.cancel import CancelWatch
-from shared.jobs import AgentStepJob, ToolRunJob
+from shared.jobs import AgentStepJob, Job, ToolRunJob, envelope
 from shared.schema import AgentMessage, AgentStatusCode, ToolCall
 from shared.settings import Settings
 from shared.store import StepCommit, StepStart, TaskStore
 from shared.task import TaskRecord, TaskStatus
 
-__all__ = ["Job", "StepRunner"]
+__all__ = ["StepRunner"]
 
 log = logging.getLogger("taskyard.agent_worker")
-
-Job = AgentStepJob | ToolRunJob
 
 
 class StepCancelled(Exception):
@@ -43,13 +43,15 @@ class StepRunner:
         settings: Settings,
         agents: LiveAgents,
         cancels: CancelWatch,
+        celery: Celery,
     ) -> None:
         self.store = store
         self.settings = settings
         self.agents = agents
         self.cancels = cancels
+        self.celery = celery  # builds the envelopes of the jobs a commit pushes
 
-    async def run(self, job: AgentStepJob, redelivered: bool = False) -> list[Job]:
+    async def run(self, job: AgentStepJob) -> list[Job]:
         """Run the step `job` names; returns the jobs to send next."""
         offsets, epoch = self.agents.offsets(job.tenant, job.session_id)
         start = await self.store.begin_step(
@@ -58,14 +60,14 @@ class StepRunner:
         if start is None:
             return []
         if not start.current:
-            return await self._not_current(start.record, job, redelivered)
+            return await self._not_current(start.record)
         if (limit := self._limit_reached(start.record)) is not None:
             return await self.end(start.record, *limit)
         live = await self.agents.acquire(start, self.store)
         committed: dict[str, list[AgentMessage]] | None = None
         try:
-            reply = await self._call(live, start)
-            committed, jobs = await self._commit(start, live, reply)
+            reply, unsent = await self._call(live, start)
+            committed, jobs = await self._commit(start, live, reply, unsent)
         except StepCancelled:
             return []
         finally:
@@ -87,7 +89,8 @@ class StepRunner:
 
     # -- the call ----------------------------------------------------------------------------
 
-    async def _call(self, live: LiveSession, start: StepStart) -> AgentMessage:
+    async def _call(self, live: LiveSession, start: StepStart) -> tuple[AgentMessage, str]:
+        """The agent's reply, and its streamed text not published yet."""
         record, task = start.record, asyncio.current_task()
         assert task is not None
         tokens = TokenBuffer(self.store, record.id, live.agent.name, self.settings.token_flush_s)
@@ -104,57 +107,46 @@ class StepRunner:
                     *start.inputs(), session_id=record.session_id, task_id=record.id
                 )
                 async with aclosing(stream):
-                    return await _reply(stream, tokens)
+                    reply = await _reply(stream, tokens)
         except asyncio.CancelledError:
             if not cancelled:
                 raise
             task.uncancel()
             raise StepCancelled(record.id) from None
         finally:
-            await tokens.close()
+            unsent = await tokens.close()
+        return reply, unsent
 
     async def _commit(
-        self, start: StepStart, live: LiveSession, reply: AgentMessage
+        self, start: StepStart, live: LiveSession, reply: AgentMessage, unsent: str
     ) -> tuple[dict[str, list[AgentMessage]] | None, list[Job]]:
         record, calls = start.record, reply.tool_calls
         new = live.new_messages()
-        # The user's message is news to the event stream; tool results were published as they came.
-        published = [*start.inputs(), reply] if record.step == 0 else [reply]
+        published = [reply]  # the user's message went out with the task, tool results as they came
+        tokens = {"delta": unsent, "sender": live.agent.name} if unsent else None
+        commit = StepCommit(record, TaskStatus.SUCCEEDED, new, published, reply.usage,
+                            tokens=tokens)  # fmt: skip
         if calls:
-            pending = [c.model_dump(mode="json") for c in calls]
-            commit = StepCommit(record, TaskStatus.WAITING_TOOLS, new, published, reply.usage,
-                                fields={"pending_calls": pending})  # fmt: skip
+            commit.status = TaskStatus.WAITING_TOOLS
+            commit.fields = {"pending_calls": [c.model_dump(mode="json") for c in calls]}
+            commit.jobs = [envelope(self.celery, _tool_job(record, call)) for call in calls]
         else:
-            text = _text(reply)
-            commit = StepCommit(record, TaskStatus.SUCCEEDED, new, published, reply.usage,
-                                fields={"result": text}, shown={"result": text})  # fmt: skip
+            commit.fields = commit.shown = {"result": _text(reply)}
         applied, following = await self.store.commit_step(commit)
         if not applied:
             log.info("step already committed", extra={"task_id": record.id, "step": record.step})
             return None, []
-        if calls:
-            return new, [_tool_job(record, record.step, call) for call in calls]
         return new, _first_step(record, following)
 
     # -- steps that are not to run -----------------------------------------------------------
 
-    async def _not_current(
-        self, record: TaskRecord, job: AgentStepJob, redelivered: bool
-    ) -> list[Job]:
-        if record.terminal:
-            # An ended task may still hold its session (it ended between two steps): pass it on.
-            if await self.store.session_holder(record.tenant, record.session_id) == record.id:
-                return _first_step(record, await self.store.release_session(record))
-            return []
-        # A redelivered step that was committed but crashed before sending its tool calls.
-        committed = record.step == job.step + 1 and record.status == TaskStatus.WAITING_TOOLS
-        if not (redelivered and committed):
-            return []
-        done = await self.store.tool_results(record.id, job.step, record.pending_calls)
-        answered = {m.tool_call_id for m in done}
-        return [
-            _tool_job(record, job.step, c) for c in record.pending_calls if c.id not in answered
-        ]
+    async def _not_current(self, record: TaskRecord) -> list[Job]:
+        """A duplicate or stale step does nothing (its commit pushed its jobs already); but an
+        ended task may still hold its session (it ended between two steps): pass it on."""
+        holder = await self.store.session_holder(record.tenant, record.session_id)
+        if record.terminal and holder == record.id:
+            return _first_step(record, await self.store.release_session(record))
+        return []
 
     def _limit_reached(self, record: TaskRecord) -> tuple[TaskStatus, str] | None:
         max_steps = record.spec.max_steps or self.settings.default_max_steps
@@ -179,9 +171,9 @@ async def _reply(stream: AsyncIterator[AgentMessage], tokens: TokenBuffer) -> Ag
     return reply
 
 
-def _tool_job(record: TaskRecord, step: int, call: ToolCall) -> ToolRunJob:
+def _tool_job(record: TaskRecord, call: ToolCall) -> ToolRunJob:
     return ToolRunJob(
-        task_id=record.id, step=step, tenant=record.tenant, session_id=record.session_id,
+        task_id=record.id, step=record.step, tenant=record.tenant, session_id=record.session_id,
         call=call,
     )  # fmt: skip
 

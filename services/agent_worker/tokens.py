@@ -1,6 +1,7 @@
 """The model's tokens to the task's event stream, batched: the deltas of one flush interval
 go out as one `token` event, so a fast model costs a few Redis writes per step, not one per
-token, and a follower still sees text within the interval."""
+token, and a follower still sees text within the interval. What is left when the model ends
+goes out with the step's commit (`close` hands it over), not in a write of its own."""
 
 from __future__ import annotations
 
@@ -46,9 +47,12 @@ class TokenBuffer:
             data = {"delta": text, "sender": self.sender}
             self.ended = await self.store.publish(self.task_id, EventKind.TOKEN, data) is None
 
-    async def close(self) -> None:
-        """Publish the rest and stop the timer."""
+    async def close(self) -> str:
+        """Stop the timer; the text not published yet (for the commit to publish)."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        await self.flush()
+        if self._flushing is not None:
+            await self._flushing
+        rest, self._pending = "".join(self._pending), []
+        return "" if self.ended else rest

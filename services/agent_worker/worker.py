@@ -14,10 +14,9 @@ import threading
 from celery import Task, signals
 
 from services.agent_worker.runtime import AgentRuntime
-from services.agent_worker.step import Job
 from shared import keys
 from shared.celery_app import make_celery
-from shared.jobs import AgentStepJob, ToolRunJob, enqueue_agent_step, enqueue_tool_run
+from shared.jobs import AgentStepJob, Job, enqueue
 from shared.llms import LLMError
 from shared.logs import setup_logging
 from shared.registry import load_plugins
@@ -39,7 +38,7 @@ def runtime() -> AgentRuntime:
     global _runtime
     with _runtime_lock:
         if _runtime is None:
-            _runtime = AgentRuntime(settings)
+            _runtime = AgentRuntime(settings, app)
         return _runtime
 
 
@@ -47,9 +46,8 @@ def runtime() -> AgentRuntime:
 def agent_step(self: Task, payload: dict) -> None:
     """Run one step of a task, then send the jobs it leads to."""
     job = AgentStepJob.model_validate(payload)
-    redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
     try:
-        jobs = runtime().run_step(job, redelivered)
+        jobs = runtime().run_step(job)
     except Exception as exc:
         jobs = _retry_or_fail(self, job, exc)
     send(jobs)
@@ -57,10 +55,7 @@ def agent_step(self: Task, payload: dict) -> None:
 
 def send(jobs: list[Job]) -> None:
     for job in jobs:
-        if isinstance(job, ToolRunJob):
-            enqueue_tool_run(app, job)
-        else:
-            enqueue_agent_step(app, job)
+        enqueue(app, job)
 
 
 def _retry_or_fail(task: Task, job: AgentStepJob, exc: Exception) -> list[Job]:

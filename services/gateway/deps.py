@@ -15,9 +15,19 @@ from shared.celery_app import make_celery
 from shared.settings import Settings, get_settings
 from shared.store import TaskStore
 
-__all__ = ["CeleryDep", "HubDep", "SettingsDep", "StoreDep", "TenantDep"]
+__all__ = ["CeleryDep", "HubDep", "SettingsDep", "StoreDep", "TenantDep", "app_settings"]
 
-SettingsDep = Annotated[Settings, Depends(get_settings)]
+
+# Every dependency here is `async def`: FastAPI runs a plain `def` one on its thread pool,
+# a thread hop per request for what is a dictionary lookup.
+
+
+async def app_settings() -> Settings:
+    """The settings (tests override this dependency)."""
+    return get_settings()
+
+
+SettingsDep = Annotated[Settings, Depends(app_settings)]
 
 
 @cache
@@ -25,22 +35,22 @@ def _celery(settings: Settings) -> Celery:
     return make_celery(settings)
 
 
-def get_celery(settings: SettingsDep) -> Celery:
+async def get_celery(settings: SettingsDep) -> Celery:
     return _celery(settings)
 
 
-def get_store(request: Request, settings: SettingsDep) -> TaskStore:
+async def get_store(request: Request, settings: SettingsDep) -> TaskStore:
     """The app's store (its async clients live on the app's event loop; the lifespan closes
     them)."""
     stores: dict[str, TaskStore] = request.app.state.stores
     if settings.redis_url not in stores:
         stores[settings.redis_url] = TaskStore.from_url(
-            settings.redis_url, settings.redis_max_connections
+            settings.redis_url, settings.broker_url, settings.redis_max_connections
         )
     return stores[settings.redis_url]
 
 
-def get_hub(
+async def get_hub(
     request: Request, settings: SettingsDep, store: Annotated[TaskStore, Depends(get_store)]
 ) -> EventHub:
     """The app's one reader of event streams."""
@@ -57,7 +67,7 @@ def get_hub(
 _bearer = HTTPBearer(auto_error=False)
 
 
-def get_tenant(
+async def get_tenant(
     settings: SettingsDep,
     creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> str:

@@ -13,7 +13,7 @@ from celery import Task, signals
 from services.tool_worker.runner import ToolRunner
 from shared import keys
 from shared.celery_app import make_celery
-from shared.jobs import AgentStepJob, ToolRunJob, enqueue_agent_step
+from shared.jobs import AgentStepJob, ToolRunJob, envelope
 from shared.logs import setup_logging
 from shared.loop import LoopThread
 from shared.registry import load_plugins
@@ -40,7 +40,9 @@ class _Store:
 
 
 async def _open_store() -> TaskStore:
-    return TaskStore.from_url(settings.redis_url, settings.redis_max_connections)
+    return TaskStore.from_url(
+        settings.redis_url, settings.broker_url, settings.redis_max_connections
+    )
 
 
 _store: _Store | None = None
@@ -64,14 +66,12 @@ def tool_run(self: Task, payload: dict) -> None:
     message = None
     if not run(store.has_tool_result(job.task_id, job.step, job.call.id)):
         message = _run_call(self, job)
-    stored = run(store.put_tool_result(job.task_id, job.step, job.call.id, message))
-    redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
-    # Exactly one job starts the next step; a redelivered one may again (the step is idempotent).
-    if stored.advance or (stored.complete and redelivered):
-        next_step = AgentStepJob(
-            task_id=job.task_id, step=job.step + 1, tenant=job.tenant, session_id=job.session_id
-        )
-        enqueue_agent_step(app, next_step)
+    next_step = AgentStepJob(
+        task_id=job.task_id, step=job.step + 1, tenant=job.tenant, session_id=job.session_id
+    )
+    # The result that completes the step pushes the next step's job with it, atomically.
+    run(store.put_tool_result(job.task_id, job.step, job.call.id, message,
+                              envelope(app, next_step)))  # fmt: skip
 
 
 def _run_call(task: Task, job: ToolRunJob) -> AgentMessage:

@@ -8,6 +8,7 @@ becomes ``user``, and consecutive user messages are merged into one.
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,6 +19,7 @@ __all__ = ["ChatMessage", "DefaultAggregator", "SystemPrompt", "content_text"]
 
 ChatMessage = dict[str, Any]
 SystemPrompt = str | ChatMessage | list[ChatMessage]
+_Rendered = tuple["weakref.ref[AgentMessage]", str, list[ChatMessage]]
 
 
 class DefaultAggregator:
@@ -39,9 +41,22 @@ class DefaultAggregator:
         """The chat messages for `messages` as seen by the agent called `name`."""
         chat = self.system_messages(system_prompt, parser)
         for message in messages:
-            for entry in self.render(message, name):
+            for entry in self._render_once(message, name):
                 self._append(chat, entry)
         return chat
+
+    def _render_once(self, message: AgentMessage, name: str) -> list[ChatMessage]:
+        """`render`, remembered for each message still alive: a long session's step renders
+        only its new messages (memory's messages are copies nobody edits in place)."""
+        rendered: dict[int, _Rendered] = self.__dict__.setdefault("_rendered", {})
+        key = id(message)
+        cached = rendered.get(key)
+        if cached is not None and cached[0]() is message and cached[1] == name:
+            return cached[2]
+        entries = self.render(message, name)
+        forget = rendered.pop
+        rendered[key] = (weakref.ref(message, lambda _: forget(key, None)), name, entries)
+        return entries
 
     def render(self, message: AgentMessage, name: str) -> list[ChatMessage]:
         """The chat messages for one memory message."""
@@ -63,7 +78,11 @@ class DefaultAggregator:
     def _append(self, chat: list[ChatMessage], entry: ChatMessage) -> None:
         last = chat[-1] if chat else None
         if entry["role"] == "user" and last is not None and _plain_user(last):
-            last["content"] = f"{last['content']}{self.user_separator}{entry['content']}"
+            # A new entry, not an edit of `last`: rendered entries are shared (see render cache).
+            chat[-1] = {
+                **last,
+                "content": f"{last['content']}{self.user_separator}{entry['content']}",
+            }
         else:
             chat.append(entry)
 

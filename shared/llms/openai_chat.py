@@ -17,6 +17,7 @@ from typing import Any
 import aiohttp
 import httpx
 import orjson
+import yarl
 
 from shared.llms.base import ChatMessages, ChatResult
 from shared.llms.errors import LLMError
@@ -197,6 +198,7 @@ class AsyncOpenAIChat(_ChatConfig):
         super().__init__(base_url, model, api_key, max_retries, params)
         self.session = session
         self._own_session = session is None
+        self._target = yarl.URL(self.url)  # parsed once, not on every request
         # No total limit (a long answer may stream for minutes); `timeout` of silence ends it.
         self.timeout = aiohttp.ClientTimeout(total=None, sock_connect=10.0, sock_read=timeout)
 
@@ -250,7 +252,7 @@ class AsyncOpenAIChat(_ChatConfig):
         while True:
             try:
                 response = await session.post(
-                    self.url, data=body, headers=headers, timeout=self.timeout
+                    self._target, data=body, headers=headers, timeout=self.timeout
                 )
             except (aiohttp.ClientError, TimeoutError) as exc:
                 error = LLMError(f"model server unreachable: {exc!r}")

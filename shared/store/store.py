@@ -17,7 +17,9 @@ import redis.asyncio as aioredis
 
 from shared import keys
 from shared.events import Event, EventKind, decode_entry, dumps
+from shared.jobs import Envelope
 from shared.schema import AgentMessage, ToolCall
+from shared.settings import broker_database
 from shared.store.scripts import SCRIPTS, source
 from shared.task import TERMINAL, TaskRecord, TaskStatus
 
@@ -69,7 +71,7 @@ class StepStart:
         """The step's input: the user's message first, then the tool results in call order."""
         record = self.record
         if record.step == 0:
-            return [AgentMessage(sender="user", content=record.input)]
+            return [record.user_message()]
         return [self.results[c.id] for c in record.pending_calls if c.id in self.results]
 
 
@@ -84,6 +86,8 @@ class StepCommit:
     usage: Mapping[str, int] = field(default_factory=dict)
     fields: Mapping[str, Any] = field(default_factory=dict)
     shown: Mapping[str, Any] = field(default_factory=dict)  # extra data of the status event
+    jobs: Sequence[Envelope] = ()  # pushed to the broker with the commit
+    tokens: Mapping[str, Any] | None = None  # the model's last unpublished text, a token event
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,20 +101,26 @@ class ToolResultStored:
 
 
 class TaskStore:
-    """Typed access to taskyard's Redis keys. Takes a client, so tests hand in their own."""
+    """Typed access to taskyard's Redis keys. Takes a client, so tests hand in their own.
 
-    def __init__(self, client: aioredis.Redis) -> None:
+    `broker_db` is the database of Celery's broker on the same server: the scripts push the
+    jobs a write starts there, in the same atomic step (see `shared.jobs`).
+    """
+
+    def __init__(self, client: aioredis.Redis, broker_db: int = 1) -> None:
         self.r = client
+        self.db = int(client.connection_pool.connection_kwargs.get("db", 0))
+        self.broker_db = broker_db
         self._scripts = {name: client.register_script(source(name)) for name in SCRIPTS}
 
     @classmethod
-    def from_url(cls, url: str, max_connections: int = 64) -> TaskStore:
+    def from_url(cls, url: str, broker_url: str, max_connections: int = 64) -> TaskStore:
         # A bounded pool: a thousand steps in flight share a few connections instead of opening
         # one each.
         pool = aioredis.BlockingConnectionPool.from_url(
             url, decode_responses=True, max_connections=max_connections, timeout=30
         )
-        return cls(aioredis.Redis(connection_pool=pool))
+        return cls(aioredis.Redis(connection_pool=pool), broker_database(url, broker_url))
 
     async def close(self) -> None:
         await self.r.aclose()
@@ -123,17 +133,22 @@ class TaskStore:
     async def create(
         self,
         record: TaskRecord,
+        first_step: Envelope | None = None,
         idempotency_key: str | None = None,
         fingerprint: str = "",
         reject_if_busy: bool = False,
     ) -> Created:
-        """Store a new task and claim its session (or queue it behind), in one step."""
+        """Store a new task and claim its session, pushing `first_step` then (or queue the
+        task behind the session's current one), in one atomic step."""
         idem = keys.idempotency(record.tenant, idempotency_key) if idempotency_key else ""
         keys_ = [*_task_keys(record.id), *_session_keys(record), idem or keys.task(record.id)]
         mark = (fingerprint or "-") if idem else ""  # '' tells the script there is no key
         busy = "1" if reject_if_busy else "0"
         queued = dumps({"status": "queued"})
-        args = [record.id, queued, mark, _IDEMPOTENCY_TTL_S, busy, *_flat(record.to_redis())]
+        job = [first_step.queue, first_step.message] if first_step else ["", ""]
+        asked = dumps(record.user_message().model_dump(mode="json"))
+        args = [record.id, queued, mark, _IDEMPOTENCY_TTL_S, busy, self.db, self.broker_db,
+                *job, asked, *_flat(record.to_redis())]  # fmt: skip
         reply = await self._run("create_task", keys_, args)
         if reply[0] == "existing":
             return Created("existing", reply[1], fingerprint=reply[2])
@@ -201,17 +216,23 @@ class TaskStore:
         ended the task and one was waiting)."""
         record, paths = commit.record, list(commit.memories)
         fields_ = _flat(_stamp(commit.fields))
-        events = [dumps(m.model_dump(mode="json")) for m in commit.published]
+        events: list[str] = []
+        if commit.tokens:
+            events += [EventKind.TOKEN.value, dumps(commit.tokens)]
+        for message in commit.published:
+            events += [EventKind.MESSAGE.value, dumps(message.model_dump(mode="json"))]
         args: list[Any] = [
             str(record.step), record.id, commit.status.value,
             "1" if commit.status in TERMINAL else "0",
             dumps({"status": commit.status.value, **commit.shown}),
             commit.usage.get("prompt_tokens", 0), commit.usage.get("completion_tokens", 0),
-            len(fields_), *fields_, len(events), *events,
+            self.db, self.broker_db, len(fields_), *fields_, len(events), *events,
         ]  # fmt: skip
         for path in paths:
             messages = commit.memories[path]
             args += [len(messages), *(m.model_dump_json() for m in messages)]
+        jobs = [part for job in commit.jobs for part in (job.queue, job.message)]
+        args += [len(jobs), *jobs]
         memories = [keys.session_memory(record.tenant, record.session_id, p) for p in paths]
         keys_ = [*_task_keys(record.id), *_session_keys(record), *memories]
         reply = await self._run("commit_step", keys_, args)
@@ -257,15 +278,26 @@ class TaskStore:
     # -- tool results ------------------------------------------------------------------------
 
     async def put_tool_result(
-        self, task_id: str, step: int, call_id: str, message: AgentMessage | None
+        self,
+        task_id: str,
+        step: int,
+        call_id: str,
+        message: AgentMessage | None,
+        next_step: Envelope | None = None,
     ) -> ToolResultStored:
         """Store one call's result (first write wins) and publish it, while the task lives;
-        with no message, only say whether the step's results are complete."""
+        with no message, only look whether the step's results are complete. The caller whose
+        result completes the step pushes `next_step`, in the same atomic step."""
         raw = message.model_dump_json() if message is not None else ""
+        job = [next_step.queue, next_step.message] if next_step else ["", ""]
         reply = await self._run(
             "put_tool_result",
-            [keys.task_tool_results(task_id, step), *_task_keys(task_id)],
-            [str(step), call_id, raw, _RESULTS_TTL_S],
+            [
+                keys.task_tool_results(task_id, step),
+                *_task_keys(task_id),
+                keys.task_advanced(task_id, step),
+            ],
+            [str(step), call_id, raw, _RESULTS_TTL_S, self.db, self.broker_db, *job],
         )
         if reply[0] == "ended":
             return ToolResultStored(False, False, live=False)

@@ -12,10 +12,11 @@ import redis
 from fastapi.testclient import TestClient
 
 from services.gateway.app import create_app
+from services.gateway.deps import app_settings
 from shared.events import EventKind
 from shared.jobs import AgentStepJob
 from shared.schema import AgentMessage
-from shared.settings import Settings, get_settings
+from shared.settings import Settings
 from shared.store import TaskStore
 from shared.task import TaskStatus
 
@@ -36,7 +37,7 @@ def settings(redis_server: str, redis_client: redis.Redis) -> Settings:
 @pytest.fixture
 def client(settings: Settings) -> Iterator[TestClient]:
     app = create_app()
-    app.dependency_overrides[get_settings] = lambda: settings
+    app.dependency_overrides[app_settings] = lambda: settings
     with TestClient(app) as c:
         yield c
 
@@ -54,7 +55,7 @@ def _finish(settings: Settings, task_id: str, reply: AgentMessage) -> None:
     """Publish a reply and end the task, as a worker would."""
 
     async def finish() -> None:
-        store = TaskStore.from_url(settings.redis_url)
+        store = TaskStore.from_url(settings.redis_url, settings.broker_url)
         await store.publish(task_id, EventKind.MESSAGE, reply.model_dump(mode="json"))
         record = await store.get(task_id)
         assert record is not None
@@ -115,7 +116,8 @@ def test_submit_stores_and_enqueues(client: TestClient, settings: Settings) -> N
     assert body["status"] == "queued" and body["session_id"] == "s1"
     assert _queued_steps(settings) == [(body["id"], 0)]
     task = client.get(f"/v1/tasks/{body['id']}", headers=AUTH).json()
-    assert task["status"] == "queued" and task["messages"] == []
+    assert task["status"] == "queued"
+    assert [(m["sender"], m["content"]) for m in task["messages"]] == [("user", "hi")]
 
 
 def test_idempotency_key_returns_the_same_task(client: TestClient, settings: Settings) -> None:
@@ -154,7 +156,7 @@ def test_events_stream_ends_after_final_and_resumes(client: TestClient, settings
     text = client.get(f"/v1/tasks/{task_id}/events", headers=AUTH).text
     ids = [line[4:] for line in text.splitlines() if line.startswith("id: ")]
     kinds = [line[7:] for line in text.splitlines() if line.startswith("event: ")]
-    assert kinds == ["status", "message", "status"]
+    assert kinds == ["status", "message", "message", "status"]  # queued, asked, answered, ended
     resumed = client.get(
         f"/v1/tasks/{task_id}/events", headers={**AUTH, "Last-Event-ID": ids[1]}
     ).text

@@ -11,6 +11,7 @@ import redis
 
 from shared import keys
 from shared.events import EventKind
+from shared.jobs import Envelope
 from shared.schema import ActionReturn, AgentMessage, ToolCall
 from shared.spec import AgentSpec
 from shared.store import StepCommit, TaskStore
@@ -19,7 +20,7 @@ from shared.task import TaskRecord, TaskStatus
 
 @pytest.fixture
 async def store(redis_server: str, redis_client: redis.Redis) -> AsyncIterator[TaskStore]:
-    store = TaskStore.from_url(f"{redis_server}/0")  # `redis_client` flushed it
+    store = TaskStore.from_url(f"{redis_server}/0", f"{redis_server}/1")  # db 0 is flushed
     yield store
     await store.close()
 
@@ -47,12 +48,14 @@ async def test_task_record_written_and_read_back(store: TaskStore) -> None:
 
 async def test_one_idempotency_key_creates_one_task_under_concurrency(store: TaskStore) -> None:
     records = [_record() for _ in range(30)]
-    created = await asyncio.gather(*(store.create(r, "k1", "body-a") for r in records))
+    created = await asyncio.gather(
+        *(store.create(r, idempotency_key="k1", fingerprint="body-a") for r in records)
+    )
     assert [c.outcome for c in created].count("created") == 1
     winner = next(c.task_id for c in created if c.outcome == "created")
     assert {c.task_id for c in created} == {winner}
     assert {c.fingerprint for c in created if c.outcome == "existing"} == {"body-a"}
-    other = await store.create(_record(), "k2", "body-a")
+    other = await store.create(_record(), idempotency_key="k2", fingerprint="body-a")
     assert other.outcome == "created" and other.task_id != winner
 
 
@@ -62,14 +65,15 @@ async def test_event_stream_round_trip_and_resume(store: TaskStore) -> None:
     assert await store.publish(record.id, EventKind.MESSAGE, msg.model_dump(mode="json"))
     assert (await store.end(record, TaskStatus.FAILED, error="boom"))[0]
     events = await store.events(record.id)
-    assert [e.kind for e in events] == [EventKind.STATUS, EventKind.MESSAGE, EventKind.STATUS]
+    kinds = [EventKind.STATUS, EventKind.MESSAGE, EventKind.MESSAGE, EventKind.STATUS]
+    assert [e.kind for e in events] == kinds  # queued, the user's message, ours, failed
     assert events[-1].is_final and not events[0].is_final
     assert events[-1].data == {"status": "failed", "error": "boom"}
-    assert await store.messages(record.id) == [msg]
+    assert await store.messages(record.id) == [record.user_message(), msg]
     assert await store.events(record.id, after=events[0].id) == events[1:]
     # Nothing follows a task's final event.
     assert await store.publish(record.id, EventKind.TOKEN, {"delta": "late"}) is None
-    assert len(await store.events(record.id)) == 3
+    assert len(await store.events(record.id)) == 4
 
 
 async def test_commit_step_applies_once(store: TaskStore) -> None:
@@ -199,3 +203,28 @@ async def test_creating_racing_an_ending_never_strands_a_task(store: TaskStore) 
         assert created.holds_session or following == second.id
         assert await store.session_holder("acme", "s1") == second.id
         await store.end(second, TaskStatus.CANCELLED)
+
+
+def _broker_queue(redis_server: str, queue: str) -> list[str]:
+    return redis.Redis.from_url(f"{redis_server}/1", decode_responses=True).lrange(queue, 0, -1)
+
+
+async def test_jobs_go_to_the_broker_with_their_write_only(
+    store: TaskStore, redis_server: str
+) -> None:
+    redis.Redis.from_url(f"{redis_server}/1").flushdb()
+    first, second = _record(), _record()
+    await store.create(first, Envelope("q", "first step"))
+    await store.create(second, Envelope("q", "second, waiting: not pushed"))
+    assert _broker_queue(redis_server, "q") == ["first step"]
+    calls = [ToolCall(id="a", name="T").model_dump(mode="json")]
+    commit = StepCommit(first, TaskStatus.WAITING_TOOLS, fields={"pending_calls": calls},
+                        jobs=[Envelope("tools.T", "call a")])  # fmt: skip
+    assert (await store.commit_step(commit))[0]
+    assert not (await store.commit_step(commit))[0]  # a duplicate pushes nothing either
+    assert _broker_queue(redis_server, "tools.T") == ["call a"]
+    again = Envelope("q", "step 1")
+    await store.put_tool_result(first.id, 0, "a", _result("a"), again)
+    await store.put_tool_result(first.id, 0, "a", _result("a"), again)  # redelivered
+    assert _broker_queue(redis_server, "q") == ["step 1", "first step"]  # newest first
+    assert await store.r.exists("q") == 0  # nothing landed in the store's database

@@ -16,7 +16,7 @@ from services.gateway.sse import event_stream
 from shared.actions import openai_tool_schemas
 from shared.agents import AGENTS
 from shared.cancel import announce
-from shared.jobs import AgentStepJob, enqueue_agent_step
+from shared.jobs import AgentStepJob, enqueue, envelope
 from shared.registry import RegistryError
 from shared.spec import AgentSpec
 from shared.store import TaskStore
@@ -45,14 +45,16 @@ async def create_task(
     )
     fingerprint = hashlib.sha256(body.model_dump_json().encode()).hexdigest()
     reject = body.if_session_busy == "reject"
-    created = await store.create(record, idempotency_key, fingerprint, reject_if_busy=reject)
+    first = AgentStepJob(task_id=record.id, step=0, tenant=tenant, session_id=record.session_id)
+    # The first step's job goes onto the broker with the task, atomically (if it holds the
+    # session; else it waits its turn).
+    created = await store.create(
+        record, envelope(celery, first), idempotency_key, fingerprint, reject_if_busy=reject
+    )
     if created.outcome == "busy":
         raise HTTPException(status.HTTP_409_CONFLICT, detail="session is running another task")
     if created.outcome == "existing":
         return await _existing(store, created.task_id, created.fingerprint == fingerprint)
-    if created.holds_session:
-        job = AgentStepJob(task_id=record.id, step=0, tenant=tenant, session_id=record.session_id)
-        enqueue_agent_step(celery, job)
     return TaskAccepted(id=record.id, status=record.status, session_id=record.session_id)
 
 
@@ -113,7 +115,7 @@ async def cancel_task(
     await announce(store.r, task_id)
     if following:
         job = AgentStepJob(task_id=following, step=0, tenant=tenant, session_id=record.session_id)
-        enqueue_agent_step(celery, job)
+        enqueue(celery, job)
     return TaskAccepted(id=task_id, status=TaskStatus.CANCELLED, session_id=record.session_id)
 
 

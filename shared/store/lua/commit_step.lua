@@ -2,25 +2,28 @@
 -- token usage and the status event; an ending step passes the session on.
 -- KEYS: task, events, session lock, session waiting list, memory lists...
 -- ARGV: step, task id, new status, '1' if it ends the task, status event data,
---       prompt tokens, completion tokens, then three counted groups: n + field pairs,
---       n + message event datas, and per memory list n + messages
+--       prompt tokens, completion tokens, store db, broker db, then counted groups:
+--       n + field pairs, n + events (kind, data pairs), per memory list n + messages, and
+--       n + the jobs it starts (queue, message pairs)
 local status = redis.call('HGET', KEYS[1], 'status')
 if not status or redis.call('HGET', KEYS[1], 'step') ~= ARGV[1] or TERMINAL[status] then
   return {'conflict', ''}
 end
-local i = 8
+local i = 10
 local n = tonumber(ARGV[i])
 local mapping = {'step', tostring(tonumber(ARGV[1]) + 1), 'status', ARGV[3]}
 for j = 1, n do mapping[#mapping + 1] = ARGV[i + j] end
 i = i + n + 1
 n = tonumber(ARGV[i])
-for j = 1, n do add_event(KEYS[2], 'message', ARGV[i + j]) end
+for j = 1, n, 2 do add_event(KEYS[2], ARGV[i + j], ARGV[i + j + 1]) end
 i = i + n + 1
 for k = 5, #KEYS do
   n = tonumber(ARGV[i])
   if n > 0 then redis.call('RPUSH', KEYS[k], unpack(ARGV, i + 1, i + n)) end
   i = i + n + 1
 end
+n = tonumber(ARGV[i])
+push_jobs(ARGV[8], ARGV[9], {unpack(ARGV, i + 1, i + n)})
 redis.call('HSET', KEYS[1], unpack(mapping))
 redis.call('HINCRBY', KEYS[1], 'prompt_tokens', ARGV[6])
 redis.call('HINCRBY', KEYS[1], 'completion_tokens', ARGV[7])

@@ -1,8 +1,9 @@
--- Store a new task and take its session, or queue it behind the session's current task;
--- an idempotency key already used returns the task it created instead.
+-- Store a new task and take its session (pushing its first step's job), or queue it behind
+-- the session's current task; an idempotency key already used returns the task it created.
 -- KEYS: task, events, session lock, session waiting list, idempotency key
 -- ARGV: task id, queued event data, fingerprint ('' without a key), key ttl,
---       '1' to refuse a busy session, then the task's fields as name, value pairs
+--       '1' to refuse a busy session, store db, broker db, first step's queue and message,
+--       the user's message event data, then the task's fields as name, value pairs
 if ARGV[3] ~= '' then
   local existing = redis.call('GET', KEYS[5])
   if existing then
@@ -12,11 +13,13 @@ if ARGV[3] ~= '' then
 end
 local holder = redis.call('GET', KEYS[3])
 if ARGV[5] == '1' and holder and holder ~= ARGV[1] then return {'busy'} end
-redis.call('HSET', KEYS[1], unpack(ARGV, 6))
+redis.call('HSET', KEYS[1], unpack(ARGV, 11))
 add_event(KEYS[2], 'status', ARGV[2])
+add_event(KEYS[2], 'message', ARGV[10])
 if ARGV[3] ~= '' then redis.call('SET', KEYS[5], ARGV[1] .. ' ' .. ARGV[3], 'EX', ARGV[4]) end
 if not holder then
   redis.call('SET', KEYS[3], ARGV[1])
+  push_jobs(ARGV[6], ARGV[7], {ARGV[8], ARGV[9]})
   return {'created', '1'}
 end
 redis.call('RPUSH', KEYS[4], ARGV[1])

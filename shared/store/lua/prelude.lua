@@ -20,3 +20,14 @@ end
 local function add_event(events, kind, data)
   return redis.call('XADD', events, '*', 'kind', kind, 'data', data)
 end
+
+-- Push jobs (queue list, kombu message pairs) onto the broker's database, then come back:
+-- the commit and the jobs it starts are one atomic write.
+local function push_jobs(store_db, broker_db, jobs)
+  if #jobs == 0 then return end
+  redis.call('SELECT', broker_db)
+  for i = 1, #jobs, 2 do
+    if jobs[i] ~= '' then redis.call('LPUSH', jobs[i], jobs[i + 1]) end
+  end
+  redis.call('SELECT', store_db)
+end
