@@ -225,7 +225,7 @@ async def run_load(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _summary(run: _Run, elapsed: float) -> dict[str, Any]:
-    ok = [s for s in run.samples if s.status == 200]
+    ok = [s for s in run.samples if 200 <= s.status < 300]
     return {
         "requests": len(run.samples),
         "ok": len(ok),

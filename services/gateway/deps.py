@@ -28,6 +28,7 @@ async def app_settings() -> Settings:
 
 
 SettingsDep = Annotated[Settings, Depends(app_settings)]
+CLIENT_NAME = "taskyard-gateway"  # its Redis connections, as CLIENT LIST names them
 
 
 @cache
@@ -45,7 +46,7 @@ async def get_store(request: Request, settings: SettingsDep) -> TaskStore:
     stores: dict[str, TaskStore] = request.app.state.stores
     if settings.redis_url not in stores:
         stores[settings.redis_url] = TaskStore.from_url(
-            settings.redis_url, settings.broker_url, settings.redis_max_connections
+            settings.redis_url, settings.broker_url, settings.redis_max_connections, CLIENT_NAME
         )
     return stores[settings.redis_url]
 
@@ -58,8 +59,9 @@ async def get_hub(
     if settings.redis_url not in hubs:
         # A connection of its own, with a read timeout past its XREAD's block.
         reader = aioredis.Redis.from_url(
-            settings.redis_url, decode_responses=True, socket_timeout=HUB_READ_TIMEOUT_S
-        )
+            settings.redis_url, decode_responses=True, socket_timeout=HUB_READ_TIMEOUT_S,
+            client_name=CLIENT_NAME,
+        )  # fmt: skip
         hubs[settings.redis_url] = EventHub(reader, store.r)
     return hubs[settings.redis_url]
 

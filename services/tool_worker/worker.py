@@ -41,8 +41,9 @@ class _Store:
 
 async def _open_store() -> TaskStore:
     return TaskStore.from_url(
-        settings.redis_url, settings.broker_url, settings.redis_max_connections
-    )
+        settings.redis_url, settings.broker_url, settings.redis_max_connections,
+        "taskyard-tool-worker",
+    )  # fmt: skip
 
 
 _store: _Store | None = None

@@ -114,12 +114,15 @@ class TaskStore:
         self._scripts = {name: client.register_script(source(name)) for name in SCRIPTS}
 
     @classmethod
-    def from_url(cls, url: str, broker_url: str, max_connections: int = 64) -> TaskStore:
-        # A bounded pool: a thousand steps in flight share a few connections instead of opening
-        # one each.
+    def from_url(
+        cls, url: str, broker_url: str, max_connections: int = 64, client_name: str | None = None
+    ) -> TaskStore:
+        """A store on a bounded pool: a thousand steps in flight share a few connections
+        instead of opening one each. `client_name` names them in Redis's CLIENT LIST."""
         pool = aioredis.BlockingConnectionPool.from_url(
-            url, decode_responses=True, max_connections=max_connections, timeout=30
-        )
+            url, decode_responses=True, max_connections=max_connections, timeout=30,
+            client_name=client_name,
+        )  # fmt: skip
         return cls(aioredis.Redis(connection_pool=pool), broker_database(url, broker_url))
 
     async def close(self) -> None:

@@ -1,0 +1,103 @@
+"""What the agent-tier benchmark does to a running local stack: configure the scripted
+model, submit tasks at once through the gateway, watch them end in Redis, read a process's
+memory."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import httpx
+import redis
+
+from services.stack import LocalStack
+from shared import keys
+
+__all__ = ["Burst", "configure_model", "peak_rss_kb", "rss_kb", "submit_burst", "wait_ended"]
+
+_ENDED = {"succeeded", "failed", "cancelled", "timed_out"}
+
+
+def configure_model(stack: LocalStack, **options: Any) -> None:
+    url = f"http://127.0.0.1:{stack.ports.model}/scripted/config"
+    httpx.post(url, json=options, timeout=5).raise_for_status()
+
+
+def _status_kb(pid: int, field_name: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field_name + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no {field_name} for pid {pid}")
+
+
+def rss_kb(pid: int) -> int:
+    return _status_kb(pid, "VmRSS")
+
+
+def peak_rss_kb(pid: int) -> int:
+    return _status_kb(pid, "VmHWM")
+
+
+@dataclass
+class Burst:
+    """Tasks submitted at once: their ids, when submission started and ended."""
+
+    ids: list[str] = field(default_factory=list)
+    started: float = 0.0
+    submitted: float = 0.0
+    errors: int = 0
+
+
+async def _submit_all(url: str, key: str, bodies: list[dict], connections: int) -> Burst:
+    burst = Burst(started=time.perf_counter())
+    headers = {"Authorization": f"Bearer {key}"}
+    queue: asyncio.Queue[dict] = asyncio.Queue()
+    for body in bodies:
+        queue.put_nowait(body)
+    async with aiohttp.ClientSession(headers=headers) as http:
+
+        async def sender() -> None:
+            while not queue.empty():
+                body = queue.get_nowait()
+                async with http.post(f"{url}/v1/tasks", json=body) as resp:
+                    if resp.status == 202:
+                        burst.ids.append((await resp.json())["id"])
+                    else:
+                        burst.errors += 1
+
+        await asyncio.gather(*(sender() for _ in range(connections)))
+    burst.submitted = time.perf_counter()
+    return burst
+
+
+def submit_burst(stack: LocalStack, bodies: list[dict], connections: int = 32) -> Burst:
+    """POST every body to the gateway from `connections` clients at once."""
+    return asyncio.run(_submit_all(stack.gateway_url, stack.api_key, bodies, connections))
+
+
+def wait_ended(stack: LocalStack, ids: list[str], timeout_s: float) -> dict[str, Any]:
+    """Poll the task hashes until every task has ended; when the last one did and how."""
+    client = redis.Redis.from_url(f"{stack.redis_url}/0", decode_responses=True)
+    waiting, statuses = set(ids), {}
+    deadline = time.perf_counter() + timeout_s
+    try:
+        while waiting and time.perf_counter() < deadline:
+            pipe = client.pipeline(transaction=False)
+            batch = list(waiting)
+            for task_id in batch:
+                pipe.hget(keys.task(task_id), "status")
+            for task_id, status in zip(batch, pipe.execute(), strict=True):
+                if status in _ENDED:
+                    statuses[task_id] = status
+                    waiting.discard(task_id)
+            time.sleep(0.02)
+    finally:
+        client.close()
+    counts: dict[str, int] = {}
+    for status in statuses.values():
+        counts[status] = counts.get(status, 0) + 1
+    return {"ended_at": time.perf_counter(), "counts": counts, "stuck": len(waiting)}

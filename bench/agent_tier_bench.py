@@ -1,0 +1,105 @@
+"""The agent tier at scale, in one run: model calls in flight, taskyard's overhead per step
+next to a bare Celery hop, step cost along a long workflow, and the gateway.
+
+Every figure comes from this run on this machine; the old configuration (the agent worker
+on Celery's threads pool, -c 16) runs beside the new one (gevent, -c 1000).
+
+    .venv/bin/python bench/agent_tier_bench.py [--only inflight,overhead,long,gateway] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _bench_gateway import gateway_section
+from _bench_long import long_section
+from _bench_overhead import overhead_section
+from _stackbench import configure_model, peak_rss_kb, rss_kb, submit_burst, wait_ended
+
+from services.stack import LocalStack
+
+NO_TOOLS = {"tools": []}
+# The scripted model stands in for a GPU server: let the proxy keep every call in flight.
+PROXY_ENV = {"TASKYARD_PROXY_MAX_IN_FLIGHT": "4096", "TASKYARD_PROXY_QUEUE_SIZE": "8192"}
+
+
+def in_flight(pool: str, concurrency: int, tasks: int, latency_ms: float) -> dict[str, float]:
+    """`tasks` one-step tasks at once against a model answering after `latency_ms`."""
+    stack = LocalStack(
+        agent_pool=pool, agent_concurrency=concurrency, sandbox_backend="local",
+        extra_env=PROXY_ENV,
+    ).start()  # fmt: skip
+    try:
+        configure_model(stack, latency_ms=0)
+        warm = submit_burst(stack, [{"input": "warm up", "agent": NO_TOOLS}], 1)
+        wait_ended(stack, warm.ids, 60)
+        pid = stack.procs["agent_worker"].pid
+        before = rss_kb(pid)
+        configure_model(stack, latency_ms=latency_ms)
+        bodies = [{"input": f"hello {i}", "agent": NO_TOOLS} for i in range(tasks)]
+        burst = submit_burst(stack, bodies, connections=32)
+        ended = wait_ended(stack, burst.ids, timeout_s=tasks * latency_ms / 1000 + 120)
+        peak = peak_rss_kb(pid)
+    finally:
+        stack.stop()
+    makespan = ended["ended_at"] - burst.started
+    return {
+        "tasks": tasks,
+        "succeeded": ended["counts"].get("succeeded", 0),
+        "stuck": ended["stuck"],
+        "submit_s": burst.submitted - burst.started,
+        "makespan_s": makespan,
+        "in_flight": tasks * latency_ms / 1000 / makespan,
+        "rss_kb_per_task": (peak - before) / tasks,
+    }
+
+
+def inflight_section(quick: bool) -> None:
+    latency = 2000.0
+    new_tasks = 300 if quick else 1000
+    old_tasks = 64 if quick else 200
+    print(f"\n## In flight: one-step tasks at once, scripted model at {latency:.0f} ms")
+    print("| agent worker | tasks | ok | submit | makespan | effective in flight | RSS/task |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    configs = (("gevent -c 1000 (new)", "gevent", 1000, new_tasks),
+               ("threads -c 16 (old)", "threads", 16, old_tasks))  # fmt: skip
+    for label, pool, conc, tasks in configs:
+        r = in_flight(pool, conc, tasks, latency)
+        print(f"| {label} | {tasks} | {r['succeeded']} | {r['submit_s']:.2f} s | "
+              f"{r['makespan_s']:.2f} s | **{r['in_flight']:.0f}** | "
+              f"{r['rss_kb_per_task']:.1f} KB |")  # fmt: skip
+
+
+SECTIONS: dict[str, Callable[[bool], None]] = {
+    "inflight": inflight_section,
+    "overhead": overhead_section,
+    "long": long_section,
+    "gateway": gateway_section,
+}
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--only", default=",".join(SECTIONS), help="sections, comma-separated")
+    parser.add_argument("--quick", action="store_true", help="fewer tasks (a smoke run)")
+    args = parser.parse_args()
+    signal.signal(signal.SIGTERM, _stop)  # `timeout` and CI stop the stacks like Ctrl-C does
+    print(f"# agent tier benchmark ({time.strftime('%Y-%m-%d %H:%M')}, 2-core machine)")
+    for name in args.only.split(","):
+        SECTIONS[name](args.quick)
+
+
+if __name__ == "__main__":
+    main()
