@@ -31,8 +31,10 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+## bench: the agent tier's figures in one run (wrk, a C load generator, is installed if missing)
 bench: venv deps
-	$(BIN)/python bench/e2e_bench.py
+	command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk >/dev/null)
+	$(BIN)/python bench/agent_tier_bench.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

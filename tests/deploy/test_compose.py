@@ -96,3 +96,14 @@ def test_no_service_lets_the_browser_open_private_addresses() -> None:
         env = _env(service)
         assert env.get("TASKYARD_BROWSE_ALLOW_PRIVATE", "false") == "false"
         assert not env.get("TASKYARD_BROWSE_ALLOW_NETWORKS")
+
+
+def test_the_agent_worker_runs_on_gevent_within_its_broker_connections() -> None:
+    agent = _command("agent_worker")
+    assert agent[agent.index("--pool") + 1] == "gevent"
+    concurrency = int(agent[agent.index("-c") + 1])
+    env = COMPOSE["x-taskyard"]["environment"] | _env(SERVICES["agent_worker"])
+    given = {k.removeprefix("TASKYARD_").lower(): v for k, v in env.items() if "$" not in v}
+    settings = Settings(**given)  # also checks the broker shares the store's server
+    # Every greenlet may ack at once: kombu's pool must hold them (else jobs are lost).
+    assert concurrency <= settings.broker_max_connections
