@@ -115,8 +115,10 @@ class LocalStack:
         tools = [py, "-m", "celery", "-A", "services.tool_worker.worker", "worker",
                  "-Q", ",".join(self.tool_queues), "--pool", "threads",
                  "-c", str(self.tool_concurrency), "-n", "tools@%h", *_CELERY_FLAGS]  # fmt: skip
+        beat = [py, "-m", "celery", "-A", "services.agent_worker.worker", "beat",
+                "-s", str(self.run_dir / "beat-schedule"), "-l", "INFO"]  # fmt: skip
         commands = {"redis": redis, "model": model, "proxy": proxy, "gateway": gateway,
-                    "agent_worker": agent, "tool_worker": tools}  # fmt: skip
+                    "agent_worker": agent, "tool_worker": tools, "beat": beat}  # fmt: skip
         if self.upstreams is not None:
             del commands["model"]  # a real upstream serves the model
         return commands
@@ -131,6 +133,8 @@ class LocalStack:
             self._wait_http(name, health[name])
         elif name.endswith("_worker"):
             self.wait_log(name, "ready.", after=log_offset)
+        elif name == "beat":
+            self.wait_log(name, "beat: Starting", after=log_offset)
 
     def _spawn(self, name: str, argv: list[str]) -> None:
         self.argvs[name] = argv

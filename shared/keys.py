@@ -8,6 +8,10 @@ __all__ = [
     "AGENT_QUEUE",
     "AGENT_STEP_TASK",
     "CANCEL_CHANNEL",
+    "LIVE_TASKS",
+    "SWEEP_LOCK",
+    "SWEEP_TASK",
+    "TASK_DEADLINES",
     "TOOL_RUN_TASK",
     "browser_page",
     "browser_results",
@@ -30,6 +34,12 @@ TOOL_RUN_TASK = "tools.run"
 TOOL_QUEUE_PREFIX = "tools."
 # Pub/sub: the id of every cancelled task, so workers stop what they run for it at once.
 CANCEL_CHANNEL = "taskyard:cancelled"
+SWEEP_TASK = "taskyard.sweep"
+# Sorted sets of live task ids: by the time each last moved, and by its deadline.
+LIVE_TASKS = "tasks:live"
+TASK_DEADLINES = "tasks:deadlines"
+SWEEP_LOCK = "tasks:sweep"  # one sweep at a time
+TASK_PREFIX = "task:"
 
 
 def tool_queue(tool_name: str) -> str:
@@ -38,7 +48,7 @@ def tool_queue(tool_name: str) -> str:
 
 
 def task(task_id: str) -> str:
-    return f"task:{task_id}"
+    return f"{TASK_PREFIX}{task_id}"
 
 
 def task_events(task_id: str) -> str:

@@ -48,6 +48,12 @@ class Settings(BaseSettings):
     default_max_steps: int = Field(default=8, ge=1)
     task_deadline_s: float = 600.0
 
+    # The sweep (Celery beat, every `sweep_interval_s`): a live task that has not moved for
+    # `stall_s` has what it waits on sent again; a task past its deadline ends timed_out.
+    # `stall_s` must exceed the longest legitimate step (a model call's timeout, a cell's).
+    sweep_interval_s: float = Field(default=30.0, gt=0)
+    stall_s: float = Field(default=300.0, gt=0)
+
     # Agent workers: model tokens reach the event stream in batches of this interval (0: each
     # at once); warm sessions kept per process; connections each process may hold open.
     token_flush_s: float = Field(default=0.03, ge=0)

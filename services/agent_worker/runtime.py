@@ -11,6 +11,7 @@ from celery import Celery
 
 from services.agent_worker.live_agents import LiveAgents
 from services.agent_worker.step import StepRunner
+from services.agent_worker.sweep import Sweeper
 from shared.agents import AsyncAgent, build_agent, default_llm
 from shared.cancel import CancelWatch
 from shared.jobs import AgentStepJob, Job
@@ -42,7 +43,9 @@ class AgentRuntime:
         self.cancels = CancelWatch(self.store.r)
         self._listening = asyncio.create_task(self.cancels.listen())
         agents = LiveAgents(self._build, max_sessions=settings.agent_session_cache)
-        return StepRunner(self.store, settings, agents, self.cancels, self.celery)
+        runner = StepRunner(self.store, settings, agents, self.cancels, self.celery)
+        self.sweeper = Sweeper(self.store, settings, runner)
+        return runner
 
     def _build(self, spec: AgentSpec) -> AsyncAgent:
         return build_agent(spec, self.settings, llm=default_llm(spec, self.settings, self.http))
@@ -52,6 +55,9 @@ class AgentRuntime:
 
     def fail(self, job: AgentStepJob, reason: str) -> list[Job]:
         return self.loop.run(self.runner.fail(job, reason))
+
+    def sweep(self) -> list[Job]:
+        return self.loop.run(self.sweeper.run())
 
     def close(self) -> None:
         self.loop.run(self._stop())

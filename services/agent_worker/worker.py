@@ -26,6 +26,14 @@ settings = get_settings()
 setup_logging()
 load_plugins(settings.plugin_modules)
 app = make_celery(settings)
+# Celery beat (`celery -A services.agent_worker.worker beat`) sends the sweep.
+app.conf.beat_schedule = {
+    "sweep": {
+        "task": keys.SWEEP_TASK,
+        "schedule": settings.sweep_interval_s,
+        "options": {"queue": keys.AGENT_QUEUE, "expires": settings.sweep_interval_s},
+    }
+}
 log = logging.getLogger("taskyard.agent_worker")
 
 _MAX_RETRIES = 8
@@ -51,6 +59,12 @@ def agent_step(self: Task, payload: dict) -> None:
     except Exception as exc:
         jobs = _retry_or_fail(self, job, exc)
     send(jobs)
+
+
+@app.task(name=keys.SWEEP_TASK)
+def sweep() -> None:
+    """Keep accepted tasks moving (see services/agent_worker/sweep.py)."""
+    send(runtime().sweep())
 
 
 def send(jobs: list[Job]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
+from shared import keys
 from shared.task import TERMINAL
 
 __all__ = ["SCRIPTS", "source"]
@@ -19,6 +20,7 @@ SCRIPTS = (
     "commit_step",
     "create_task",
     "end_task",
+    "heal_session",
     "publish_live",
     "put_tool_result",
     "release_session",
@@ -28,8 +30,18 @@ SCRIPTS = (
 
 @cache
 def source(name: str) -> str:
-    """The script `name`, with the prelude before it."""
-    return (_DIR / "prelude.lua").read_text() + (_DIR / f"{name}.lua").read_text()
+    """The script `name`, with the prelude before it (its key names from `shared.keys`)."""
+    prelude = (_DIR / "prelude.lua").read_text()
+    for token, value in _NAMES.items():
+        prelude = prelude.replace(token, value)
+    return prelude + (_DIR / f"{name}.lua").read_text()
+
+
+_NAMES = {
+    "{live}": keys.LIVE_TASKS,
+    "{deadlines}": keys.TASK_DEADLINES,
+    "{task_prefix}": keys.TASK_PREFIX,
+}
 
 
 def _check_prelude() -> None:

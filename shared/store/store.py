@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialWithJitterBackoff
 
 from shared import keys
 from shared.events import Event, EventKind, decode_entry, dumps
@@ -121,7 +123,7 @@ class TaskStore:
         instead of opening one each. `client_name` names them in Redis's CLIENT LIST."""
         pool = aioredis.BlockingConnectionPool.from_url(
             url, decode_responses=True, max_connections=max_connections, timeout=30,
-            client_name=client_name,
+            client_name=client_name, retry=outage_retry(),
         )  # fmt: skip
         return cls(aioredis.Redis(connection_pool=pool), broker_database(url, broker_url))
 
@@ -140,6 +142,7 @@ class TaskStore:
         idempotency_key: str | None = None,
         fingerprint: str = "",
         reject_if_busy: bool = False,
+        deadline_s: float = 24 * 3600,
     ) -> Created:
         """Store a new task and claim its session, pushing `first_step` then (or queue the
         task behind the session's current one), in one atomic step."""
@@ -151,7 +154,7 @@ class TaskStore:
         job = [first_step.queue, first_step.message] if first_step else ["", ""]
         asked = dumps(record.user_message().model_dump(mode="json"))
         args = [record.id, queued, mark, _IDEMPOTENCY_TTL_S, busy, self.db, self.broker_db,
-                *job, asked, *_flat(record.to_redis())]  # fmt: skip
+                *job, asked, deadline_s, *_flat(record.to_redis())]  # fmt: skip
         reply = await self._run("create_task", keys_, args)
         if reply[0] == "existing":
             return Created("existing", reply[1], fingerprint=reply[2])
@@ -278,6 +281,33 @@ class TaskStore:
         following = await self._run("release_session", _session_keys(record), [record.id])
         return following or None
 
+    async def heal_session(self, tenant: str, session_id: str) -> str | None:
+        """A session whose lock nobody live holds passes to its next waiting task (returned)."""
+        keys_ = [keys.session_lock(tenant, session_id), keys.session_waiting(tenant, session_id)]
+        return await self._run("heal_session", keys_, []) or None
+
+    # -- the sweep's view --------------------------------------------------------------------
+
+    async def stalled(self, before: float, limit: int = 500) -> list[str]:
+        """Live tasks that have not moved since `before` (a Unix time), oldest first."""
+        return await self.r.zrangebyscore(keys.LIVE_TASKS, "-inf", before, start=0, num=limit)
+
+    async def overdue(self, now: float, limit: int = 500) -> list[str]:
+        """Live tasks whose deadline has passed."""
+        return await self.r.zrangebyscore(keys.TASK_DEADLINES, "-inf", now, start=0, num=limit)
+
+    async def touch(self, task_id: str) -> None:
+        """Count the task as moved now (after the sweep re-drove it)."""
+        await self.r.zadd(keys.LIVE_TASKS, {task_id: time.time()}, xx=True)
+
+    async def forget(self, task_id: str) -> None:
+        """Drop an ended (or vanished) task from the sweep's view."""
+        await self.r.zrem(keys.LIVE_TASKS, task_id)
+        await self.r.zrem(keys.TASK_DEADLINES, task_id)
+
+    async def try_lock(self, name: str, ttl_s: float) -> bool:
+        return bool(await self.r.set(name, "1", nx=True, px=int(ttl_s * 1000)))
+
     # -- tool results ------------------------------------------------------------------------
 
     async def put_tool_result(
@@ -315,6 +345,12 @@ class TaskStore:
         """Results in the order the model made the calls."""
         raw = await self.r.hmget(keys.task_tool_results(task_id, step), [c.id for c in calls])
         return [AgentMessage.model_validate_json(m) for m in raw if m is not None]
+
+
+def outage_retry() -> Retry:
+    """Ride out a Redis restart: retry a command on a lost connection with jittered
+    exponential backoff, for about a minute. Every script is safe to run twice."""
+    return Retry(ExponentialWithJitterBackoff(base=0.05, cap=5.0), retries=20)
 
 
 def _task_keys(task_id: str) -> list[str]:

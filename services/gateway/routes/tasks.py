@@ -10,7 +10,7 @@ from typing import Annotated
 from fastapi import APIRouter, Header, HTTPException, status
 from fastapi.responses import StreamingResponse
 
-from services.gateway.deps import CeleryDep, HubDep, StoreDep, TenantDep
+from services.gateway.deps import CeleryDep, HubDep, SettingsDep, StoreDep, TenantDep
 from services.gateway.models import TaskAccepted, TaskCreate, TaskPublic
 from services.gateway.sse import event_stream
 from shared.actions import openai_tool_schemas
@@ -33,6 +33,7 @@ async def create_task(
     tenant: TenantDep,
     store: StoreDep,
     celery: CeleryDep,
+    settings: SettingsDep,
     idempotency_key: Annotated[str | None, Header(max_length=256)] = None,
 ) -> TaskAccepted:
     """Accept a task: store it and enqueue its first step (or queue it behind its session)."""
@@ -49,8 +50,9 @@ async def create_task(
     # The first step's job goes onto the broker with the task, atomically (if it holds the
     # session; else it waits its turn).
     created = await store.create(
-        record, envelope(celery, first), idempotency_key, fingerprint, reject_if_busy=reject
-    )
+        record, envelope(celery, first), idempotency_key, fingerprint, reject_if_busy=reject,
+        deadline_s=settings.task_deadline_s,
+    )  # fmt: skip
     if created.outcome == "busy":
         raise HTTPException(status.HTTP_409_CONFLICT, detail="session is running another task")
     if created.outcome == "existing":

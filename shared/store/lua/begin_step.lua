@@ -13,6 +13,7 @@ if status ~= 'running' then
   add_event(KEYS[2], 'status', ARGV[2])
   began = '1'
 end
+moved(KEYS[1])
 local epoch = redis.call('GET', KEYS[4]) or '0'
 local memories = {}
 for i = 5, #KEYS do

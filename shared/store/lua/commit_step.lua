@@ -28,5 +28,9 @@ redis.call('HSET', KEYS[1], unpack(mapping))
 redis.call('HINCRBY', KEYS[1], 'prompt_tokens', ARGV[6])
 redis.call('HINCRBY', KEYS[1], 'completion_tokens', ARGV[7])
 add_event(KEYS[2], 'status', ARGV[5])
-if ARGV[4] == '1' then return {'committed', release_session(KEYS[3], KEYS[4], ARGV[2])} end
+if ARGV[4] == '1' then
+  ended(KEYS[1])
+  return {'committed', release_session(KEYS[3], KEYS[4], ARGV[2])}
+end
+moved(KEYS[1])
 return {'committed', ''}

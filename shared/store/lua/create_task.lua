@@ -3,7 +3,11 @@
 -- KEYS: task, events, session lock, session waiting list, idempotency key
 -- ARGV: task id, queued event data, fingerprint ('' without a key), key ttl,
 --       '1' to refuse a busy session, store db, broker db, first step's queue and message,
---       the user's message event data, then the task's fields as name, value pairs
+--       the user's message event data, its deadline (seconds from now), then the task's
+--       fields as name, value pairs
+if redis.call('EXISTS', KEYS[1]) == 1 then  -- a retried call whose first try went through
+  return {'created', redis.call('GET', KEYS[3]) == ARGV[1] and '1' or '0'}
+end
 if ARGV[3] ~= '' then
   local existing = redis.call('GET', KEYS[5])
   if existing then
@@ -13,9 +17,11 @@ if ARGV[3] ~= '' then
 end
 local holder = redis.call('GET', KEYS[3])
 if ARGV[5] == '1' and holder and holder ~= ARGV[1] then return {'busy'} end
-redis.call('HSET', KEYS[1], unpack(ARGV, 11))
+redis.call('HSET', KEYS[1], unpack(ARGV, 12))
 add_event(KEYS[2], 'status', ARGV[2])
 add_event(KEYS[2], 'message', ARGV[10])
+moved(KEYS[1])
+redis.call('ZADD', DEADLINES, now() + tonumber(ARGV[11]), ARGV[1])
 if ARGV[3] ~= '' then redis.call('SET', KEYS[5], ARGV[1] .. ' ' .. ARGV[3], 'EX', ARGV[4]) end
 if not holder then
   redis.call('SET', KEYS[3], ARGV[1])

@@ -6,4 +6,5 @@ local status = redis.call('HGET', KEYS[1], 'status')
 if not status or TERMINAL[status] then return {'ended_already', status or ''} end
 redis.call('HSET', KEYS[1], 'status', ARGV[2], unpack(ARGV, 4))
 add_event(KEYS[2], 'status', ARGV[3])
+ended(KEYS[1])
 return {'ended', release_session(KEYS[3], KEYS[4], ARGV[1])}

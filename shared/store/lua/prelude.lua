@@ -17,6 +17,29 @@ local function release_session(lock, waiting, task_id)
   return ''
 end
 
+-- Live tasks by the time they last moved (the sweep re-drives those that stand still), and
+-- by their deadline; names filled in from shared/keys.py when the scripts load.
+local LIVE, DEADLINES, TASK_PREFIX = '{live}', '{deadlines}', '{task_prefix}'
+
+local function now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) + tonumber(t[2]) / 1e6
+end
+
+local function task_id_of(task_key)
+  return string.sub(task_key, #TASK_PREFIX + 1)
+end
+
+local function moved(task_key)
+  redis.call('ZADD', LIVE, now(), task_id_of(task_key))
+end
+
+local function ended(task_key)
+  local task_id = task_id_of(task_key)
+  redis.call('ZREM', LIVE, task_id)
+  redis.call('ZREM', DEADLINES, task_id)
+end
+
 local function add_event(events, kind, data)
   return redis.call('XADD', events, '*', 'kind', kind, 'data', data)
 end

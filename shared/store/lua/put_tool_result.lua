@@ -9,6 +9,7 @@ if not status or TERMINAL[status] then return {'ended', '0'} end
 if ARGV[3] ~= '' and redis.call('HSETNX', KEYS[1], ARGV[2], ARGV[3]) == 1 then
   redis.call('EXPIRE', KEYS[1], ARGV[4])
   add_event(KEYS[3], 'message', ARGV[3])
+  moved(KEYS[2])
 end
 local next_step = tostring(tonumber(ARGV[1]) + 1)
 if status ~= 'waiting_tools' or redis.call('HGET', KEYS[2], 'step') ~= next_step then

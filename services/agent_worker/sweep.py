@@ -1,0 +1,97 @@
+"""The sweep: Celery beat's periodic job that keeps accepted tasks moving.
+
+kombu's Redis transport pops a job before it records it as unacked, so a worker killed in
+between loses that job for good (celery/celery#4354, #7950), and nothing else would ever
+move its task again. Every live task is indexed by the time it last moved (the store's
+scripts keep the index); the sweep re-sends what a task that stood still for `stall_s` is
+waiting on. Steps and tool calls are idempotent, so re-sending is always safe: at worst a
+duplicate does nothing. The same sweep ends tasks past their deadline (`timed_out`), so a task
+whose tool never comes back does not wait for its next step to notice.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from services.agent_worker.step import StepRunner
+from shared import keys
+from shared.jobs import AgentStepJob, Job, ToolRunJob
+from shared.settings import Settings
+from shared.store import TaskStore
+from shared.task import TaskRecord, TaskStatus
+
+__all__ = ["Sweeper"]
+
+log = logging.getLogger("taskyard.sweep")
+
+
+class Sweeper:
+    """One sweep at a time (a Redis lock); returns the jobs to send."""
+
+    def __init__(self, store: TaskStore, settings: Settings, runner: StepRunner) -> None:
+        self.store = store
+        self.settings = settings
+        self.runner = runner
+
+    async def run(self) -> list[Job]:
+        if not await self.store.try_lock(keys.SWEEP_LOCK, self.settings.sweep_interval_s):
+            return []
+        now = time.time()
+        jobs: list[Job] = []
+        for task_id in await self.store.overdue(now):
+            jobs += await self._time_out(task_id)
+        for task_id in await self.store.stalled(now - self.settings.stall_s):
+            jobs += await self._redrive(task_id)
+        return jobs
+
+    async def _time_out(self, task_id: str) -> list[Job]:
+        record = await self.store.get(task_id)
+        if record is None or record.terminal:
+            await self.store.forget(task_id)
+            return []
+        reason = f"deadline of {self.settings.task_deadline_s:.0f}s passed"
+        log.warning("task timed out", extra={"task_id": task_id, "session_id": record.session_id})
+        return await self.runner.end(record, TaskStatus.TIMED_OUT, reason)
+
+    async def _redrive(self, task_id: str) -> list[Job]:
+        record = await self.store.get(task_id)
+        if record is None or record.terminal:
+            await self.store.forget(task_id)
+            return await self._heal(record) if record is not None else []
+        await self.store.touch(task_id)
+        jobs = await self._waited_on(record)
+        if jobs:
+            extra = {"task_id": task_id, "session_id": record.session_id, "step": record.step}
+            log.warning("re-driving a task that stood still (%s)", record.status, extra=extra)
+        return jobs
+
+    async def _waited_on(self, record: TaskRecord) -> list[Job]:
+        """What the task waits for, sent again."""
+        if record.status == TaskStatus.QUEUED:
+            holder = await self.store.session_holder(record.tenant, record.session_id)
+            return (
+                [_step(record, record.id, 0)] if holder == record.id else await self._heal(record)
+            )
+        if record.status == TaskStatus.RUNNING:
+            return [_step(record, record.id, record.step)]
+        if record.status == TaskStatus.WAITING_TOOLS:
+            step = record.step - 1
+            done = await self.store.tool_results(record.id, step, record.pending_calls)
+            answered = {m.tool_call_id for m in done}
+            missing = [c for c in record.pending_calls if c.id not in answered]
+            if not missing:  # every result is in: the next step's job was lost
+                return [_step(record, record.id, record.step)]
+            return [ToolRunJob(task_id=record.id, step=step, tenant=record.tenant,
+                               session_id=record.session_id, call=c) for c in missing]  # fmt: skip
+        return []  # waiting for a person (approval): nothing to re-send
+
+    async def _heal(self, record: TaskRecord) -> list[Job]:
+        """Give a session nobody live holds to its next waiting task."""
+        taker = await self.store.heal_session(record.tenant, record.session_id)
+        return [_step(record, taker, 0)] if taker else []
+
+
+def _step(record: TaskRecord, task_id: str, step: int) -> AgentStepJob:
+    return AgentStepJob(task_id=task_id, step=step, tenant=record.tenant,
+                        session_id=record.session_id)  # fmt: skip

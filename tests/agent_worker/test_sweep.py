@@ -1,0 +1,138 @@
+"""The sweep on a real Redis: what a task standing still waits on is sent again, sessions
+nobody live holds pass on, tasks past their deadline end timed out, busy tasks are left be."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+import redis
+
+from services.agent_worker.live_agents import LiveAgents
+from services.agent_worker.step import StepRunner
+from services.agent_worker.sweep import Sweeper
+from shared import keys
+from shared.agents import build_agent
+from shared.cancel import CancelWatch
+from shared.celery_app import make_celery
+from shared.jobs import AgentStepJob, Job, ToolRunJob
+from shared.schema import ActionReturn, AgentMessage, ToolCall
+from shared.settings import Settings
+from shared.store import StepCommit, TaskStore
+from shared.task import TaskRecord, TaskStatus
+
+STALL_S = 0.05
+
+
+@pytest.fixture
+async def store(redis_server: str, redis_client: redis.Redis) -> AsyncIterator[TaskStore]:
+    store = TaskStore.from_url(f"{redis_server}/0", f"{redis_server}/1")
+    yield store
+    await store.close()
+
+
+@pytest.fixture
+async def sweeper(store: TaskStore, redis_server: str) -> AsyncIterator[Sweeper]:
+    settings = Settings(redis_url=f"{redis_server}/0", stall_s=STALL_S, sweep_interval_s=0.01,
+                        task_deadline_s=60)  # fmt: skip
+    agents = LiveAgents(lambda spec: build_agent(spec, settings))  # no step runs here
+    runner = StepRunner(store, settings, agents, CancelWatch(store.r), make_celery(settings))
+    yield Sweeper(store, settings, runner)
+
+
+async def _sweep(sweeper: Sweeper) -> list[Job]:
+    await asyncio.sleep(STALL_S * 2)  # everything created so far has stood still long enough
+    await sweeper.store.r.delete(keys.SWEEP_LOCK)
+    return await sweeper.run()
+
+
+async def _task(store: TaskStore, session: str = "s", **fields: object) -> TaskRecord:
+    record = TaskRecord(tenant="t", session_id=session, input="hi", **fields)
+    await store.create(record)
+    return record
+
+
+def _step(record: TaskRecord, step: int = 0) -> AgentStepJob:
+    return AgentStepJob(task_id=record.id, step=step, tenant="t", session_id=record.session_id)
+
+
+async def test_a_queued_task_whose_first_step_was_lost_is_sent_again(
+    sweeper: Sweeper, store: TaskStore
+) -> None:
+    record = await _task(store)  # its first step's job "vanished" (none was pushed here)
+    assert await _sweep(sweeper) == [_step(record)]
+    assert await sweeper.run() == []  # one sweep at a time (the lock)
+
+
+async def test_a_running_step_and_missing_tool_calls_are_sent_again(
+    sweeper: Sweeper, store: TaskStore
+) -> None:
+    running = await _task(store, "a")
+    start = await store.begin_step(running.id, 0, "t", "a", {"memory": 0})
+    assert start is not None and start.began
+    waiting = await _task(store, "b")
+    calls = [ToolCall(id="c1", name="IPythonInterpreter"), ToolCall(id="c2", name="T")]
+    pending = [c.model_dump(mode="json") for c in calls]
+    commit = StepCommit(waiting, TaskStatus.WAITING_TOOLS, fields={"pending_calls": pending})
+    assert (await store.commit_step(commit))[0]
+    await store.put_tool_result(waiting.id, 0, "c1",
+                                AgentMessage.tool_result(calls[0], ActionReturn()))  # fmt: skip
+    jobs = await _sweep(sweeper)
+    assert _step(running) in jobs
+    tool_jobs = [j for j in jobs if isinstance(j, ToolRunJob)]
+    assert [(j.task_id, j.step, j.call.id) for j in tool_jobs] == [(waiting.id, 0, "c2")]
+
+
+async def test_a_step_whose_results_are_all_in_is_sent_again(
+    sweeper: Sweeper, store: TaskStore
+) -> None:
+    record = await _task(store)
+    call = ToolCall(id="c1", name="T")
+    commit = StepCommit(record, TaskStatus.WAITING_TOOLS,
+                        fields={"pending_calls": [call.model_dump(mode="json")]})  # fmt: skip
+    await store.commit_step(commit)
+    await store.put_tool_result(record.id, 0, "c1", AgentMessage.tool_result(call, ActionReturn()))
+    assert await _sweep(sweeper) == [_step(record, 1)]  # the advance's job was lost
+
+
+async def test_a_task_that_moves_is_left_be(sweeper: Sweeper, store: TaskStore) -> None:
+    record = await _task(store)
+    await asyncio.sleep(STALL_S * 2)
+    await store.begin_step(record.id, 0, "t", "s", {"memory": 0})  # it moved just now
+    await store.r.delete(keys.SWEEP_LOCK)
+    assert await sweeper.run() == []
+
+
+async def test_a_session_held_by_an_ended_task_passes_on(
+    sweeper: Sweeper, store: TaskStore, redis_client: redis.Redis
+) -> None:
+    first = await _task(store)
+    second = await _task(store)
+    # Ended without passing the session on, as a crash between the two writes could leave it.
+    redis_client.hset(keys.task(first.id), "status", "failed")
+    redis_client.zrem(keys.LIVE_TASKS, first.id)
+    assert await _sweep(sweeper) == [_step(second)]
+    assert await store.session_holder("t", "s") == second.id
+
+
+async def test_a_task_past_its_deadline_times_out_and_passes_its_session_on(
+    sweeper: Sweeper, store: TaskStore, redis_client: redis.Redis
+) -> None:
+    late = await _task(store)
+    following = await _task(store)
+    redis_client.zadd(keys.TASK_DEADLINES, {late.id: 1.0})  # long past
+    jobs = await _sweep(sweeper)
+    ended = await store.get(late.id)
+    assert ended is not None and ended.status == TaskStatus.TIMED_OUT
+    assert ended.error == "deadline of 60s passed"
+    assert _step(following) in jobs
+    assert redis_client.zscore(keys.LIVE_TASKS, late.id) is None
+
+
+def test_the_sweep_is_on_celery_beats_schedule() -> None:
+    from services.agent_worker.worker import app
+
+    entry = app.conf.beat_schedule["sweep"]
+    assert entry["task"] == keys.SWEEP_TASK
+    assert entry["options"]["queue"] == keys.AGENT_QUEUE
