@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
 
+from services.gateway.errors import validation_error
+from services.gateway.guard import Guard
 from services.gateway.routes import health, tasks
 from shared.logs import setup_logging
 from shared.registry import load_plugins
-from shared.settings import get_settings
+from shared.settings import Settings, get_settings
 
 __all__ = ["app", "create_app"]
 
@@ -27,18 +31,44 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await store.close()
 
 
-def create_app() -> FastAPI:
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The gateway for `settings` (by default the environment's)."""
+    settings = settings or get_settings()
     setup_logging()
-    load_plugins(get_settings().plugin_modules)  # user tools and agents are valid task names
+    load_plugins(settings.plugin_modules)  # user tools and agents are valid task names
     app = FastAPI(
         title="taskyard gateway",
         description="Submit tool-using agent tasks, read them, follow them live (SSE).",
         version="0.1.0",
         lifespan=lifespan,
     )
+    app.state.settings = settings
+    app.add_middleware(
+        Guard, tenants=settings.tenants_by_key(), max_body_bytes=settings.gateway_max_body_bytes
+    )
+    app.add_exception_handler(RequestValidationError, validation_error)
     app.include_router(tasks.router)
     app.include_router(health.router)
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's document, without the 422 it adds to every route with parameters: only the
+    routes that declare one can answer it."""
+    if app.openapi_schema is None:
+        schema = FastAPI.openapi(app)  # made once, and kept on the app
+        declared = {
+            (route.path, method.lower())
+            for route in app.routes
+            if 422 in getattr(route, "responses", {})
+            for method in getattr(route, "methods", ())
+        }
+        for path, operations in schema["paths"].items():
+            for method, operation in operations.items():
+                if (path, method) not in declared:
+                    operation["responses"].pop("422", None)
+    return app.openapi_schema
 
 
 app = create_app()
