@@ -19,7 +19,8 @@ from shared.loop import LoopThread
 from shared.registry import load_plugins
 from shared.schema import ActionReturn, ActionStatusCode, AgentMessage, ToolCall
 from shared.settings import get_settings
-from shared.store import TaskStore
+from shared.store import TaskStore, ToolResultStored
+from shared.text import replace_lone_surrogates
 
 settings = get_settings()
 setup_logging()
@@ -34,13 +35,13 @@ _MAX_RETRIES = 3
 class _Store:
     """The async store on a loop of its own, for this worker's threads."""
 
-    def __init__(self) -> None:
+    def __init__(self, redis_url: str) -> None:
         self.loop = LoopThread("tool-store")
-        self.store: TaskStore = self.loop.run(_open_store())
+        self.store: TaskStore = self.loop.run(_open_store(redis_url))
 
 
-async def _open_store() -> TaskStore:
-    return TaskStore.from_url(settings.redis_url, settings.redis_max_connections)
+async def _open_store(redis_url: str) -> TaskStore:
+    return TaskStore.from_url(redis_url, settings.redis_max_connections)
 
 
 _store: _Store | None = None
@@ -51,7 +52,7 @@ def _shared_store() -> _Store:
     global _store
     with _store_lock:
         if _store is None:
-            _store = _Store()
+            _store = _Store(settings.redis_url)
         return _store
 
 
@@ -64,7 +65,7 @@ def tool_run(self: Task, payload: dict) -> None:
     message = None
     if not run(store.has_tool_result(job.task_id, job.step, job.call.id)):
         message = _run_call(self, job)
-    stored = run(store.put_tool_result(job.task_id, job.step, job.call.id, message))
+    stored = _store_result(shared, job, message)
     redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
     # Exactly one job starts the next step; a redelivered one may again (the step is idempotent).
     if stored.advance or (stored.complete and redelivered):
@@ -75,8 +76,7 @@ def tool_run(self: Task, payload: dict) -> None:
 
 
 def _run_call(task: Task, job: ToolRunJob) -> AgentMessage:
-    extra = {"task_id": job.task_id, "session_id": job.session_id, "step": job.step,
-             "call_id": job.call.id}  # fmt: skip
+    extra = _log_extra(job)
     log.info("tool call %s", job.call.name, extra=extra)
     try:
         return tools.run(job.call, job.session_key)
@@ -85,18 +85,46 @@ def _run_call(task: Task, job: ToolRunJob) -> AgentMessage:
             log.warning("tool call failed, retrying: %s", exc, extra=extra)
             raise task.retry(exc=exc, countdown=2**task.request.retries) from exc
         log.exception("tool call failed for good", extra=extra)
-        return _worker_error(job.call, exc)
+        return _worker_error(job.call, exc, "the tool could not run")
 
 
-def _worker_error(call: ToolCall, exc: Exception) -> AgentMessage:
-    """A result the model can read when the tool could not run at all."""
+def _store_result(
+    shared: _Store, job: ToolRunJob, message: AgentMessage | None
+) -> ToolResultStored:
+    """Store the call's result (None: only check the step's results). A result that cannot
+    be stored (a value no JSON encoder takes) is replaced by an error the model reads, so the
+    step never waits on it for good."""
+
+    def put(result: AgentMessage | None) -> ToolResultStored:
+        stored = shared.store.put_tool_result(job.task_id, job.step, job.call.id, result)
+        return shared.loop.run(stored)
+
+    try:
+        return put(message)
+    except Exception as exc:
+        if message is None:
+            raise  # nothing of the tool's failed here: Redis did
+        log.exception("tool result could not be stored; the model is told", extra=_log_extra(job))
+        return put(_worker_error(job.call, exc, "its result could not be stored"))
+
+
+def _worker_error(call: ToolCall, exc: Exception, what: str) -> AgentMessage:
+    """A result the model can read when the tool could not run, or its result not be kept."""
     ret = ActionReturn(
         type=call.name,
         state=ActionStatusCode.API_ERROR,
-        errmsg=f"the tool could not run ({type(exc).__name__}: {exc}); try again or do without",
+        # The exception may quote the tool's output, lone surrogates and all.
+        errmsg=replace_lone_surrogates(
+            f"{what} ({type(exc).__name__}: {exc}); try again or do without"
+        ),
         args=call.parameters if isinstance(call.parameters, dict) else None,
     )
     return AgentMessage.tool_result(call, ret)
+
+
+def _log_extra(job: ToolRunJob) -> dict[str, object]:
+    return {"task_id": job.task_id, "session_id": job.session_id, "step": job.step,
+            "call_id": job.call.id}  # fmt: skip
 
 
 @signals.worker_ready.connect

@@ -16,7 +16,6 @@ from typing import Any
 
 import aiohttp
 import httpx
-import orjson
 
 from shared.llms.base import ChatMessages, ChatResult
 from shared.llms.errors import LLMError
@@ -25,6 +24,7 @@ from shared.llms.wire import (
     SSEDecoder,
     StreamAccumulator,
     error_from_response,
+    loads,
     request_body,
     request_headers,
     to_result,
@@ -113,7 +113,7 @@ class OpenAIChat(_ChatConfig):
         body, headers = self._request(messages, session_id, task_id, tools, params, False)
         response = self._open(body, headers)
         try:
-            return to_result(orjson.loads(response.read()), bool(tools))
+            return to_result(loads(response.read()), bool(tools))
         except httpx.HTTPError as exc:
             raise LLMError(f"model answer broke off: {exc}") from exc
         finally:
@@ -137,7 +137,7 @@ class OpenAIChat(_ChatConfig):
                 data = events.feed(line)
                 if data == DONE:
                     break
-                if data is not None and turn.add(orjson.loads(data)):
+                if data is not None and turn.add(loads(data)):
                     yield turn.result(bool(tools))
         except httpx.HTTPError as exc:
             raise LLMError(f"model stream broke: {exc}") from exc
@@ -213,7 +213,7 @@ class AsyncOpenAIChat(_ChatConfig):
         body, headers = self._request(messages, session_id, task_id, tools, params, False)
         response = await self._open(body, headers)
         try:
-            return to_result(orjson.loads(await response.read()), bool(tools))
+            return to_result(loads(await response.read()), bool(tools))
         except aiohttp.ClientError as exc:
             raise LLMError(f"model answer broke off: {exc}") from exc
         finally:
@@ -237,7 +237,7 @@ class AsyncOpenAIChat(_ChatConfig):
                 data = events.feed(raw.decode())
                 if data == DONE:
                     break
-                if data is not None and turn.add(orjson.loads(data)):
+                if data is not None and turn.add(loads(data)):
                     yield turn.result(bool(tools))
         except aiohttp.ClientError as exc:
             raise LLMError(f"model stream broke: {exc}") from exc
