@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 
 from services.gateway.errors import validation_error
 from services.gateway.guard import Guard
+from services.gateway.openapi import openapi_document
 from services.gateway.routes import health, tasks
 from shared.logs import setup_logging
 from shared.registry import load_plugins
@@ -49,26 +49,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(RequestValidationError, validation_error)
     app.include_router(tasks.router)
     app.include_router(health.router)
-    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    app.openapi = lambda: openapi_document(app)  # type: ignore[method-assign]
     return app
-
-
-def _openapi(app: FastAPI) -> dict[str, Any]:
-    """FastAPI's document, without the 422 it adds to every route with parameters: only the
-    routes that declare one can answer it."""
-    if app.openapi_schema is None:
-        schema = FastAPI.openapi(app)  # made once, and kept on the app
-        declared = {
-            (route.path, method.lower())
-            for route in app.routes
-            if 422 in getattr(route, "responses", {})
-            for method in getattr(route, "methods", ())
-        }
-        for path, operations in schema["paths"].items():
-            for method, operation in operations.items():
-                if (path, method) not in declared:
-                    operation["responses"].pop("422", None)
-    return app.openapi_schema
 
 
 app = create_app()

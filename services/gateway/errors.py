@@ -44,6 +44,7 @@ _WHY = {
     409: "The task or its session is not in a state that allows this.",
     413: "The request body is over the gateway's size limit.",
     422: "The request is not valid: what failed, where, and why.",
+    503: "Redis, which the gateway needs, does not answer.",
 }
 
 

@@ -155,7 +155,9 @@ def test_events_stream_ends_after_final_and_resumes(client: TestClient, settings
     assert after_final.status_code == 200 and after_final.text == ""  # ends at once
 
 
-@pytest.mark.parametrize("last_id", ["garbage", "-1", "1-2-3", "x" * 300])
+@pytest.mark.parametrize(
+    "last_id", ["garbage", "-1", "1-2-3", "x" * 300, "77189575627459484419-170"]
+)
 def test_an_invalid_last_event_id_is_400(client: TestClient, last_id: str) -> None:
     task_id = client.post("/v1/tasks", json={"input": "hi"}, headers=AUTH).json()["id"]
     resp = client.get(f"/v1/tasks/{task_id}/events", headers={**AUTH, "Last-Event-ID": last_id})

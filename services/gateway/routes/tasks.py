@@ -18,6 +18,7 @@ from services.gateway.sse import event_stream
 from shared.actions import openai_tool_schemas
 from shared.agents import AGENTS
 from shared.cancel import announce
+from shared.events import EventKind
 from shared.jobs import AgentStepJob, enqueue_agent_step
 from shared.registry import RegistryError
 from shared.spec import AgentSpec
@@ -26,11 +27,21 @@ from shared.task import TaskRecord, TaskStatus
 
 router = APIRouter(prefix="/v1/tasks", tags=["tasks"], route_class=JSONRoute)
 
-_ENTRY_ID_PATTERN = r"^\d{1,20}(-\d{1,20})?$"
+_ENTRY_ID_PATTERN = r"^\d{1,19}(-\d{1,19})?$"  # 19 digits: always within Redis's 64 bits
 _ENTRY_ID = re.compile(_ENTRY_ID_PATTERN)
+_EVENT = {  # one server-sent event (in OpenAPI 3.1, `schema` of an event stream is per event)
+    "type": "object",
+    "required": ["id", "event", "data"],
+    "properties": {
+        "id": {"type": "string", "pattern": _ENTRY_ID_PATTERN},
+        "event": {"enum": [kind.value for kind in EventKind]},
+        "data": {"type": "string", "contentMediaType": "application/json"},
+    },
+}
 _EVENT_STREAM = {
-    "description": "Server-sent events (`id`, `event`: status, message or token, `data`: JSON).",
-    "content": {"text/event-stream": {"schema": {"type": "string"}}},
+    "description": "The task's events as server-sent events, the last one its final status; "
+    "`: keep-alive` comments while nothing happens.",
+    "content": {"text/event-stream": {"schema": _EVENT}},
 }
 
 
