@@ -20,6 +20,7 @@ from shared.events import Event, EventKind, decode_entry, dumps
 from shared.schema import AgentMessage, ToolCall
 from shared.store.scripts import SCRIPTS, source
 from shared.task import TERMINAL, TaskRecord, TaskStatus
+from shared.text import replace_lone_surrogates
 
 __all__ = [
     "Created",
@@ -306,6 +307,10 @@ def _now() -> str:
 
 
 def _stamp(fields_: Mapping[str, Any]) -> dict[str, str]:
-    out = {k: v if isinstance(v, str) else dumps(v) for k, v in fields_.items()}
+    # Text fields (a result, a failure's reason) go to Redis as UTF-8: no lone surrogates.
+    out = {
+        k: replace_lone_surrogates(v) if isinstance(v, str) else dumps(v)
+        for k, v in fields_.items()
+    }
     out["updated_at"] = _now()
     return out
