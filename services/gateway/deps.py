@@ -18,15 +18,27 @@ from shared.settings import Settings
 from shared.store import TaskStore
 from shared.task import TASK_ID_PATTERN, TaskRecord
 
-__all__ = ["CeleryDep", "HubDep", "OwnedTaskDep", "SettingsDep", "StoreDep", "TenantDep"]
+__all__ = [
+    "CeleryDep",
+    "HubDep",
+    "OwnedTaskDep",
+    "SettingsDep",
+    "StoreDep",
+    "TenantDep",
+    "app_settings",
+]
 
 
-def get_settings(request: Request) -> Settings:
+# Every dependency here is `async def`: FastAPI runs a plain `def` one on its thread pool,
+# a thread hop per request for what is a dictionary lookup.
+
+
+async def app_settings(request: Request) -> Settings:
     """The settings the app was made with (`create_app`)."""
     return request.app.state.settings
 
 
-SettingsDep = Annotated[Settings, Depends(get_settings)]
+SettingsDep = Annotated[Settings, Depends(app_settings)]
 
 
 @cache
@@ -34,11 +46,11 @@ def _celery(settings: Settings) -> Celery:
     return make_celery(settings)
 
 
-def get_celery(settings: SettingsDep) -> Celery:
+async def get_celery(settings: SettingsDep) -> Celery:
     return _celery(settings)
 
 
-def get_store(request: Request, settings: SettingsDep) -> TaskStore:
+async def get_store(request: Request, settings: SettingsDep) -> TaskStore:
     """The app's store (its async clients live on the app's event loop; the lifespan closes
     them)."""
     stores: dict[str, TaskStore] = request.app.state.stores
@@ -49,7 +61,7 @@ def get_store(request: Request, settings: SettingsDep) -> TaskStore:
     return stores[settings.redis_url]
 
 
-def get_hub(
+async def get_hub(
     request: Request, settings: SettingsDep, store: Annotated[TaskStore, Depends(get_store)]
 ) -> EventHub:
     """The app's one reader of event streams."""
@@ -66,7 +78,7 @@ def get_hub(
 _bearer = HTTPBearer(auto_error=False)  # declares the scheme in the OpenAPI document
 
 
-def get_tenant(
+async def get_tenant(
     request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 ) -> str:
     """The tenant owning the request's API key, which the `Guard` checked before the body."""
