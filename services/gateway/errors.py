@@ -77,7 +77,7 @@ def _issue(error: dict[str, Any]) -> dict[str, Any]:
         "msg": _short(error["msg"]),
         "type": error["type"],
     }
-    if isinstance(error.get("input"), str | bytes | int | float | None):
+    if "input" in error and isinstance(error["input"], str | bytes | int | float | None):
         out["input"] = _short(error["input"])
     if error.get("ctx"):
         out["ctx"] = {key: _short(value) for key, value in error["ctx"].items()}

@@ -15,6 +15,8 @@ _UNAUTHORIZED = "missing or invalid API key (Authorization: Bearer <key>)"
 
 
 class BodyTooLarge(HTTPException):
+    """413: the body passed the gateway's limit."""
+
     def __init__(self, limit: int) -> None:
         super().__init__(413, detail=f"request body over {limit} bytes")
 
