@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 
-from services.gateway.errors import validation_error
+from services.gateway.errors import server_error, validation_error
 from services.gateway.guard import Guard
 from services.gateway.openapi import openapi_document
 from services.gateway.routes import health, tasks
@@ -47,6 +47,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         Guard, tenants=settings.tenants_by_key(), max_body_bytes=settings.gateway_max_body_bytes
     )
     app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(Exception, server_error)
     app.include_router(tasks.router)
     app.include_router(health.router)
     app.openapi = lambda: openapi_document(app)  # type: ignore[method-assign]

@@ -10,7 +10,15 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-__all__ = ["ErrorBody", "Issue", "ValidationErrorBody", "issue", "responses", "validation_error"]
+__all__ = [
+    "ErrorBody",
+    "Issue",
+    "ValidationErrorBody",
+    "issue",
+    "responses",
+    "server_error",
+    "validation_error",
+]
 
 _ECHO_CHARS = 100  # a 422 shows at most this much of what was sent
 
@@ -69,6 +77,11 @@ async def validation_error(request: Request, exc: Exception) -> JSONResponse:
     body is never echoed."""
     assert isinstance(exc, RequestValidationError)
     return JSONResponse({"detail": [_issue(error) for error in exc.errors()]}, status_code=422)
+
+
+async def server_error(request: Request, exc: Exception) -> JSONResponse:
+    """500 in the same shape; the exception itself goes on to the server's log."""
+    return JSONResponse({"detail": "internal error"}, status_code=500)
 
 
 def _issue(error: dict[str, Any]) -> dict[str, Any]:

@@ -191,3 +191,12 @@ def test_an_escaped_surrogate_pair_is_the_character(
 )
 def test_nan_and_infinity_are_invalid_json(client: TestClient, body: bytes) -> None:
     assert _post(client, body).status_code == 422
+
+
+def test_an_unexpected_failure_is_a_500_in_the_same_shape(settings: Settings) -> None:
+    unreachable = settings.model_copy(update={"redis_url": "redis://127.0.0.1:9/0"})
+    with TestClient(create_app(unreachable), raise_server_exceptions=False) as client:
+        resp = client.post("/v1/tasks", json={"input": "hi"}, headers=AUTH)
+        assert (resp.status_code, resp.json()) == (500, {"detail": "internal error"})
+        ready = client.get("/readyz")
+        assert (ready.status_code, ready.json()) == (503, {"detail": "Redis unreachable"})
