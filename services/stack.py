@@ -19,6 +19,8 @@ from pathlib import Path
 
 import httpx
 
+from shared.settings import parse_api_keys
+
 __all__ = ["LocalStack", "StackPorts", "free_port"]
 
 _REPO = Path(__file__).resolve().parent.parent  # services run from here, so plugins import
@@ -46,7 +48,7 @@ class LocalStack:
 
     ports: StackPorts = field(default_factory=StackPorts)
     run_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="taskyard-")))
-    api_key: str = "dev-key"
+    api_keys: str = "dev-key=demo"  # the gateway's TASKYARD_API_KEYS
     sandbox_backend: str = "docker"
     upstreams: str | None = None  # real OpenAI-compatible upstreams; scripted model if None
     model_tokens_per_s: float = 0  # the scripted model's stream pace (0: as fast as it can)
@@ -58,6 +60,11 @@ class LocalStack:
     extra_env: dict[str, str] = field(default_factory=dict)  # more TASKYARD_* settings
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     argvs: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def api_key(self) -> str:
+        """The first key of `api_keys`: the one the demo task and the tests use."""
+        return next(iter(parse_api_keys(self.api_keys)))
 
     @property
     def gateway_url(self) -> str:
@@ -75,7 +82,7 @@ class LocalStack:
             "TASKYARD_REDIS_URL": f"{self.redis_url}/0",
             "TASKYARD_BROKER_URL": f"{self.redis_url}/1",
             "TASKYARD_RESULT_BACKEND": f"{self.redis_url}/2",
-            "TASKYARD_API_KEYS": f"{self.api_key}=demo",
+            "TASKYARD_API_KEYS": self.api_keys,
             "TASKYARD_LLM_BASE_URL": f"http://127.0.0.1:{self.ports.proxy}/v1",
             "TASKYARD_PROXY_UPSTREAMS": upstreams,
             "TASKYARD_SANDBOX_BACKEND": self.sandbox_backend,

@@ -8,9 +8,16 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from pydantic import ValidationError
 
 from shared.client import TaskyardClient
+from shared.settings import Settings, env_name
 from shared.transcript import TranscriptPrinter
+
+if TYPE_CHECKING:
+    from services.stack import LocalStack
 
 __all__ = ["main"]
 
@@ -75,26 +82,48 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt  # SIGTERM and SIGHUP stop the stack like Ctrl-C does
 
 
-def _up(args: argparse.Namespace) -> int:
+def _problems(exc: ValidationError) -> str:
+    """Each bad setting on a line, named by its environment variable."""
+    lines = []
+    for error in exc.errors():
+        name, msg = env_name(str(error["loc"][0])), error["msg"].removeprefix("Value error, ")
+        lines.append(f"  {msg}" if name in msg else f"  {name}: {msg}")
+    return "\n".join(lines)
+
+
+def local_stack(args: argparse.Namespace, settings: Settings) -> LocalStack:
+    """The stack `up` starts: its gateway takes the environment's API keys (so a second
+    tenant can be tried), and the demo uses the first."""
     from services.stack import LocalStack, StackPorts  # only `up` needs the service code
 
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _interrupt)
-
-    stack = LocalStack(
+    return LocalStack(
         ports=StackPorts(gateway=args.gateway_port),
+        api_keys=settings.api_keys,
         sandbox_backend=args.sandbox,
         model_tokens_per_s=20,  # slow enough to watch the answer stream in
     )
+
+
+def _up(args: argparse.Namespace) -> int:
+    try:
+        settings = Settings()  # checked here, before any service starts with it
+    except ValidationError as exc:
+        print(f"taskyard up: bad settings:\n{_problems(exc)}", file=sys.stderr)
+        return 2
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _interrupt)
+
+    stack = local_stack(args, settings)
     print(
         f"starting the local stack (logs in {stack.run_dir}); model: scripted upstream", flush=True
     )
     stack.start()
     code = 1
     try:
+        keys = ", ".join(f"{key} (tenant {t})" for key, t in settings.tenants_by_key().items())
         print(
-            f"gateway: {stack.gateway_url}  (API docs: {stack.gateway_url}/docs, "
-            f"key: {stack.api_key})\n\n> {args.task}",
+            f"gateway: {stack.gateway_url}  (API docs: {stack.gateway_url}/docs)\n"
+            f"keys: {keys}\n\n> {args.task}",
             flush=True,
         )
         client = TaskyardClient(stack.gateway_url, stack.api_key)

@@ -13,6 +13,7 @@ import orjson
 from pydantic import BaseModel
 
 from shared.task import TERMINAL, TaskStatus
+from shared.text import replace_lone_surrogates
 
 __all__ = ["Event", "EventKind", "decode_entry", "dumps", "encode"]
 
@@ -35,8 +36,12 @@ class Event(BaseModel):
 
 
 def dumps(data: Any) -> str:
-    """Compact JSON text, as every event and stored message is written."""
-    return orjson.dumps(data).decode()
+    """Compact JSON text, as every event and stored message is written. A lone surrogate,
+    which no JSON encoder takes, becomes U+FFFD, so a failure's reason can always be told."""
+    try:
+        return orjson.dumps(data).decode()
+    except orjson.JSONEncodeError:
+        return orjson.dumps(replace_lone_surrogates(data)).decode()
 
 
 def encode(kind: EventKind, data: dict[str, Any]) -> dict[str, str]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, WithJsonSchema
 
 __all__ = [
     "ActionReturn",
@@ -122,9 +122,17 @@ def _content_kind(value: Any) -> str:
     return "list" if isinstance(value, list) else "str"
 
 
+# The JSON schema says what `_content_kind` does, so exactly one branch matches a tool result.
+_PLAIN_DICT = WithJsonSchema(
+    {
+        "type": "object",
+        "additionalProperties": True,
+        "not": {"required": ["object"], "properties": {"object": {"const": "action_return"}}},
+    }
+)
 MessageContent = Annotated[
     Annotated[str, Tag("str")]
-    | Annotated[dict[str, Any], Tag("dict")]
+    | Annotated[dict[str, Any], Tag("dict"), _PLAIN_DICT]
     | Annotated[list[Any], Tag("list")]
     | Annotated[ActionReturn, Tag("action_return")]
     | Annotated[None, Tag("none")],

@@ -6,21 +6,64 @@ environment before a process starts (or by calling `get_settings.cache_clear()`)
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import Annotated, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from pydantic import Field, IPvAnyNetwork, field_validator, model_validator
+from pydantic import Field, IPvAnyNetwork, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from redis.connection import parse_url
 
-__all__ = ["Settings", "broker_database", "get_settings"]
+__all__ = [
+    "Settings",
+    "broker_database",
+    "env_name",
+    "get_settings",
+    "items",
+    "parse_api_keys",
+]
 
-_PLACEHOLDER_KEYS = {"", "changeme", "secret"}
+_PLACEHOLDER_KEYS = {"changeme", "secret"}
+# Tenant names become part of Redis keys ("session:{tenant}:{session}"): no ":" in them.
+_TENANT = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+_SIZE = re.compile(r"[0-9]+[kmgKMG]?")  # what Docker and the local sandbox both read
+
+
+def env_name(field: str) -> str:
+    """The environment variable that sets `field`."""
+    return f"TASKYARD_{field.upper()}"
+
+
+def parse_api_keys(text: str) -> dict[str, str]:
+    """API key to tenant, from "key=tenant" pairs separated by commas. The ValueError says
+    what is wrong without repeating a key."""
+    form = "TASKYARD_API_KEYS must be key=tenant pairs separated by commas (k1=team-a,k2=team-b)"
+    tenants: dict[str, str] = {}
+    for number, item in enumerate(items(text), 1):
+        key, sep, tenant = (part.strip() for part in item.partition("="))
+        if not (sep and key and tenant):
+            raise ValueError(f"{form}; pair {number} is not key=tenant")
+        if not _TENANT.fullmatch(tenant):
+            raise ValueError(
+                f"tenant {tenant!r} (pair {number} of TASKYARD_API_KEYS): use up to 64 "
+                "letters, digits, '_', '.' or '-'"
+            )
+        if key.lower() in _PLACEHOLDER_KEYS:
+            raise ValueError(f"the key of pair {number} of TASKYARD_API_KEYS is a placeholder")
+        if tenants.setdefault(key, tenant) != tenant:
+            raise ValueError(f"pair {number} of TASKYARD_API_KEYS repeats a key for a new tenant")
+    if not tenants:
+        raise ValueError(f"{form}; it names none")
+    return tenants
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="TASKYARD_", extra="ignore", frozen=True)
+    # Inputs stay out of error messages: some are secrets.
+    model_config = SettingsConfigDict(
+        env_prefix="TASKYARD_", extra="ignore", frozen=True, hide_input_in_errors=True
+    )
 
     # Redis: tasks, events and memory on one database, Celery's broker and results on others.
     # The broker must be on the store's server (see `broker_database`); unset, the broker and
@@ -44,6 +87,9 @@ class Settings(BaseSettings):
     proxy_upstreams: str = "http://127.0.0.1:8500/v1"
     proxy_pool_file: str | None = None
 
+    # Gateway: a request body over this many bytes is refused (413) before it is read.
+    gateway_max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+
     # Tasks.
     default_max_steps: int = Field(default=8, ge=1)
     task_deadline_s: float = 600.0
@@ -64,7 +110,7 @@ class Settings(BaseSettings):
     broker_max_connections: int = Field(default=2048, ge=10)
 
     # Sandboxes.
-    sandbox_backend: str = "docker"  # "docker" or "local"
+    sandbox_backend: str = "docker"  # a key of shared.sandbox.BACKENDS: "docker" or "local"
     sandbox_image: str = "taskyard/sandbox:latest"
     sandbox_timeout_s: float = 30.0
     sandbox_memory: str = "256m"
@@ -94,10 +140,52 @@ class Settings(BaseSettings):
 
     @field_validator("api_keys")
     @classmethod
-    def _refuse_placeholder_keys(cls, value: str) -> str:
-        for key, _ in (pair.split("=", 1) for pair in value.split(",") if pair):
-            if key.strip().lower() in _PLACEHOLDER_KEYS:
-                raise ValueError(f"API key {key!r} is a placeholder; set TASKYARD_API_KEYS")
+    def _key_tenant_pairs(cls, value: str) -> str:
+        parse_api_keys(value)
+        return value
+
+    @field_validator("redis_url", "broker_url", "result_backend")
+    @classmethod
+    def _redis_url(cls, value: str, info: ValidationInfo) -> str:
+        _check_url(value, _REDIS_SCHEMES, _env(info), host=False)
+        return value
+
+    @field_validator("llm_base_url", "search_url")
+    @classmethod
+    def _http_url(cls, value: str, info: ValidationInfo) -> str:
+        _check_url(value, _HTTP_SCHEMES, _env(info))
+        return value
+
+    @field_validator("proxy_upstreams")
+    @classmethod
+    def _upstream_list(cls, value: str, info: ValidationInfo) -> str:
+        for entry in items(value):
+            model, url = entry.split("=", 1) if "=" in entry.split("://")[0] else ("*", entry)
+            where = f"{_env(info)} (url or model=url, separated by commas)"
+            if not model.strip():
+                raise ValueError(f"{where}: an entry has no model before its '='")
+            _check_url(url.strip(), _HTTP_SCHEMES, where)
+        return value
+
+    @field_validator("plugin_modules")
+    @classmethod
+    def _module_names(cls, value: str, info: ValidationInfo) -> str:
+        for name in items(value):
+            if not _MODULE.fullmatch(name):
+                raise ValueError(
+                    f"{_env(info)}: {name!r} is not a module name; give importable names "
+                    "separated by commas (my_pkg.agents,my_pkg.tools)"
+                )
+        return value
+
+    @field_validator("sandbox_memory", "sandbox_disk")
+    @classmethod
+    def _docker_size(cls, value: str, info: ValidationInfo) -> str:
+        if not _SIZE.fullmatch(value):
+            raise ValueError(
+                f"{_env(info)} must be a number of bytes, optionally followed by k, m or g "
+                f"(256m); not {value!r}"
+            )
         return value
 
     @field_validator("browse_allow_networks", mode="before")
@@ -124,8 +212,28 @@ class Settings(BaseSettings):
 
     def tenants_by_key(self) -> dict[str, str]:
         """API key to tenant name."""
-        pairs = (pair.split("=", 1) for pair in self.api_keys.split(",") if "=" in pair)
-        return {key.strip(): tenant.strip() for key, tenant in pairs}
+        return parse_api_keys(self.api_keys)
+
+
+_REDIS_SCHEMES = ("redis", "rediss", "unix", "redis+socket", "sentinel")
+_HTTP_SCHEMES = ("http", "https")
+
+
+def _env(info: ValidationInfo) -> str:
+    return env_name(info.field_name or "")
+
+
+def items(text: str) -> list[str]:
+    """The non-empty, stripped items of a comma-separated setting."""
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def _check_url(value: str, schemes: tuple[str, ...], where: str, host: bool = True) -> None:
+    parts = urlsplit(value)
+    if parts.scheme not in schemes or not (parts.netloc or (not host and parts.path)):
+        raise ValueError(
+            f"{where} needs a URL starting with {' or '.join(s + '://' for s in schemes)}"
+        )  # the value is not repeated: a URL may hold a password
 
 
 def _on_db(url: str, db: int) -> str:
@@ -145,7 +253,7 @@ def broker_database(store_url: str, broker_url: str) -> int:
         raise ValueError(
             "TASKYARD_BROKER_URL must be on the same Redis server as TASKYARD_REDIS_URL "
             "(another database number is fine): a step's commit and the jobs it starts are "
-            f"one atomic write; got broker {broker_url!r}, store {store_url!r}"
+            "one atomic write"
         )
     return int(broker.get("db", 0))
 

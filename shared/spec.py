@@ -3,9 +3,13 @@ from this; the gateway validates it at the door."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 __all__ = ["AgentSpec"]
+
+_Name = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 
 
 class AgentSpec(BaseModel):
@@ -13,12 +17,15 @@ class AgentSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    agent: str | None = Field(
+    agent: _Name | None = Field(
         default=None, description="A registered agent's name; inline fields then only override."
     )
     name: str = Field(default="assistant", min_length=1, max_length=64)
-    model: str | None = Field(default=None, description="Model name; default from settings.")
+    model: str | None = Field(
+        default=None, min_length=1, max_length=256, description="Model name; default from settings."
+    )
     system_prompt: str | None = Field(default=None, max_length=100_000)
-    tools: list[str] = Field(default_factory=lambda: ["IPythonInterpreter"], max_length=32)
-    max_steps: int | None = Field(default=None, ge=1, le=100)
-    temperature: float | None = Field(default=None, ge=0, le=2)
+    tools: list[_Name] = Field(default_factory=lambda: ["IPythonInterpreter"], max_length=32)
+    # Strict: JSON `true` or "3" is not a number of steps.
+    max_steps: int | None = Field(default=None, ge=1, le=100, strict=True)
+    temperature: float | None = Field(default=None, ge=0, le=2, strict=True)

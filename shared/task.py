@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field, field_serializer
 from shared.schema import AgentMessage, ToolCall
 from shared.spec import AgentSpec
 
-__all__ = ["TERMINAL", "TaskRecord", "TaskStatus", "new_task_id"]
+__all__ = ["TASK_ID_PATTERN", "TERMINAL", "TaskRecord", "TaskStatus", "new_task_id"]
 
 
 class TaskStatus(StrEnum):
@@ -29,6 +29,9 @@ class TaskStatus(StrEnum):
 TERMINAL = frozenset(
     {TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.CANCELLED, TaskStatus.TIMED_OUT}
 )
+
+
+TASK_ID_PATTERN = r"^task_[0-9a-f]{32}$"  # what `new_task_id` makes, and nothing else
 
 
 def new_task_id() -> str:

@@ -1,30 +1,41 @@
-"""Typed dependencies, defined once: settings, store, event hub, task queue, tenant."""
+"""Typed dependencies, defined once: settings, store, event hub, task queue, tenant, and the
+caller's task named in the path."""
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from typing import Annotated
 
 import redis.asyncio as aioredis
 from celery import Celery
-from fastapi import Depends, HTTPException, Request, status
+from fastapi import Depends, HTTPException, Path, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from services.gateway.event_hub import HUB_READ_TIMEOUT_S, EventHub
 from shared.celery_app import make_celery
-from shared.settings import Settings, get_settings
+from shared.settings import Settings
 from shared.store import TaskStore
+from shared.task import TASK_ID_PATTERN, TaskRecord
 
-__all__ = ["CeleryDep", "HubDep", "SettingsDep", "StoreDep", "TenantDep", "app_settings"]
+__all__ = [
+    "CeleryDep",
+    "HubDep",
+    "OwnedTaskDep",
+    "SettingsDep",
+    "StoreDep",
+    "TenantDep",
+    "app_settings",
+]
 
 
 # Every dependency here is `async def`: FastAPI runs a plain `def` one on its thread pool,
 # a thread hop per request for what is a dictionary lookup.
 
 
-async def app_settings() -> Settings:
-    """The settings (tests override this dependency)."""
-    return get_settings()
+async def app_settings(request: Request) -> Settings:
+    """The settings the app was made with (`create_app`)."""
+    return request.app.state.settings
 
 
 SettingsDep = Annotated[Settings, Depends(app_settings)]
@@ -46,8 +57,9 @@ async def get_store(request: Request, settings: SettingsDep) -> TaskStore:
     stores: dict[str, TaskStore] = request.app.state.stores
     if settings.redis_url not in stores:
         stores[settings.redis_url] = TaskStore.from_url(
-            settings.redis_url, settings.broker_url, settings.redis_max_connections, CLIENT_NAME
-        )
+            settings.redis_url, settings.broker_url, settings.redis_max_connections, CLIENT_NAME,
+            outage_retries=4,  # a person waits: a second or so, then 5xx
+        )  # fmt: skip
     return stores[settings.redis_url]
 
 
@@ -66,25 +78,37 @@ async def get_hub(
     return hubs[settings.redis_url]
 
 
-_bearer = HTTPBearer(auto_error=False)
+_bearer = HTTPBearer(auto_error=False)  # declares the scheme in the OpenAPI document
 
 
 async def get_tenant(
-    settings: SettingsDep,
-    creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 ) -> str:
-    """The tenant owning the API key; 401 without a valid `Authorization: Bearer` key."""
-    tenant = settings.tenants_by_key().get(creds.credentials) if creds else None
-    if tenant is None:
-        raise HTTPException(
-            status.HTTP_401_UNAUTHORIZED,
-            detail="missing or invalid API key (Authorization: Bearer <key>)",
-            headers={"WWW-Authenticate": "Bearer"},
-        )
-    return tenant
+    """The tenant owning the request's API key, which the `Guard` checked before the body."""
+    return request.state.tenant
 
 
 StoreDep = Annotated[TaskStore, Depends(get_store)]
 HubDep = Annotated[EventHub, Depends(get_hub)]
 CeleryDep = Annotated[Celery, Depends(get_celery)]
 TenantDep = Annotated[str, Depends(get_tenant)]
+
+_TASK_ID = re.compile(TASK_ID_PATTERN)
+_TaskIdPath = Path(
+    description="A task's id, as `POST /v1/tasks` answered it.",
+    json_schema_extra={"pattern": TASK_ID_PATTERN},  # documented; anything else is a 404
+)
+
+
+async def get_owned_task(
+    task_id: Annotated[str, _TaskIdPath], tenant: TenantDep, store: StoreDep
+) -> TaskRecord:
+    """The caller's task `task_id`. Anything else is the same 404: an id of another shape
+    (which never reaches Redis), an unknown id, another tenant's task."""
+    record = await store.get(task_id) if _TASK_ID.fullmatch(task_id) else None
+    if record is None or record.tenant != tenant:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, detail="no such task")
+    return record
+
+
+OwnedTaskDep = Annotated[TaskRecord, Depends(get_owned_task)]

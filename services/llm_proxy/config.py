@@ -23,9 +23,9 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import yaml
-from pydantic import Field
+from pydantic import Field, field_validator
 
-from shared.settings import Settings
+from shared.settings import Settings, items
 
 __all__ = [
     "ANY_MODEL",
@@ -82,6 +82,30 @@ class ProxySettings(Settings):
     proxy_redis_sync: bool = True
     proxy_redis_url: str | None = None
     proxy_sync_interval_s: float = 0.5
+
+    @field_validator("proxy_keys")
+    @classmethod
+    def _key_entries(cls, value: str) -> str:
+        for number, entry in enumerate(items(value), 1):
+            key, *rest = entry.split(":")
+            if not key or len(rest) > 3 or not all(n.isdigit() for n in rest[:2] if n):
+                raise ValueError(  # the entry is not repeated: it holds a key
+                    f"TASKYARD_PROXY_KEYS: entry {number} is not key, key:rpm:tpm or "
+                    "key:rpm:tpm:tenant (rpm and tpm whole numbers, 0 for no limit)"
+                )
+        return value
+
+    @field_validator("proxy_fallbacks")
+    @classmethod
+    def _fallback_entries(cls, value: str) -> str:
+        for entry in items(value):
+            model, sep, targets = entry.partition("=")
+            if not (sep and model.strip() and all(t.strip() for t in targets.split("|"))):
+                raise ValueError(
+                    "TASKYARD_PROXY_FALLBACKS must be model=fallback|fallback entries separated "
+                    f"by commas (big=small|tiny); not {entry!r}"
+                )
+        return value
 
 
 @lru_cache

@@ -9,17 +9,20 @@ import logging
 import threading
 
 from celery import Task, signals
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from services.tool_worker.runner import ToolRunner
 from shared import keys
 from shared.celery_app import make_celery
-from shared.jobs import AgentStepJob, ToolRunJob, envelope
+from shared.jobs import AgentStepJob, Envelope, ToolRunJob, envelope
 from shared.logs import setup_logging
 from shared.loop import LoopThread
 from shared.registry import load_plugins
 from shared.schema import ActionReturn, ActionStatusCode, AgentMessage, ToolCall
 from shared.settings import get_settings
-from shared.store import TaskStore
+from shared.store import TaskStore, ToolResultStored
+from shared.text import replace_lone_surrogates
 
 settings = get_settings()
 setup_logging()
@@ -34,16 +37,15 @@ _MAX_RETRIES = 3
 class _Store:
     """The async store on a loop of its own, for this worker's threads."""
 
-    def __init__(self) -> None:
+    def __init__(self, redis_url: str, broker_url: str) -> None:
         self.loop = LoopThread("tool-store")
-        self.store: TaskStore = self.loop.run(_open_store())
+        self.store: TaskStore = self.loop.run(_open_store(redis_url, broker_url))
 
 
-async def _open_store() -> TaskStore:
+async def _open_store(redis_url: str, broker_url: str) -> TaskStore:
     return TaskStore.from_url(
-        settings.redis_url, settings.broker_url, settings.redis_max_connections,
-        "taskyard-tool-worker",
-    )  # fmt: skip
+        redis_url, broker_url, settings.redis_max_connections, "taskyard-tool-worker"
+    )
 
 
 _store: _Store | None = None
@@ -54,30 +56,35 @@ def _shared_store() -> _Store:
     global _store
     with _store_lock:
         if _store is None:
-            _store = _Store()
+            _store = _Store(settings.redis_url, settings.broker_url)
         return _store
 
 
-@app.task(name=keys.TOOL_RUN_TASK, bind=True, max_retries=_MAX_RETRIES)
+@app.task(
+    name=keys.TOOL_RUN_TASK,
+    bind=True,
+    max_retries=_MAX_RETRIES,
+    # Redis gone for longer than the store's own retries ride out: try the job again later.
+    autoretry_for=(RedisConnectionError, RedisTimeoutError),
+    retry_backoff=True,
+    retry_jitter=True,
+)
 def tool_run(self: Task, payload: dict) -> None:
-    """Run one tool call of a task's step; the last result in enqueues the next step."""
+    """Run one tool call of a task's step; the result that completes the step pushes the
+    next step's job with it."""
     job = ToolRunJob.model_validate(payload)
     shared = _shared_store()
-    run, store = shared.loop.run, shared.store
     message = None
-    if not run(store.has_tool_result(job.task_id, job.step, job.call.id)):
+    if not shared.loop.run(shared.store.has_tool_result(job.task_id, job.step, job.call.id)):
         message = _run_call(self, job)
     next_step = AgentStepJob(
         task_id=job.task_id, step=job.step + 1, tenant=job.tenant, session_id=job.session_id
     )
-    # The result that completes the step pushes the next step's job with it, atomically.
-    run(store.put_tool_result(job.task_id, job.step, job.call.id, message,
-                              envelope(app, next_step)))  # fmt: skip
+    _store_result(shared, job, message, envelope(app, next_step))
 
 
 def _run_call(task: Task, job: ToolRunJob) -> AgentMessage:
-    extra = {"task_id": job.task_id, "session_id": job.session_id, "step": job.step,
-             "call_id": job.call.id}  # fmt: skip
+    extra = _log_extra(job)
     log.info("tool call %s", job.call.name, extra=extra)
     try:
         return tools.run(job.call, job.session_key)
@@ -86,18 +93,47 @@ def _run_call(task: Task, job: ToolRunJob) -> AgentMessage:
             log.warning("tool call failed, retrying: %s", exc, extra=extra)
             raise task.retry(exc=exc, countdown=2**task.request.retries) from exc
         log.exception("tool call failed for good", extra=extra)
-        return _worker_error(job.call, exc)
+        return _worker_error(job.call, exc, "the tool could not run")
 
 
-def _worker_error(call: ToolCall, exc: Exception) -> AgentMessage:
-    """A result the model can read when the tool could not run at all."""
+def _store_result(
+    shared: _Store, job: ToolRunJob, message: AgentMessage | None, next_step: Envelope
+) -> ToolResultStored:
+    """Store the call's result (None: only check the step's results), with the next step's
+    job if it completes the step. A result that cannot be stored (a value no JSON encoder
+    takes) is replaced by an error the model reads, so the step never waits on it for good."""
+
+    def put(result: AgentMessage | None) -> ToolResultStored:
+        store = shared.store
+        stored = store.put_tool_result(job.task_id, job.step, job.call.id, result, next_step)
+        return shared.loop.run(stored)
+
+    try:
+        return put(message)
+    except Exception as exc:
+        if message is None:
+            raise  # nothing of the tool's failed here: Redis did
+        log.exception("tool result could not be stored; the model is told", extra=_log_extra(job))
+        return put(_worker_error(job.call, exc, "its result could not be stored"))
+
+
+def _worker_error(call: ToolCall, exc: Exception, what: str) -> AgentMessage:
+    """A result the model can read when the tool could not run, or its result not be kept."""
     ret = ActionReturn(
         type=call.name,
         state=ActionStatusCode.API_ERROR,
-        errmsg=f"the tool could not run ({type(exc).__name__}: {exc}); try again or do without",
+        # The exception may quote the tool's output, lone surrogates and all.
+        errmsg=replace_lone_surrogates(
+            f"{what} ({type(exc).__name__}: {exc}); try again or do without"
+        ),
         args=call.parameters if isinstance(call.parameters, dict) else None,
     )
     return AgentMessage.tool_result(call, ret)
+
+
+def _log_extra(job: ToolRunJob) -> dict[str, object]:
+    return {"task_id": job.task_id, "session_id": job.session_id, "step": job.step,
+            "call_id": job.call.id}  # fmt: skip
 
 
 @signals.worker_ready.connect

@@ -18,6 +18,7 @@ from shared.actions.registry import (
     openai_tool_schemas,
     register_action,
     split_call_name,
+    tool_names,
 )
 from shared.actions.web import (
     AddressPolicy,
@@ -58,4 +59,5 @@ __all__ = [
     "split_call_name",
     "text_result",
     "tool_api",
+    "tool_names",
 ]

@@ -29,6 +29,7 @@ from shared.schema import (
     AgentMessage,
     FunctionCall,
 )
+from shared.text import replace_lone_surrogates
 
 __all__ = ["ActionExecutor", "AsyncActionExecutor"]
 
@@ -242,7 +243,10 @@ def _arguments(parameters: Any, sender: str, call_name: str) -> dict[str, Any]:
 
 def _reply(sender: str, ret: ActionReturn, call_id: str | None) -> AgentMessage:
     extra = {"tool_call_id": call_id} if call_id else None
-    return AgentMessage(sender=sender, content=ret, extra_info=extra)
+    # Tool output is outside text (sandboxed code prints what it likes): a lone surrogate in
+    # it could not be stored.
+    storable = ret.model_copy(update=replace_lone_surrogates(dict(ret)))
+    return AgentMessage(sender=sender, content=storable, extra_info=extra)
 
 
 def _preview(value: Any, limit: int = 200) -> str:

@@ -15,6 +15,7 @@ __all__ = [
     "openai_tool_schemas",
     "register_action",
     "split_call_name",
+    "tool_names",
 ]
 
 ACTIONS: Registry[type[BaseAction]] = Registry("action")
@@ -55,6 +56,12 @@ def openai_tool_schemas(names: list[str]) -> list[dict[str, Any]]:
                 raise RegistryError(f"action {tool!r} has no API {api!r}")
         schemas.extend(entries)
     return schemas
+
+
+def tool_names() -> list[str]:
+    """Every name a task's tools may list: each registered action, and each toolkit's APIs."""
+    apis = (e["function"]["name"] for name in ACTIONS for e in ACTIONS.get(name).tool_schemas())
+    return sorted({*ACTIONS, *apis})
 
 
 def build_actions(names: list[str] | None, resources: ActionResources) -> list[BaseAction]:

@@ -16,7 +16,6 @@ from typing import Any
 
 import aiohttp
 import httpx
-import orjson
 import yarl
 
 from shared.llms.base import ChatMessages, ChatResult
@@ -26,6 +25,7 @@ from shared.llms.wire import (
     SSEDecoder,
     StreamAccumulator,
     error_from_response,
+    loads,
     request_body,
     request_headers,
     to_result,
@@ -114,7 +114,7 @@ class OpenAIChat(_ChatConfig):
         body, headers = self._request(messages, session_id, task_id, tools, params, False)
         response = self._open(body, headers)
         try:
-            return to_result(orjson.loads(response.read()), bool(tools))
+            return to_result(loads(response.read()), bool(tools))
         except httpx.HTTPError as exc:
             raise LLMError(f"model answer broke off: {exc}") from exc
         finally:
@@ -138,7 +138,7 @@ class OpenAIChat(_ChatConfig):
                 data = events.feed(line)
                 if data == DONE:
                     break
-                if data is not None and turn.add(orjson.loads(data)):
+                if data is not None and turn.add(loads(data)):
                     yield turn.result(bool(tools))
         except httpx.HTTPError as exc:
             raise LLMError(f"model stream broke: {exc}") from exc
@@ -215,7 +215,7 @@ class AsyncOpenAIChat(_ChatConfig):
         body, headers = self._request(messages, session_id, task_id, tools, params, False)
         response = await self._open(body, headers)
         try:
-            return to_result(orjson.loads(await response.read()), bool(tools))
+            return to_result(loads(await response.read()), bool(tools))
         except aiohttp.ClientError as exc:
             raise LLMError(f"model answer broke off: {exc}") from exc
         finally:
@@ -239,7 +239,7 @@ class AsyncOpenAIChat(_ChatConfig):
                 data = events.feed(raw.decode())
                 if data == DONE:
                     break
-                if data is not None and turn.add(orjson.loads(data)):
+                if data is not None and turn.add(loads(data)):
                     yield turn.result(bool(tools))
         except aiohttp.ClientError as exc:
             raise LLMError(f"model stream broke: {exc}") from exc

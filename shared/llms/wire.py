@@ -4,6 +4,7 @@ bodies. Plain dicts and JSON, no I/O here."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import orjson
@@ -11,12 +12,14 @@ import orjson
 from shared.llms.base import ChatMessages, ChatResult
 from shared.llms.errors import LLMError
 from shared.schema import LLMResponse, ToolCall
+from shared.text import replace_lone_surrogates
 
 __all__ = [
     "DONE",
     "SSEDecoder",
     "StreamAccumulator",
     "error_from_response",
+    "loads",
     "request_body",
     "request_headers",
     "to_result",
@@ -53,6 +56,15 @@ def request_body(
     if stream:
         body.update(stream=True, stream_options={"include_usage": True})
     return orjson.dumps(body)
+
+
+def loads(data: bytes | str) -> Any:
+    """A model server's JSON. orjson refuses lone surrogates (a server may split a character's
+    UTF-16 halves between stream chunks): those become U+FFFD instead of failing the step."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return replace_lone_surrogates(json.loads(data))
 
 
 def to_result(completion: dict[str, Any], with_tools: bool) -> ChatResult:

@@ -24,6 +24,7 @@ from shared.schema import AgentMessage, ToolCall
 from shared.settings import broker_database
 from shared.store.scripts import SCRIPTS, source
 from shared.task import TERMINAL, TaskRecord, TaskStatus
+from shared.text import replace_lone_surrogates
 
 __all__ = [
     "Created",
@@ -117,13 +118,20 @@ class TaskStore:
 
     @classmethod
     def from_url(
-        cls, url: str, broker_url: str, max_connections: int = 64, client_name: str | None = None
+        cls,
+        url: str,
+        broker_url: str,
+        max_connections: int = 64,
+        client_name: str | None = None,
+        outage_retries: int = 20,
     ) -> TaskStore:
         """A store on a bounded pool: a thousand steps in flight share a few connections
-        instead of opening one each. `client_name` names them in Redis's CLIENT LIST."""
+        instead of opening one each. `client_name` names them in Redis's CLIENT LIST. A lost
+        connection is retried `outage_retries` times (20: about a minute, what a Redis restart
+        takes; a gateway answering people waits less)."""
         pool = aioredis.BlockingConnectionPool.from_url(
             url, decode_responses=True, max_connections=max_connections, timeout=30,
-            client_name=client_name, retry=outage_retry(),
+            client_name=client_name, retry=outage_retry(outage_retries),
         )  # fmt: skip
         return cls(aioredis.Redis(connection_pool=pool), broker_database(url, broker_url))
 
@@ -347,10 +355,10 @@ class TaskStore:
         return [AgentMessage.model_validate_json(m) for m in raw if m is not None]
 
 
-def outage_retry() -> Retry:
+def outage_retry(retries: int) -> Retry:
     """Ride out a Redis restart: retry a command on a lost connection with jittered
-    exponential backoff, for about a minute. Every script is safe to run twice."""
-    return Retry(ExponentialWithJitterBackoff(base=0.05, cap=5.0), retries=20)
+    exponential backoff (at most 5 s apart). Every script is safe to run twice."""
+    return Retry(ExponentialWithJitterBackoff(base=0.05, cap=5.0), retries=retries)
 
 
 def _task_keys(task_id: str) -> list[str]:
@@ -377,6 +385,10 @@ def _now() -> str:
 
 
 def _stamp(fields_: Mapping[str, Any]) -> dict[str, str]:
-    out = {k: v if isinstance(v, str) else dumps(v) for k, v in fields_.items()}
+    # Text fields (a result, a failure's reason) go to Redis as UTF-8: no lone surrogates.
+    out = {
+        k: replace_lone_surrogates(v) if isinstance(v, str) else dumps(v)
+        for k, v in fields_.items()
+    }
     out["updated_at"] = _now()
     return out

@@ -330,3 +330,9 @@ async def test_async_hook_methods_are_awaited() -> None:
 def test_async_hook_methods_are_awaited_by_the_sync_executor_too() -> None:
     reply = ActionExecutor([Clock()], [Stamp()])(call("Clock", {"zone": "UTC"}))
     assert reply.receiver == "stamped"
+
+
+async def test_tool_output_holding_a_lone_surrogate_can_still_be_stored() -> None:
+    reply = await executor()(call("Clock", {"zone": "\ud800 \ud83d\ude00"}, "c1"), "s")
+    assert ret_of(reply).format_result() == "12:00 \ufffd \U0001f600"
+    assert AgentMessage.model_validate_json(reply.model_dump_json()) == reply

@@ -12,6 +12,7 @@ from shared.actions import (
     action_queue,
     build_actions,
     openai_tool_schemas,
+    tool_names,
 )
 from shared.actions.web import RedisResultStore
 from shared.registry import RegistryError, load_plugins
@@ -49,6 +50,12 @@ def test_one_api_of_a_toolkit_can_be_chosen_and_unknown_names_raise() -> None:
         openai_tool_schemas(["Calendar"])
     with pytest.raises(RegistryError, match="no API 'delete'"):
         openai_tool_schemas(["WebBrowser.delete"])
+
+
+def test_tool_names_are_every_name_a_task_may_list() -> None:
+    names = tool_names()
+    assert {"IPythonInterpreter", "WebBrowser", "WebBrowser.search"} <= set(names)
+    assert len(openai_tool_schemas(names)) >= len(names)  # each one accepted
 
 
 def test_a_toolkit_call_runs_on_its_toolkit_queue() -> None:

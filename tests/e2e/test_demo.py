@@ -94,6 +94,14 @@ def test_other_session_shares_nothing(client: TaskyardClient) -> None:
     assert task["status"] == "succeeded"  # the model saw the error and answered
 
 
+def test_output_no_store_can_encode_still_ends_the_task(client: TaskyardClient) -> None:
+    # A lone surrogate printed in the sandbox used to break the tool worker's store step and
+    # leave the task in waiting_tools for good.
+    task = wait_status(client, client.submit('```python\nprint("\\ud800 ok")\n```')["id"])
+    assert task["status"] == "succeeded"
+    assert _tool_output(AgentMessage.model_validate(task["messages"][2])).strip() == "\ufffd ok"
+
+
 def test_max_steps_ends_a_runaway_task(client: TaskyardClient) -> None:
     task, events = _run(client, DEMO_TASK, agent={"max_steps": 1})
     assert task["status"] == "failed"

@@ -3,52 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
-from collections.abc import Iterator
 
 import pytest
-import redis
 from fastapi.testclient import TestClient
+from gateway_support import queued_steps as _queued_steps
 
-from services.gateway.app import create_app
-from services.gateway.deps import app_settings
 from shared.events import EventKind
-from shared.jobs import AgentStepJob
 from shared.schema import AgentMessage
 from shared.settings import Settings
 from shared.store import TaskStore
 from shared.task import TaskStatus
 
 AUTH = {"Authorization": "Bearer key-a"}
-
-
-@pytest.fixture
-def settings(redis_server: str, redis_client: redis.Redis) -> Settings:
-    redis.Redis.from_url(f"{redis_server}/1").flushdb()
-    return Settings(
-        redis_url=f"{redis_server}/0",
-        broker_url=f"{redis_server}/1",
-        result_backend=f"{redis_server}/2",
-        api_keys="key-a=tenant-a,key-b=tenant-b",
-    )
-
-
-@pytest.fixture
-def client(settings: Settings) -> Iterator[TestClient]:
-    app = create_app()
-    app.dependency_overrides[app_settings] = lambda: settings
-    with TestClient(app) as c:
-        yield c
-
-
-def _queued_steps(settings: Settings) -> list[tuple[str, int]]:
-    """(task id, step) of each agent step job on the broker, oldest first."""
-    broker = redis.Redis.from_url(settings.broker_url)
-    # kombu pushes on the left and pops on the right: oldest last in the list
-    bodies = [json.loads(m)["body"] for m in reversed(broker.lrange("agent", 0, -1))]
-    jobs = [AgentStepJob.model_validate(json.loads(base64.b64decode(b))[0][0]) for b in bodies]
-    return [(job.task_id, job.step) for job in jobs]
 
 
 def _finish(settings: Settings, task_id: str, reply: AgentMessage) -> None:
@@ -128,7 +95,9 @@ def test_idempotency_key_returns_the_same_task(client: TestClient, settings: Set
     assert len(_queued_steps(settings)) == 1
     changed = client.post("/v1/tasks", json={"input": "other"}, headers=headers)
     assert changed.status_code == 422
-    assert "different request body" in changed.json()["detail"]
+    (problem,) = changed.json()["detail"]
+    assert problem["loc"] == ["header", "idempotency-key"]
+    assert "different request body" in problem["msg"]
 
 
 def test_busy_session_waits_or_rejects(client: TestClient, settings: Settings) -> None:
@@ -150,6 +119,26 @@ def test_other_tenants_task_is_404(client: TestClient) -> None:
     assert resp.status_code == 404
 
 
+ROUTES = [("GET", "/v1/tasks/{}"), ("GET", "/v1/tasks/{}/events"), ("POST", "/v1/tasks/{}/cancel")]
+
+
+@pytest.mark.parametrize(("method", "route"), ROUTES)
+def test_crafted_ids_are_404_like_any_task_not_yours(
+    client: TestClient, method: str, route: str
+) -> None:
+    """Ids that are not a task id's shape never reach Redis: the same 404 as another tenant's
+    task, so nothing tells what exists."""
+    mine = client.post("/v1/tasks", json={"input": "hi"}, headers=AUTH).json()["id"]
+    theirs = client.post(
+        "/v1/tasks", json={"input": "hi"}, headers={"Authorization": "Bearer key-b"}
+    ).json()["id"]
+    crafted = [f"{mine}:events", f"{mine}:step:0:results", mine.upper(), mine[:-1], "x" * 300,
+               f"{mine}%00", f"{mine}%0A", "%2E%2E", theirs, "task_" + "0" * 32]  # fmt: skip
+    replies = [client.request(method, route.format(c), headers=AUTH) for c in crafted]
+    answers = {(r.status_code, r.text) for r in replies}
+    assert answers == {(404, '{"detail":"no such task"}')}
+
+
 def test_events_stream_ends_after_final_and_resumes(client: TestClient, settings: Settings) -> None:
     task_id = client.post("/v1/tasks", json={"input": "hi"}, headers=AUTH).json()["id"]
     _finish(settings, task_id, AgentMessage(sender="assistant", content="done"))
@@ -167,7 +156,9 @@ def test_events_stream_ends_after_final_and_resumes(client: TestClient, settings
     assert after_final.status_code == 200 and after_final.text == ""  # ends at once
 
 
-@pytest.mark.parametrize("last_id", ["garbage", "-1", "1-2-3", "x" * 300])
+@pytest.mark.parametrize(
+    "last_id", ["garbage", "-1", "1-2-3", "x" * 300, "77189575627459484419-170"]
+)
 def test_an_invalid_last_event_id_is_400(client: TestClient, last_id: str) -> None:
     task_id = client.post("/v1/tasks", json={"input": "hi"}, headers=AUTH).json()["id"]
     resp = client.get(f"/v1/tasks/{task_id}/events", headers={**AUTH, "Last-Event-ID": last_id})

@@ -105,3 +105,13 @@ async def test_async_tools_and_errors(fake_openai: FakeOpenAI) -> None:
         await llm.chat(HELLO)
     assert failure.value.status_code == 400
     await llm.close()
+
+
+def test_lone_surrogates_from_the_model_become_replacement_characters(
+    fake_openai: FakeOpenAI,
+) -> None:
+    # orjson refuses them; a server may still send half of a character (escaped) in a chunk.
+    fake_openai.script(Reply(text="a\ud800b"), Reply(text="c \udc00 d"))
+    llm = sync_client(fake_openai)
+    assert llm.chat(HELLO) == "a\ufffdb"
+    assert list(llm.stream_chat(HELLO))[-1] == "c \ufffd d"

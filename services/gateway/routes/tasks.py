@@ -10,31 +10,61 @@ from typing import Annotated
 from fastapi import APIRouter, Header, HTTPException, status
 from fastapi.responses import StreamingResponse
 
-from services.gateway.deps import CeleryDep, HubDep, SettingsDep, StoreDep, TenantDep
+from services.gateway.deps import (
+    CeleryDep,
+    HubDep,
+    OwnedTaskDep,
+    SettingsDep,
+    StoreDep,
+    TenantDep,
+)
+from services.gateway.errors import issue, responses
+from services.gateway.json_route import JSONRoute
 from services.gateway.models import TaskAccepted, TaskCreate, TaskPublic
 from services.gateway.sse import event_stream
 from shared.actions import openai_tool_schemas
 from shared.agents import AGENTS
 from shared.cancel import announce
+from shared.events import EventKind
 from shared.jobs import AgentStepJob, enqueue, envelope
 from shared.registry import RegistryError
 from shared.spec import AgentSpec
 from shared.store import TaskStore
 from shared.task import TaskRecord, TaskStatus
 
-router = APIRouter(prefix="/v1/tasks", tags=["tasks"])
+router = APIRouter(prefix="/v1/tasks", tags=["tasks"], route_class=JSONRoute)
 
-_ENTRY_ID = re.compile(r"^\d{1,20}(-\d{1,20})?$")
+_ENTRY_ID_PATTERN = r"^\d{1,19}(-\d{1,19})?$"  # 19 digits: always within Redis's 64 bits
+_ENTRY_ID = re.compile(_ENTRY_ID_PATTERN)
+_EVENT = {  # one server-sent event (in OpenAPI 3.1, `schema` of an event stream is per event)
+    "type": "object",
+    "required": ["id", "event", "data"],
+    "properties": {
+        "id": {"type": "string", "pattern": _ENTRY_ID_PATTERN},
+        "event": {"enum": [kind.value for kind in EventKind]},
+        "data": {"type": "string", "contentMediaType": "application/json"},
+    },
+}
+_EVENT_STREAM = {
+    "description": "The task's events as server-sent events, the last one its final status; "
+    "`: keep-alive` comments while nothing happens.",
+    "content": {"text/event-stream": {"schema": _EVENT}},
+}
 
 
-@router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=TaskAccepted)
+@router.post(
+    "",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=TaskAccepted,
+    responses=responses(401, 409, 413, 422),
+)
 async def create_task(
     body: TaskCreate,
     tenant: TenantDep,
     store: StoreDep,
     celery: CeleryDep,
     settings: SettingsDep,
-    idempotency_key: Annotated[str | None, Header(max_length=256)] = None,
+    idempotency_key: Annotated[str | None, Header(min_length=1, max_length=256)] = None,
 ) -> TaskAccepted:
     """Accept a task: store it and enqueue its first step (or queue it behind its session)."""
     _check_registered(body.agent)
@@ -62,7 +92,8 @@ async def create_task(
 
 async def _existing(store: TaskStore, task_id: str, same_body: bool) -> TaskAccepted:
     if not same_body:
-        detail = "this Idempotency-Key was used with a different request body"
+        msg = "this Idempotency-Key was used with a different request body"
+        detail = [issue(["header", "idempotency-key"], msg)]
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=detail)
     record = await store.get(task_id)
     if record is None:
@@ -72,42 +103,46 @@ async def _existing(store: TaskStore, task_id: str, same_body: bool) -> TaskAcce
     return TaskAccepted(id=record.id, status=record.status, session_id=record.session_id)
 
 
-@router.get("/{task_id}", response_model=TaskPublic)
-async def get_task(task_id: str, tenant: TenantDep, store: StoreDep) -> TaskPublic:
+@router.get("/{task_id}", response_model=TaskPublic, responses=responses(401, 404))
+async def get_task(record: OwnedTaskDep, store: StoreDep) -> TaskPublic:
     """The task's status, result and every message so far."""
-    record = await _owned(store, task_id, tenant)
-    return TaskPublic.of(record, await store.messages(task_id))
+    return TaskPublic.of(record, await store.messages(record.id))
 
 
-@router.get("/{task_id}/events", response_class=StreamingResponse)
+@router.get(
+    "/{task_id}/events",
+    response_class=StreamingResponse,
+    responses={200: _EVENT_STREAM, **responses(400, 401, 404)},
+)
 async def follow_task(
-    task_id: str,
-    tenant: TenantDep,
-    store: StoreDep,
+    record: OwnedTaskDep,
     hub: HubDep,
-    last_event_id: Annotated[str | None, Header()] = None,
+    last_event_id: Annotated[
+        str | None,
+        # documented; another value is a 400 (a client's own bookkeeping error, not a schema's)
+        Header(json_schema_extra={"pattern": _ENTRY_ID_PATTERN}),
+    ] = None,
 ) -> StreamingResponse:
     """Server-sent events: every status change, message and model token, ending after the last.
 
     Reconnect with `Last-Event-ID` to resume after the last event received."""
-    record = await _owned(store, task_id, tenant)
-    if last_event_id is not None and not _ENTRY_ID.match(last_event_id):
+    if last_event_id is not None and not _ENTRY_ID.fullmatch(last_event_id):
         detail = "Last-Event-ID must be an event id this stream sent (like 1700000000000-0)"
         raise HTTPException(status.HTTP_400_BAD_REQUEST, detail=detail)
     return StreamingResponse(
-        event_stream(hub, task_id, last_event_id or "0-0", record.terminal),
+        event_stream(hub, record.id, last_event_id or "0-0", record.terminal),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
 
 
-@router.post("/{task_id}/cancel", response_model=TaskAccepted)
-async def cancel_task(
-    task_id: str, tenant: TenantDep, store: StoreDep, celery: CeleryDep
-) -> TaskAccepted:
+@router.post(
+    "/{task_id}/cancel", response_model=TaskAccepted, responses=responses(401, 404, 409, 413)
+)
+async def cancel_task(record: OwnedTaskDep, store: StoreDep, celery: CeleryDep) -> TaskAccepted:
     """End a task now. A step in flight is stopped and not applied; the session passes to the
     next task."""
-    record = await _owned(store, task_id, tenant)
+    task_id = record.id
     ended, following = await store.end(
         record, TaskStatus.CANCELLED, error="cancelled by the client"
     )
@@ -116,7 +151,9 @@ async def cancel_task(
         raise HTTPException(status.HTTP_409_CONFLICT, detail=f"task already {now.status}")
     await announce(store.r, task_id)
     if following:
-        job = AgentStepJob(task_id=following, step=0, tenant=tenant, session_id=record.session_id)
+        job = AgentStepJob(
+            task_id=following, step=0, tenant=record.tenant, session_id=record.session_id
+        )
         enqueue(celery, job)
     return TaskAccepted(id=task_id, status=TaskStatus.CANCELLED, session_id=record.session_id)
 
@@ -129,12 +166,5 @@ def _check_registered(spec: AgentSpec) -> None:
             AGENTS.get(spec.agent)
     except RegistryError as exc:
         field = "agent" if spec.agent is not None and spec.agent not in AGENTS else "tools"
-        detail = [{"loc": ["body", "agent", field], "msg": str(exc), "type": "value_error"}]
+        detail = [issue(["body", "agent", field], str(exc))]
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=detail) from exc
-
-
-async def _owned(store: TaskStore, task_id: str, tenant: str) -> TaskRecord:
-    record = await store.get(task_id)
-    if record is None or record.tenant != tenant:  # another tenant's task does not exist for you
-        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"task {task_id!r} not found")
-    return record

@@ -1,0 +1,106 @@
+"""The gateway's one error shape, FastAPI's ``{"detail": ...}``: a message, or for 422 the list
+of what failed. The models document it; `responses` declares each route's errors from them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+
+__all__ = [
+    "ErrorBody",
+    "Issue",
+    "ValidationErrorBody",
+    "issue",
+    "responses",
+    "server_error",
+    "validation_error",
+]
+
+_ECHO_CHARS = 100  # a 422 shows at most this much of what was sent
+
+
+class ErrorBody(BaseModel):
+    """An error: what went wrong, in a sentence."""
+
+    detail: str
+
+
+class Issue(BaseModel):
+    """One thing that failed validation, where (``loc``) and why."""
+
+    loc: list[str | int]
+    msg: str
+    type: str
+    input: Any = None  # the value sent, cut to a short prefix; absent for objects and arrays
+    ctx: dict[str, Any] | None = None
+
+
+class ValidationErrorBody(BaseModel):
+    """A request that is not valid: every problem found (422)."""
+
+    detail: list[Issue]
+
+
+_WHY = {
+    400: "A header is not valid.",
+    401: "Missing or unknown API key (`Authorization: Bearer <key>`).",
+    404: "No such task for this API key.",
+    409: "The task or its session is not in a state that allows this.",
+    413: "The request body is over the gateway's size limit.",
+    422: "The request is not valid: what failed, where, and why.",
+    503: "Redis, which the gateway needs, does not answer.",
+}
+
+
+def responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """The `responses=` of a route that may answer these error codes."""
+    return {
+        code: {
+            "model": ValidationErrorBody if code == 422 else ErrorBody,
+            "description": _WHY[code],
+        }
+        for code in codes
+    }
+
+
+def issue(loc: list[str | int], msg: str) -> dict[str, Any]:
+    """A 422 detail item for a check made after validation (unknown tool, reused key)."""
+    return {"loc": loc, "msg": msg, "type": "value_error"}
+
+
+async def validation_error(request: Request, exc: Exception) -> JSONResponse:
+    """422 with every problem; values sent come back as a short prefix at most, so a large
+    body is never echoed."""
+    assert isinstance(exc, RequestValidationError)
+    return JSONResponse({"detail": [_issue(error) for error in exc.errors()]}, status_code=422)
+
+
+async def server_error(request: Request, exc: Exception) -> JSONResponse:
+    """500 in the same shape; the exception itself goes on to the server's log."""
+    return JSONResponse({"detail": "internal error"}, status_code=500)
+
+
+def _issue(error: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "loc": [_short(part) for part in error["loc"]],  # object keys are the sender's text
+        "msg": _short(error["msg"]),
+        "type": error["type"],
+    }
+    if "input" in error and isinstance(error["input"], str | bytes | int | float | None):
+        out["input"] = _short(error["input"])
+    if error.get("ctx"):
+        out["ctx"] = {key: _short(value) for key, value in error["ctx"].items()}
+    return out
+
+
+def _short(value: Any) -> Any:
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, bytes):
+        value = value[: _ECHO_CHARS * 4].decode(errors="replace")
+    text = value if isinstance(value, str) else str(value)
+    return text if len(text) <= _ECHO_CHARS else text[:_ECHO_CHARS] + "…"

@@ -1,0 +1,70 @@
+"""Helpers the gateway tests share."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import redis
+
+from services.stack import free_port
+from shared.jobs import AgentStepJob
+from shared.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def queued_steps(settings: Settings) -> list[tuple[str, int]]:
+    """(task id, step) of each agent step job on the broker, oldest first."""
+    broker = redis.Redis.from_url(settings.broker_url)
+    # kombu pushes on the left and pops on the right: oldest last in the list
+    bodies = [json.loads(m)["body"] for m in reversed(broker.lrange("agent", 0, -1))]
+    jobs = [AgentStepJob.model_validate(json.loads(base64.b64decode(b))[0][0]) for b in bodies]
+    return [(job.task_id, job.step) for job in jobs]
+
+
+class GatewayProcess:
+    """The gateway as its own process (uvicorn, as deployed) on a free loopback port, against
+    the given Redis; `with GatewayProcess(redis_url) as url: ...`."""
+
+    def __init__(self, redis_url: str, log: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {
+            **os.environ,
+            "TASKYARD_REDIS_URL": f"{redis_url}/0",
+            "TASKYARD_BROKER_URL": f"{redis_url}/1",
+            "TASKYARD_RESULT_BACKEND": f"{redis_url}/2",
+            "TASKYARD_API_KEYS": "key-a=tenant-a,key-b=tenant-b",
+        }
+        self.log = log
+        self.proc: subprocess.Popen | None = None
+
+    def __enter__(self) -> str:
+        argv = [sys.executable, "-m", "uvicorn", "services.gateway.app:app",
+                "--host", "127.0.0.1", "--port", str(self.port), "--no-access-log"]  # fmt: skip
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(argv, env=self.env, cwd=ROOT, stdout=out, stderr=out)
+        deadline = time.monotonic() + 30
+        while not self._ready():
+            assert self.proc.poll() is None, self.log.read_text()[-2000:]
+            assert time.monotonic() < deadline, "the gateway did not get ready"
+            time.sleep(0.1)
+        return self.url
+
+    def _ready(self) -> bool:
+        try:
+            return httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    def __exit__(self, *exc: object) -> None:
+        assert self.proc is not None
+        self.proc.terminate()
+        self.proc.wait(timeout=15)

@@ -1,0 +1,33 @@
+"""Text no encoder takes (a lone surrogate) in what ends or reports on a task is made storable,
+so a task can always be ended, with its reason told."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+import redis
+
+from shared.events import EventKind
+from shared.store import TaskStore
+from shared.task import TaskRecord, TaskStatus
+
+
+@pytest.fixture
+async def store(redis_server: str, redis_client: redis.Redis) -> AsyncIterator[TaskStore]:
+    store = TaskStore.from_url(f"{redis_server}/0", f"{redis_server}/1")  # db 0 flushed
+    yield store
+    await store.close()
+
+
+async def test_a_reason_holding_a_lone_surrogate_still_ends_the_task(store: TaskStore) -> None:
+    record = TaskRecord(tenant="acme", session_id="s1", input="hi")
+    await store.create(record)
+    assert await store.publish(record.id, EventKind.TOKEN, {"delta": "a\udc80"})
+    ended, _ = await store.end(record, TaskStatus.FAILED, error="step failed: \ud800")
+    assert ended
+    stored = await store.get(record.id)
+    assert stored is not None and stored.error == "step failed: \ufffd"
+    token, final = (await store.events(record.id))[-2:]
+    assert token.data == {"delta": "a\ufffd"}
+    assert final.data == {"status": "failed", "error": "step failed: \ufffd"}

@@ -1,0 +1,67 @@
+"""The tool worker's store step on a real Redis: a result that cannot be stored still ends its
+call, with an error the model reads, so the task never waits in waiting_tools for good."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from services.tool_worker import worker
+from shared.jobs import Envelope, ToolRunJob
+from shared.schema import ActionReturn, ActionStatusCode, AgentMessage, ToolCall
+from shared.store import StepCommit
+from shared.task import TaskRecord, TaskStatus
+
+CALL = ToolCall(id="c1", name="IPythonInterpreter", parameters={"command": "print(1)"})
+NEXT = Envelope("agent", "the next step's job")
+
+
+@pytest.fixture
+def shared(redis_server: str, redis_client: redis.Redis) -> Iterator[worker._Store]:
+    shared = worker._Store(f"{redis_server}/0", f"{redis_server}/1")  # db 0 is flushed
+    yield shared
+    shared.loop.run(shared.store.close())
+    shared.loop.close()
+
+
+def _waiting_for(shared: worker._Store, call: ToolCall) -> ToolRunJob:
+    """A task whose step 0 called `call` and waits for its result, and the call's job."""
+    record = TaskRecord(tenant="t", session_id="s", input="hi")
+    calls = [call.model_dump(mode="json")]
+    turn = AgentMessage(sender="assistant", content="", formatted={"tool_calls": calls})
+    commit = StepCommit(record, TaskStatus.WAITING_TOOLS, {"memory": [turn]}, [turn],
+                        fields={"pending_calls": calls})  # fmt: skip
+    shared.loop.run(shared.store.create(record))
+    assert shared.loop.run(shared.store.commit_step(commit))[0]
+    return ToolRunJob(task_id=record.id, step=0, tenant="t", session_id="s", call=call)
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["printed \ud800 by a hook", object()],  # text no encoder takes; a value that is not JSON
+)
+def test_a_result_that_cannot_be_stored_reaches_the_model_as_an_error(
+    shared: worker._Store, content: object
+) -> None:
+    job = _waiting_for(shared, CALL)
+    unstorable = AgentMessage.tool_result(
+        CALL, ActionReturn(type=CALL.name, result=[{"type": "text", "content": content}])
+    )
+    stored = worker._store_result(shared, job, unstorable, NEXT)
+    assert stored.complete and stored.advance  # the next step starts
+    (result,) = shared.loop.run(shared.store.tool_results(job.task_id, 0, [CALL]))
+    assert isinstance(result.content, ActionReturn)
+    assert result.content.state == ActionStatusCode.API_ERROR
+    assert "its result could not be stored" in (result.content.errmsg or "")
+    assert result.tool_call_id == CALL.id
+
+
+def test_a_storable_result_is_stored_as_it_is(shared: worker._Store) -> None:
+    job = _waiting_for(shared, CALL)
+    fine = AgentMessage.tool_result(
+        CALL, ActionReturn(type=CALL.name, result=[{"type": "text", "content": "1"}])
+    )
+    assert worker._store_result(shared, job, fine, NEXT).advance
+    assert shared.loop.run(shared.store.tool_results(job.task_id, 0, [CALL])) == [fine]
