@@ -28,6 +28,18 @@ class ToolRunner:
         in the `ActionReturn`, and the reply quotes the call's id."""
         return self._ready()(call, session_key)
 
+    def start(self) -> int:
+        """Make the sandboxes now, for the worker's start-up: remove what an earlier run under
+        this worker label left (how many), then run a cell in a fresh sandbox.
+
+        Raises `SandboxUnavailable` saying why the configured backend cannot run here.
+        """
+        self._ready()
+        assert self._sandboxes is not None
+        removed = self._sandboxes.remove_orphans()
+        self._sandboxes.check()
+        return removed
+
     def _ready(self) -> ActionExecutor:
         with self._lock:
             if self._executor is None:

@@ -16,6 +16,7 @@ from shared.celery_app import make_celery
 from shared.events import EventKind
 from shared.logs import setup_logging
 from shared.registry import load_plugins
+from shared.sandbox import SandboxError
 from shared.schema import ActionReturn, ActionStatusCode, AgentMessage, ToolCall
 from shared.settings import get_settings
 from shared.store import TaskStore
@@ -73,6 +74,19 @@ def _advance_if_complete(task_id: str, step: int, redelivered: bool) -> None:
     # Exactly one job enqueues the next step; a redelivered job may again (the step is idempotent).
     if store.claim_advance(task_id, step) or redelivered:
         app.send_task(keys.AGENT_STEP_TASK, args=[task_id, step + 1], queue=keys.AGENT_QUEUE)
+
+
+@signals.worker_init.connect
+def _start_sandboxes(**_: object) -> None:
+    """Fail fast: a worker whose sandboxes cannot run must not take tool jobs."""
+    backend = settings.sandbox_backend
+    try:
+        removed = tools.start()
+    except (SandboxError, ValueError) as exc:
+        log.critical("the %r sandbox backend cannot run here: %s", backend, exc)
+        message = f"tool worker: the {backend!r} sandbox backend cannot run here: {exc}"
+        raise SystemExit(message) from exc
+    log.info("sandboxes (%s) ready; removed %d left by an earlier run", backend, removed)
 
 
 @signals.worker_ready.connect
