@@ -179,6 +179,16 @@ def test_reaped_session_says_it_expired(make_provider: ProviderFactory) -> None:
     assert not provider.get("t:idle").run("1", TIMEOUT).state_lost  # told once
 
 
+def test_a_kernel_outlives_the_thread_that_started_it(provider: KernelSandboxProvider) -> None:
+    sandbox = provider.get("t:thread")
+    starter = threading.Thread(target=sandbox.run, args=("kept = 1", TIMEOUT))
+    starter.start()
+    starter.join()
+    time.sleep(0.3)  # a sandbox tied to its starting thread (PR_SET_PDEATHSIG) is gone by now
+    result = sandbox.run("kept", TIMEOUT)
+    assert result.result == "1" and not result.state_lost
+
+
 def test_sessions_run_side_by_side(provider: KernelSandboxProvider) -> None:
     keys = [f"t:par{i}" for i in range(3)]
     results: dict[str, str | None] = {}

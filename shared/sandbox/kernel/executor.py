@@ -28,7 +28,7 @@ from .wire import FrameBuffer, encode_frame
 
 __all__ = ["CappedText", "Kernel", "run_executor"]
 
-_REAP_WAIT_S = 0.5  # how long the executor waits for killed children to become reapable
+_CLEANUP_WAIT_S = 0.5  # after an interrupt: for killed children to be reapable, pools to end
 
 
 class CappedText(io.TextIOBase):
@@ -187,7 +187,7 @@ def _terminate_pools() -> None:
     ]
     for thread in ending:
         thread.start()
-    deadline = time.monotonic() + _REAP_WAIT_S
+    deadline = time.monotonic() + _CLEANUP_WAIT_S
     for thread in ending:
         thread.join(max(0.0, deadline - time.monotonic()))
 
@@ -197,7 +197,7 @@ def _reap(pids: list[int]) -> None:
 
     Bounded by a short wait: a pid that is not (or no longer) our child is skipped.
     """
-    deadline = time.monotonic() + _REAP_WAIT_S
+    deadline = time.monotonic() + _CLEANUP_WAIT_S
     waiting = set(pids)
     while waiting and time.monotonic() < deadline:
         for pid in list(waiting):

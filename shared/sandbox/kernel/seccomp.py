@@ -16,6 +16,7 @@ import os
 import platform
 import struct
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["DENIED", "build_filter", "install_filter", "set_child_subreaper", "set_dumpable"]
 
@@ -118,9 +119,9 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
-def _prctl(option: int, arg: int | ctypes.c_void_p = 0) -> None:
+def _prctl(option: int, *args: Any) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(option, arg, 0, 0, 0) != 0:
+    if libc.prctl(option, *args, *[0] * (4 - len(args))) != 0:
         code = ctypes.get_errno()
         raise OSError(code, f"prctl({option}): {os.strerror(code)}")
 
@@ -131,10 +132,7 @@ def install_filter() -> None:
     buffer = ctypes.create_string_buffer(program, len(program))
     fprog = _SockFprog(len(program) // 8, ctypes.addressof(buffer))
     _prctl(_PR_SET_NO_NEW_PRIVS, 1)  # required to install a filter without privileges
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
-        code = ctypes.get_errno()
-        raise OSError(code, f"cannot install the seccomp filter: {os.strerror(code)}")
+    _prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog))
 
 
 def set_dumpable(dumpable: bool) -> None:

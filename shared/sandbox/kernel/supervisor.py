@@ -182,9 +182,12 @@ class Supervisor:
             self._answer({"id": call_id, "nonce": nonce, "error": "busy: one call at a time"})
             return
         self._call = _Call(call_id, nonce)
+        self._send_executor({"code": code})
+
+    def _send_executor(self, message: dict[str, Any]) -> None:
         try:
-            self._sock.sendall(encode_frame({"code": code}))
-        except OSError:
+            self._sock.sendall(encode_frame(message))
+        except OSError:  # a timeout too: it has not read for _SEND_TIMEOUT_S
             self._fail("the interpreter stopped taking requests")
 
     def _interrupt(self, call_id: Any) -> None:
@@ -241,7 +244,7 @@ class Supervisor:
         if call.interrupted:
             call.killed |= stop_tree(keep=self._executor)  # what the cell started meanwhile
             if call.killed:
-                self._sock.sendall(encode_frame({"reap": sorted(call.killed)}))
+                self._send_executor({"reap": sorted(call.killed)})
         texts = _texts(frame)
         interrupted = call.interrupted and texts["error"] == INTERRUPTED
         self._answer({"id": call.id, "nonce": call.nonce, **texts, "interrupted": interrupted})
