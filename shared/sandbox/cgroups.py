@@ -19,6 +19,7 @@ import re
 import signal
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,13 +107,13 @@ class CgroupTree:
             raise
         return cgroup
 
-    def remove_stale(self, prefix: str, keep: str) -> int:
-        """Remove the cgroups named `prefix`* but not `keep`*; how many."""
+    def remove_stale(self, stale: Callable[[str], bool]) -> int:
+        """Remove the cgroups whose names `stale` picks, with what still runs in them; how many."""
         names = {
             child.name
             for parent in self.parents.values()
             for child in parent.iterdir()
-            if child.is_dir() and child.name.startswith(prefix) and not child.name.startswith(keep)
+            if child.is_dir() and stale(child.name)
         }
         for name in names:
             SandboxCgroup({c: p / name for c, p in self.parents.items()}).remove()

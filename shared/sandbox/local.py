@@ -14,6 +14,7 @@ import contextlib
 import itertools
 import logging
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -34,6 +35,8 @@ __all__ = ["LocalChannel", "LocalSandboxProvider"]
 log = logging.getLogger(__name__)
 
 START_TIMEOUT_S = 15.0
+# taskyard-<worker label>-<provider id>-<n>: a label may hold "-", the provider id never.
+_CGROUP_NAME = re.compile(r"^taskyard-(?P<label>.+)-(?P<owner>[0-9a-f]{12})-\d+$")
 
 
 class LocalChannel:
@@ -179,15 +182,15 @@ class LocalSandboxProvider(KernelSandboxProvider):
             rlimit_memory=self._cgroups is None,
         )
         self._argv, self._env = LAUNCHERS[name](spec)
-        # Cgroups are named taskyard-<worker label>-<provider id>-<n>.
-        self._label_prefix = f"taskyard-{safe_name(settings.sandbox_worker_label)}-"
-        self._prefix = f"{self._label_prefix}{uuid.uuid4().hex[:12]}-"
+        self._no_cgroups = no_cgroups
+        self._label = safe_name(settings.sandbox_worker_label)
+        self._owner = uuid.uuid4().hex[:12]
         self._serial = itertools.count(1)
         log.warning(
             "sandbox backend 'local' (%s): WEAKER isolation than the docker backend; not "
             "enforced here: %s. Use it for demos, not for untrusted code.",
             name,
-            "; ".join(self.unenforced(no_cgroups)),
+            "; ".join(self.unenforced()),
         )
         super().__init__(
             self._start_kernel,
@@ -197,7 +200,7 @@ class LocalSandboxProvider(KernelSandboxProvider):
             interrupt_grace_s=settings.sandbox_interrupt_grace_s,
         )
 
-    def unenforced(self, no_cgroups: str = "") -> list[str]:
+    def unenforced(self) -> list[str]:
         """What the docker backend enforces and this one, on this machine, does not."""
         gaps = [
             "the seccomp filter is a denylist of dangerous calls (Docker's default profile "
@@ -209,7 +212,7 @@ class LocalSandboxProvider(KernelSandboxProvider):
         if self._cgroups is None:
             gaps.append(
                 "no per-sandbox memory, process or CPU limit (no writable cgroups: "
-                f"{no_cgroups}); memory is capped per process only"
+                f"{self._no_cgroups}); memory is capped per process only"
             )
         return gaps
 
@@ -217,7 +220,11 @@ class LocalSandboxProvider(KernelSandboxProvider):
         """Remove cgroups an earlier run under this worker label left; how many."""
         if self._cgroups is None:
             return 0
-        return self._cgroups.remove_stale(self._label_prefix, keep=self._prefix)
+        return self._cgroups.remove_stale(self._left_by_earlier_run)
+
+    def _left_by_earlier_run(self, cgroup_name: str) -> bool:
+        named = _CGROUP_NAME.match(cgroup_name)
+        return named is not None and named["label"] == self._label and named["owner"] != self._owner
 
     def _start_kernel(self, session_key: str | None) -> LocalChannel:
         cgroup = self._new_cgroup(self._cgroups) if self._cgroups is not None else None
@@ -232,7 +239,7 @@ class LocalSandboxProvider(KernelSandboxProvider):
             raise
 
     def _new_cgroup(self, tree: CgroupTree) -> SandboxCgroup:
-        name = f"{self._prefix}{next(self._serial)}"
+        name = f"taskyard-{self._label}-{self._owner}-{next(self._serial)}"  # see _CGROUP_NAME
         try:
             return tree.create(name, self._cgroup_limits)
         except OSError as exc:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.sandbox.cgroups import find_cgroups
+from shared.sandbox.cgroups import CgroupLimits, find_cgroups
 from shared.sandbox.errors import SandboxUnavailable
 from shared.sandbox.launchers import KERNEL_DIR, LaunchSpec, bwrap, parse_size
 from shared.sandbox.local import LocalChannel, LocalSandboxProvider
@@ -165,9 +165,15 @@ def test_a_crashed_workers_cgroups_are_removed_at_restart(
     while any((d / "cgroup.procs").read_text().strip() for d in left()):
         assert time.monotonic() < deadline, "the sandbox outlived its worker"
         time.sleep(0.05)  # ...but the kernel saw its stdin close and ended, mid-cell or not
-    relabelled = settings.model_copy(update={"sandbox_worker_label": label})
-    assert make_local_provider(settings=relabelled).remove_orphans() == 1
-    assert left() == []
+    # Another worker's, whose label merely starts with this one: not ours to remove.
+    others = f"taskyard-{label}-b-{uuid.uuid4().hex[:12]}-1"
+    other = tree.create(others, CgroupLimits(1 << 24, 4, 1))
+    try:
+        relabelled = settings.model_copy(update={"sandbox_worker_label": label})
+        assert make_local_provider(settings=relabelled).remove_orphans() == 1
+        assert {p.name for p in left()} == {others}
+    finally:
+        other.remove()
 
 
 @pytest.mark.parametrize(
