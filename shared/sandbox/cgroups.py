@@ -102,8 +102,8 @@ class CgroupTree:
             for directory in set(cgroup.dirs.values()):
                 directory.mkdir()
             self._write_limits(cgroup, limits)
-        except OSError:
-            cgroup.remove()
+        except BaseException:
+            cgroup.remove()  # no half-made cgroup stays behind
             raise
         return cgroup
 
