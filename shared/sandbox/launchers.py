@@ -86,8 +86,8 @@ def bwrap(spec: LaunchSpec) -> Launch:
     argv += ["--ro-bind", str(KERNEL_DIR), f"{INNER_HOME}/kernel"]
     # Only the tmpfs mounts stay writable: / and /dev are RAM-backed and unsized otherwise.
     argv += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/work", "--clearenv"]
-    for name, value in (("PATH", "/usr/bin:/bin"), ("HOME", "/work"),
-                        ("PYTHONDONTWRITEBYTECODE", "1"), ("PYTHONPATH", INNER_HOME)):  # fmt: skip
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/work", "PYTHONDONTWRITEBYTECODE": "1"}
+    for name, value in {**env, "PYTHONPATH": INNER_HOME}.items():
         argv += ["--setenv", name, value]
     argv += ["--uid", NOBODY, "--gid", NOBODY, spec.python, "-P", "-m", "kernel"]
     return [*spec.drop_root(), *spec.prlimit(), *argv], {}

@@ -149,11 +149,11 @@ class KernelSandboxProvider:
     def _make_room(self, session_key: str, evicted: list[KernelChannel]) -> None:
         live = [k for k, s in self._sessions.items() if k != session_key and s.has_kernel]
         tenant = tenant_of(session_key)
+        same_tenant = [k for k in live if tenant_of(k) == tenant]
         scopes = [
-            (f"tenant {tenant!r}", self._limits.per_tenant, "TASKYARD_SANDBOX_MAX_PER_TENANT",
-             [k for k in live if tenant_of(k) == tenant]),
-            ("this worker", self._limits.per_worker, "TASKYARD_SANDBOX_MAX_PER_WORKER", live),
-        ]  # fmt: skip
+            (f"tenant {tenant!r}", self._limits.per_tenant, "MAX_PER_TENANT", same_tenant),
+            ("this worker", self._limits.per_worker, "MAX_PER_WORKER", live),
+        ]
         for scope, limit, setting, members in scopes:
             excess = len(members) + 1 - limit
             reason = f"session evicted: {scope} reached its limit of {limit} live sandboxes"
@@ -167,7 +167,8 @@ class KernelSandboxProvider:
                     excess -= 1
             if excess > 0:
                 raise SandboxLimitReached(
-                    f"{scope} already has {limit} live sandboxes, all busy ({setting}); "
+                    f"{scope} already has {limit} live sandboxes, all busy "
+                    f"(TASKYARD_SANDBOX_{setting}); "
                     "try again when one of them finishes"
                 )
 

@@ -208,8 +208,9 @@ class KernelSandbox:
             self._has_state = True
             reply = self._await(call, time.monotonic() + timeout)
         except KernelProtocolError as bad:
-            return self._lost(f"The sandbox broke its protocol ({bad}), so its interpreter was "
-                              "stopped")  # fmt: skip
+            return self._lost(
+                f"The sandbox broke its protocol ({bad}); its interpreter was stopped"
+            )
         except KernelGone as gone:
             reason = call.channel.exit_reason() or str(gone)
             return self._lost(f"The Python interpreter died while running this cell ({reason})")

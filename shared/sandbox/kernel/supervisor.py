@@ -100,6 +100,14 @@ def fit_line(reply: dict[str, Any]) -> bytes:
     return line
 
 
+def _sender(ancillary: list[tuple[int, int, bytes]]) -> int | None:
+    """The pid the kernel vouches sent the data (SCM_CREDENTIALS), if it says."""
+    for level, kind, payload in ancillary:
+        if (level, kind) == (socket.SOL_SOCKET, socket.SCM_CREDENTIALS):
+            return _CREDS.unpack(payload[: _CREDS.size])[0]
+    return None
+
+
 def _texts(frame: dict[str, Any]) -> dict[str, str | None]:
     """The reply's text fields, whatever types the frame holds."""
     texts: dict[str, str | None] = {}
@@ -217,11 +225,7 @@ class Supervisor:
             if starting:
                 sys.stderr.write("kernel: the interpreter ended before it was ready\n")
             self._executor_gone()
-        sender = next(
-            (_CREDS.unpack(payload[: _CREDS.size])[0] for level, kind, payload in ancillary
-             if (level, kind) == (socket.SOL_SOCKET, socket.SCM_CREDENTIALS)),
-            None,
-        )  # fmt: skip
+        sender = _sender(ancillary)
         if sender == self._executor:  # anything a forked process wrote is dropped
             self._frames.feed(data)
 
