@@ -48,6 +48,12 @@ class ToolRunner:
                 self._executor = ActionExecutor.from_registry(resources)
             return self._executor
 
+    def interrupt(self, session_key: str) -> bool:
+        """Stop the session's running cell, from any thread (a task's cancel): every process
+        it started is killed and its `run` returns within the interrupt grace, state kept
+        where the kernel stops. False when no call of the session is under way."""
+        return self._sandboxes is not None and self._sandboxes.interrupt(session_key)
+
     def reap_idle(self) -> None:
         if self._sandboxes is not None:
             self._sandboxes.reap_idle()

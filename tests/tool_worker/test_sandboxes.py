@@ -1,5 +1,6 @@
-"""The tool worker's start-up: it removes what an earlier run under its label left, checks
-that its sandbox backend runs, and exits at once with the reason when it does not."""
+"""The tool worker's sandboxes: at start-up it removes what an earlier run under its label
+left, checks that its backend runs, and exits at once with the reason when it does not; a
+session's running call can be interrupted from another thread."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import contextlib
 import os
 import subprocess
 import sys
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +21,7 @@ from docker.errors import NotFound
 from services.tool_worker.runner import ToolRunner
 from shared.sandbox import SandboxUnavailable
 from shared.sandbox.docker import WORKER_LABEL
+from shared.schema import ActionReturn, AgentMessage, ToolCall
 from shared.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,3 +87,21 @@ def test_a_worker_whose_sandbox_cannot_run_exits_at_start(redis_server: str, lab
     output = worker.stdout + worker.stderr
     assert "sandbox backend cannot run here" in output and "no-such-image" in output
     assert "ready." not in output  # it never took a job
+
+
+def test_interrupt_stops_a_sessions_running_call(label: str, runners: list[ToolRunner]) -> None:
+    settings = Settings(sandbox_backend="local", sandbox_warm_pool=0, sandbox_worker_label=label)
+    runner = ToolRunner(settings)
+    runners.append(runner)
+    assert not runner.interrupt("demo:s1")  # nothing runs yet
+    call = ToolCall(id="c1", name="IPythonInterpreter", parameters={"command": "while True: pass"})
+    replies: list[AgentMessage] = []
+    worker = threading.Thread(target=lambda: replies.append(runner.run(call, "demo:s1")))
+    worker.start()
+    deadline = time.monotonic() + 20
+    while not runner.interrupt("demo:s1"):
+        assert time.monotonic() < deadline, "the call never started"
+        time.sleep(0.01)
+    worker.join(20)
+    ret = replies[0].content
+    assert isinstance(ret, ActionReturn) and (ret.errmsg or "").startswith("Cancelled")
