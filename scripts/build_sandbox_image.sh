@@ -4,8 +4,8 @@
 # Without a registry, the base image is made locally: debootstrap a minimal Debian bookworm
 # from the archive apt already uses, then `docker import` it as taskyard/base:bookworm.
 # Each step is skipped when its result exists: the base by name, the sandbox image by a label
-# holding the hash of its inputs (Dockerfile, kernel, base image id); the local base by a label
-# naming its packages.
+# holding the hash of its inputs (Dockerfile, the kernel package, base image id); the local
+# base by a label naming its packages.
 #
 # Environment: SANDBOX_IMAGE, SANDBOX_BASE (an existing base image, e.g. python:3.11-slim,
 # skips debootstrap), SANDBOX_LOCAL_BASE (the tag debootstrap's image gets),
@@ -62,7 +62,9 @@ build_local_base() {
 inputs_hash() {
     local base_id
     base_id="$(docker image inspect "$BASE" --format '{{ .Id }}' 2>/dev/null || echo "$BASE")"
-    { cat "$DOCKERFILE" "$CONTEXT/kernel.py"; echo "$base_id"; } | sha256sum | cut -c1-16
+    { cat "$DOCKERFILE" "$CONTEXT/.dockerignore"
+      find "$CONTEXT/kernel" -name '*.py' | LC_ALL=C sort | xargs cat
+      echo "$base_id"; } | sha256sum | cut -c1-16
 }
 
 main() {

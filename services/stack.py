@@ -86,6 +86,8 @@ class LocalStack:
             "TASKYARD_LLM_BASE_URL": f"http://127.0.0.1:{self.ports.proxy}/v1",
             "TASKYARD_PROXY_UPSTREAMS": upstreams,
             "TASKYARD_SANDBOX_BACKEND": self.sandbox_backend,
+            # The stack's own: a (re)started tool worker removes every sandbox of its label.
+            "TASKYARD_SANDBOX_WORKER_LABEL": f"stack-{self.run_dir.name}",
             **self.extra_env,
         }
 

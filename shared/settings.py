@@ -7,6 +7,7 @@ environment before a process starts (or by calling `get_settings.cache_clear()`)
 from __future__ import annotations
 
 import re
+import socket
 from functools import lru_cache
 from typing import Annotated, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -113,12 +114,22 @@ class Settings(BaseSettings):
     sandbox_backend: str = "docker"  # a key of shared.sandbox.BACKENDS: "docker" or "local"
     sandbox_image: str = "taskyard/sandbox:latest"
     sandbox_timeout_s: float = 30.0
+    # How long an interrupted cell may take to stop before its kernel is replaced.
+    sandbox_interrupt_grace_s: float = Field(default=2.0, gt=0)
     sandbox_memory: str = "256m"
     sandbox_pids: int = 64
     sandbox_cpus: float = 1.0
     sandbox_idle_s: float = 600.0
-    sandbox_disk: str = "64m"  # size of each tmpfs (/work, /tmp) inside a sandbox
+    sandbox_disk: str = "64m"  # size of each tmpfs (/work, /tmp, /dev/shm) inside a sandbox
     sandbox_warm_pool: int = Field(default=1, ge=0)  # started kernels waiting for a session
+    sandbox_max_per_tenant: int = Field(default=16, ge=1)  # live sandboxes of one tenant
+    sandbox_max_per_worker: int = Field(default=32, ge=1)  # live sandboxes of one tool worker
+    # Marks this worker's sandboxes; at start it removes every one left under the same label,
+    # so two workers sharing an engine need different labels (hostnames differ by default).
+    sandbox_worker_label: str = Field(default_factory=socket.gethostname, min_length=1)
+    # Local backend: the cgroup (path in the hierarchy) to make per-sandbox cgroups under;
+    # empty: the worker's own.
+    sandbox_cgroup_parent: str = ""
 
     # Web tools: a SearxNG-compatible JSON search API (GET {search_url}/search?q=..&format=json).
     search_url: str = "http://127.0.0.1:8888"

@@ -1,10 +1,12 @@
-"""Fixtures every test area shares: a real Redis of the test run's own."""
+"""Fixtures every test area shares: a real Redis of the test run's own, the sandbox image."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +14,7 @@ import pytest
 import redis
 
 from services.stack import free_port
+from shared.settings import Settings
 
 
 @pytest.fixture(scope="session")
@@ -60,10 +63,31 @@ def redis_client(redis_server: str) -> Iterator[redis.Redis]:
     client.close()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def sandbox_worker_label() -> Iterator[str]:
+    """A worker label of this test run's own: providers made here clear only what they left.
+
+    Without it, every provider would use the hostname, and a provider's start-up clean-up
+    would remove other test runs' sandboxes on this machine.
+    """
+    label = f"test-{uuid.uuid4().hex[:12]}"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TASKYARD_SANDBOX_WORKER_LABEL", label)
+        yield label
+
+
 @pytest.fixture(scope="session")
 def sandbox_image() -> str:
-    """The sandbox image on the real Docker engine, built by the project's scripts if missing."""
+    """The sandbox image on the real Docker engine, built by the project's scripts if missing.
+
+    The tag is `Settings().sandbox_image` (TASKYARD_SANDBOX_IMAGE), so a test run can build
+    and use its own tag while other runs on the machine use taskyard/sandbox:latest.
+    """
+    image = Settings().sandbox_image
+    asked = os.environ.get("SANDBOX_IMAGE", image)
+    assert asked == image, f"SANDBOX_IMAGE={asked} but TASKYARD_SANDBOX_IMAGE={image}: set both"
     root = Path(__file__).resolve().parent.parent
     subprocess.run(["bash", str(root / "scripts/setup_docker.sh")], check=True)
-    subprocess.run(["bash", str(root / "scripts/build_sandbox_image.sh")], check=True)
-    return "taskyard/sandbox:latest"
+    env = {**os.environ, "SANDBOX_IMAGE": image}
+    subprocess.run(["bash", str(root / "scripts/build_sandbox_image.sh")], check=True, env=env)
+    return image

@@ -28,6 +28,18 @@ class ToolRunner:
         in the `ActionReturn`, and the reply quotes the call's id."""
         return self._ready()(call, session_key)
 
+    def start(self) -> int:
+        """Make the sandboxes now, for the worker's start-up: remove what an earlier run under
+        this worker label left (how many), then run a cell in a fresh sandbox.
+
+        Raises `SandboxUnavailable` saying why the configured backend cannot run here.
+        """
+        self._ready()
+        assert self._sandboxes is not None
+        removed = self._sandboxes.remove_orphans()
+        self._sandboxes.check()
+        return removed
+
     def _ready(self) -> ActionExecutor:
         with self._lock:
             if self._executor is None:
@@ -35,6 +47,12 @@ class ToolRunner:
                 resources = ActionResources(settings=self.settings, sandboxes=self._sandboxes)
                 self._executor = ActionExecutor.from_registry(resources)
             return self._executor
+
+    def interrupt(self, session_key: str) -> bool:
+        """Stop the session's running cell, from any thread (a task's cancel): every process
+        it started is killed and its `run` returns within the interrupt grace, state kept
+        where the kernel stops. False when no call of the session is under way."""
+        return self._sandboxes is not None and self._sandboxes.interrupt(session_key)
 
     def reap_idle(self) -> None:
         if self._sandboxes is not None:

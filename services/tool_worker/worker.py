@@ -19,6 +19,7 @@ from shared.jobs import AgentStepJob, Envelope, ToolRunJob, envelope
 from shared.logs import setup_logging
 from shared.loop import LoopThread
 from shared.registry import load_plugins
+from shared.sandbox import SandboxError
 from shared.schema import ActionReturn, ActionStatusCode, AgentMessage, ToolCall
 from shared.settings import get_settings
 from shared.store import TaskStore, ToolResultStored
@@ -134,6 +135,19 @@ def _worker_error(call: ToolCall, exc: Exception, what: str) -> AgentMessage:
 def _log_extra(job: ToolRunJob) -> dict[str, object]:
     return {"task_id": job.task_id, "session_id": job.session_id, "step": job.step,
             "call_id": job.call.id}  # fmt: skip
+
+
+@signals.worker_init.connect
+def _start_sandboxes(**_: object) -> None:
+    """Fail fast: a worker whose sandboxes cannot run must not take tool jobs."""
+    backend = settings.sandbox_backend
+    try:
+        removed = tools.start()
+    except (SandboxError, ValueError) as exc:
+        log.critical("the %r sandbox backend cannot run here: %s", backend, exc)
+        message = f"tool worker: the {backend!r} sandbox backend cannot run here: {exc}"
+        raise SystemExit(message) from exc
+    log.info("sandboxes (%s) ready; removed %d left by an earlier run", backend, removed)
 
 
 @signals.worker_ready.connect

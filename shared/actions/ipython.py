@@ -58,7 +58,7 @@ def strip_fence(command: str) -> str:
 
 def format_execution(outcome: ExecutionResult, timeout: float) -> str:
     """One cell's outcome as the text the model reads."""
-    parts = [STATE_LOST] if outcome.state_lost else []
+    parts = [_state_lost(outcome.state_lost_reason)] if outcome.state_lost else []
     parts += [text.rstrip("\n") for text in (outcome.stdout, outcome.stderr) if text]
     if outcome.result is not None:
         parts.append(outcome.result)
@@ -67,3 +67,12 @@ def format_execution(outcome: ExecutionResult, timeout: float) -> str:
     elif outcome.timed_out:  # a backend may report a timeout without words for it
         parts.append(f"TimeoutError: the code ran longer than {timeout:g} s and was interrupted.")
     return "\n".join(parts) if parts else "(no output)"
+
+
+def _state_lost(reason: str | None) -> str:
+    if reason is None:
+        return STATE_LOST
+    return (
+        f"Note: state lost ({reason}): the interpreter was restarted; variables, imports and "
+        "files from earlier cells are gone."
+    )

@@ -1,14 +1,23 @@
 """Code sandboxes: one stateful interpreter per session, behind one small interface.
 
-Use: ``make_sandbox_provider(settings).get(f"{tenant}:{session_id}").run(code, timeout)``.
+Use: ``make_sandbox_provider(settings).get(f"{tenant}:{session_id}").run(code, timeout)``;
+``provider.interrupt(session_key)`` stops a running cell from another thread.
 """
 
 from collections.abc import Callable
 
 from shared.sandbox.base import CodeSandbox, ExecutionResult, SandboxProvider
 from shared.sandbox.docker import ContainerSpec, DockerSandboxProvider
-from shared.sandbox.errors import KernelGone, SandboxClosed, SandboxError, SandboxUnavailable
+from shared.sandbox.errors import (
+    KernelGone,
+    KernelProtocolError,
+    SandboxClosed,
+    SandboxError,
+    SandboxLimitReached,
+    SandboxUnavailable,
+)
 from shared.sandbox.local import LocalSandboxProvider
+from shared.sandbox.provider import SandboxLimits
 from shared.settings import Settings
 
 __all__ = [
@@ -18,9 +27,12 @@ __all__ = [
     "DockerSandboxProvider",
     "ExecutionResult",
     "KernelGone",
+    "KernelProtocolError",
     "LocalSandboxProvider",
     "SandboxClosed",
     "SandboxError",
+    "SandboxLimitReached",
+    "SandboxLimits",
     "SandboxProvider",
     "SandboxUnavailable",
     "make_sandbox_provider",

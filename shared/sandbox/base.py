@@ -17,13 +17,19 @@ class ExecutionResult(BaseModel):
     result: str | None = None  # repr of the last expression, as IPython shows it
     error: str | None = None
     timed_out: bool = False
+    cancelled: bool = False  # stopped from outside (`cancel`), not by its own timeout
     state_lost: bool = False  # the interpreter was restarted: earlier variables are gone
+    state_lost_reason: str | None = None  # why, when the error does not say (expiry, eviction)
 
 
 class CodeSandbox(Protocol):
     """One session's long-lived interpreter."""
 
     def run(self, code: str, timeout: float) -> ExecutionResult: ...
+
+    def cancel(self) -> bool:
+        """Stop the running cell from another thread; False when none runs."""
+        ...
 
     def close(self) -> None: ...
 
@@ -33,7 +39,19 @@ class SandboxProvider(Protocol):
 
     def get(self, session_key: str) -> CodeSandbox: ...
 
+    def interrupt(self, session_key: str) -> bool:
+        """Stop the session's running cell (see `CodeSandbox.cancel`); False when none runs."""
+        ...
+
     def release(self, session_key: str) -> None: ...
+
+    def check(self) -> None:
+        """Start, use and stop one kernel; raises `SandboxUnavailable` saying why it fails."""
+        ...
+
+    def remove_orphans(self) -> int:
+        """Remove what an earlier run under this worker label left; how many were removed."""
+        ...
 
     def close_all(self) -> None: ...
 

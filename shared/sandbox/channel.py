@@ -1,23 +1,31 @@
-"""The link to one running kernel (kernel.py), whatever carries it: a container, a process.
+"""The link to one running kernel (kernel/), whatever carries it: a container, a process.
 
-A channel moves JSON lines; what a timeout or a dead kernel means for a session is decided
-one level up, in `session.py`, once for every backend.
+A channel moves JSON lines, bounded in size and time on this side whatever the sandbox sends;
+what a timeout or a dead kernel means for a session is decided one level up, in `session.py`,
+once for every backend.
 """
 
 from __future__ import annotations
 
 import json
 import select
+import signal
+import time
 from typing import Any, Protocol
 
-from shared.sandbox.errors import KernelGone
+from shared.sandbox.errors import KernelProtocolError
+from shared.sandbox.kernel import MAX_LINE_BYTES
+from shared.sandbox.kernel.wire import LineBuffer, TooLong, encode_line
 
 __all__ = [
+    "MAX_LINE_BYTES",
     "KernelChannel",
-    "LineBuffer",
+    "OutputTail",
+    "ReplyLines",
     "StartKernel",
     "decode_line",
-    "encode",
+    "describe_exit",
+    "encode_line",
     "wait_readable",
 ]
 
@@ -26,15 +34,14 @@ class KernelChannel(Protocol):
     """One started kernel that has said it is ready."""
 
     def send(self, message: dict[str, Any]) -> None:
-        """Write one request; raises `KernelGone` when the kernel cannot take it."""
+        """Write one request; safe from any thread; raises `KernelGone` if it cannot."""
         ...
 
-    def receive(self, timeout: float) -> dict[str, Any] | None:
-        """The next reply, or None when `timeout` passes first; raises `KernelGone` on EOF."""
-        ...
+    def receive(self, deadline: float) -> dict[str, Any] | None:
+        """The next reply, or None once `time.monotonic()` reaches `deadline`.
 
-    def interrupt(self) -> None:
-        """Send SIGINT to the kernel, which stops the running cell and keeps its namespace."""
+        Raises `KernelGone` on EOF and `KernelProtocolError` on a line no kernel sends.
+        """
         ...
 
     def alive(self) -> bool:
@@ -56,44 +63,74 @@ class StartKernel(Protocol):
     def __call__(self, session_key: str | None) -> KernelChannel: ...
 
 
-class LineBuffer:
-    """Bytes in, complete lines out: the kernel's replies arrive in arbitrary chunks."""
+class ReplyLines:
+    """The kernel's stdout as lines, never more than MAX_LINE_BYTES of one held."""
 
     def __init__(self) -> None:
-        self._data = bytearray()
+        self._lines = LineBuffer(MAX_LINE_BYTES)
 
     def feed(self, chunk: bytes) -> None:
-        self._data += chunk
+        try:
+            self._lines.feed(chunk)
+        except TooLong as exc:
+            raise KernelProtocolError(f"the sandbox sent {exc}") from None
 
-    def pop_line(self) -> bytes | None:
-        end = self._data.find(b"\n")
-        if end < 0:
-            return None
-        line = bytes(self._data[:end])
-        del self._data[: end + 1]
-        return line
+    def pop(self) -> dict[str, Any] | None:
+        try:
+            line = self._lines.pop_line()
+        except TooLong as exc:
+            raise KernelProtocolError(f"the sandbox sent {exc}") from None
+        return None if line is None else decode_line(line)
 
 
-def encode(message: dict[str, Any]) -> bytes:
-    return json.dumps(message).encode() + b"\n"
+class OutputTail:
+    """The last bytes a kernel wrote to stderr: why it failed, in its own words."""
+
+    def __init__(self, limit: int = 4096) -> None:
+        self._data = b""
+        self._limit = limit
+
+    def feed(self, chunk: bytes) -> None:
+        self._data = (self._data + chunk[-self._limit :])[-self._limit :]
+
+    def text(self) -> str:
+        return self._data.decode(errors="replace").strip()
+
+    def last_line(self) -> str:
+        lines = self.text().splitlines()
+        return lines[-1] if lines else ""
 
 
 def decode_line(line: bytes) -> dict[str, Any]:
-    """A reply line as a dict; raises `KernelGone` on garbage, which only a broken kernel sends."""
+    """A reply line as a dict; `KernelProtocolError` on garbage, which no honest kernel sends."""
+    # The line itself is never quoted: it would reach the model.
     try:
         message = json.loads(line)
     except ValueError as exc:
-        raise KernelGone(f"the kernel sent a malformed line: {line[:200]!r}") from exc
+        raise KernelProtocolError("the sandbox sent a malformed line") from exc
     if not isinstance(message, dict):
-        raise KernelGone(f"the kernel sent a non-object line: {line[:200]!r}")
+        raise KernelProtocolError("the sandbox sent a line that is not an object")
     return message
 
 
-def wait_readable(fd: int, timeout: float) -> bool:
-    """Whether `fd` has data (or EOF) within `timeout` seconds.
+def describe_exit(code: int | None) -> str:
+    """A kernel's exit status in words; the supervisor exits 128 + N for a signal N."""
+    if code is None:
+        return ""
+    signum = -code if code < 0 else code - 128
+    if not 0 < signum < signal.NSIG:
+        return f"the process exited with code {code}"
+    try:
+        return f"killed by {signal.Signals(signum).name}"
+    except ValueError:
+        return f"killed by signal {signum}"
+
+
+def wait_readable(fd: int, deadline: float) -> bool:
+    """Whether `fd` has data (or EOF) before `deadline` (a `time.monotonic()` value).
 
     poll, not select: a busy worker holds more than select's 1024 descriptors.
     """
     poller = select.poll()
     poller.register(fd, select.POLLIN)
-    return bool(poller.poll(max(0.0, timeout) * 1000))
+    return bool(poller.poll(max(0.0, deadline - time.monotonic()) * 1000))

@@ -1,17 +1,20 @@
-"""The docker backend: one locked-down container per session, running kernel.py.
+"""The docker backend: one locked-down container per session, running the kernel.
 
 The worker talks to the kernel over the container's stdin/stdout through the Docker API's
 attach socket, so the container needs no network at all. Why the attach socket and not a
 `docker run -i` subprocess per session: it is one socket to the local engine instead of one
-CLI process (tens of MB) per session, the same client creates, signals and inspects the
+CLI process (tens of MB) per session, the same client creates, stops and inspects the
 container, and the multiplexed stream is only an 8-byte header per frame to strip.
 
-Containers carry the labels ``taskyard.session`` (the session key, or "" for a warm-pool
-container) and ``taskyard.owner`` (one id per provider), so leftovers of a crashed worker are
-found with ``docker ps -a --filter label=taskyard.session``. Their stdin closes when the
-worker's socket does, so the kernel exits with its worker; the next provider to start on the
-engine removes such exited containers. (Not `auto_remove`: a container must outlive its
-kernel long enough to be asked why it died, e.g. out of memory.)
+The kernel's supervisor is the container's PID 1 (no docker-init: its dumpable PID 1 would
+hold the container's stdio where a cell could open it through /proc/1/fd). The container has
+no log driver, so nothing a sandbox writes grows a file on the host; stderr (only the kernel's
+own messages reach it) is read from the attach stream, keeping its last few KB.
+
+Containers carry the labels ``taskyard.worker`` (`settings.sandbox_worker_label`),
+``taskyard.owner`` (one id per provider) and ``taskyard.session`` (the session key, or "" for
+a warm-pool container). The kernel exits as soon as the worker's socket closes, even mid-cell;
+a restarted worker removes every container left under its label (`remove_orphans`).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import contextlib
 import logging
 import socket
 import struct
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -29,21 +33,30 @@ import docker
 import requests
 from docker.errors import APIError, DockerException, NotFound
 from docker.models.containers import Container
+from docker.types import LogConfig
 
-from shared.sandbox.channel import LineBuffer, decode_line, encode, wait_readable
+from shared.sandbox.channel import OutputTail, ReplyLines, describe_exit, encode_line, wait_readable
 from shared.sandbox.errors import KernelGone, SandboxUnavailable
-from shared.sandbox.provider import KernelSandboxProvider
+from shared.sandbox.provider import KernelSandboxProvider, SandboxLimits
 from shared.settings import Settings, get_settings
 
-__all__ = ["ContainerSpec", "DockerChannel", "DockerSandboxProvider", "remove_exited"]
+__all__ = [
+    "OWNER_LABEL",
+    "SESSION_LABEL",
+    "WORKER_LABEL",
+    "ContainerSpec",
+    "DockerChannel",
+    "DockerSandboxProvider",
+]
 
 SESSION_LABEL = "taskyard.session"
 OWNER_LABEL = "taskyard.owner"
+WORKER_LABEL = "taskyard.worker"
 START_TIMEOUT_S = 30.0
 
 log = logging.getLogger(__name__)
 _FRAME_HEADER = struct.Struct(">BxxxL")  # stream (1 stdout, 2 stderr), padding, payload size
-_STDOUT = 1
+_STDOUT, _STDERR = 1, 2
 
 
 @dataclass(frozen=True)
@@ -71,16 +84,17 @@ class ContainerSpec:
         # Owned by the sandbox user: the engine copies the image directory's mode, not `mode=`.
         tmpfs = f"rw,nosuid,nodev,size={self.disk},uid=65534,gid=65534"
         host_config = api.create_host_config(
-            init=True,  # docker-init forwards SIGINT to the kernel and reaps its children
             network_mode="none",
             read_only=True,
             tmpfs={"/work": tmpfs, "/tmp": tmpfs},
+            shm_size=self.disk,
             mem_limit=self.memory,
             memswap_limit=self.memory,  # no swap: the memory limit is the limit
             pids_limit=self.pids,
             nano_cpus=int(self.cpus * 1e9),
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
+            log_config=LogConfig(type=LogConfig.types.NONE),  # no host file grows
         )
         created = api.create_container(
             self.image,
@@ -96,28 +110,27 @@ class ContainerSpec:
 
 
 class _Demux:
-    """Splits the attach stream's frames; keeps stdout as lines and drops stderr."""
+    """Splits the attach stream's frames: stdout into reply lines, stderr into a short tail."""
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
         self._raw = bytearray()
-        self._lines = LineBuffer()
+        self.lines = ReplyLines()
+        self.stderr = OutputTail()
         self.eof = False
 
-    def read_line(self, timeout: float) -> bytes | None:
-        """The next stdout line, or None after `timeout`; raises `KernelGone` at EOF."""
-        deadline = time.monotonic() + timeout
-        while (line := self._lines.pop_line()) is None:
+    def read(self, deadline: float) -> dict[str, Any] | None:
+        """The next reply, or None at `deadline`; raises `KernelGone` at EOF."""
+        while (reply := self.lines.pop()) is None:
             if self.eof:
                 raise KernelGone("the container's output ended")
-            left = deadline - time.monotonic()
-            if left <= 0 or not self.pump(left):
+            if not self.pump(deadline):
                 return None
-        return line
+        return reply
 
-    def pump(self, timeout: float) -> bool:
-        """Read what arrives within `timeout`; False if nothing did."""
-        if not wait_readable(self._sock.fileno(), timeout):
+    def pump(self, deadline: float) -> bool:
+        """Read what arrives before `deadline`; False if nothing did."""
+        if not wait_readable(self._sock.fileno(), deadline):
             return False
         try:
             chunk = self._sock.recv(1 << 16)
@@ -134,13 +147,16 @@ class _Demux:
             end = _FRAME_HEADER.size + size
             if len(self._raw) < end:
                 return
-            if stream == _STDOUT:
-                self._lines.feed(bytes(self._raw[_FRAME_HEADER.size : end]))
+            payload = bytes(self._raw[_FRAME_HEADER.size : end])
             del self._raw[:end]
+            if stream == _STDOUT:
+                self.lines.feed(payload)
+            elif stream == _STDERR:
+                self.stderr.feed(payload)
 
 
 class DockerChannel:
-    """A `KernelChannel` to kernel.py running in one container."""
+    """A `KernelChannel` to the kernel running in one container."""
 
     def __init__(self, api: docker.APIClient, container: str, sock: socket.socket, memory: str):
         self._api = api
@@ -148,6 +164,7 @@ class DockerChannel:
         self._sock = sock
         self._memory = memory
         self._demux = _Demux(sock)
+        self._send_lock = threading.Lock()
         self._closed = False
 
     @classmethod
@@ -159,6 +176,7 @@ class DockerChannel:
             container = spec.create(api, labels)
         except DockerException as exc:
             raise SandboxUnavailable(f"cannot create a sandbox from {spec.image!r}: {exc}") from exc
+        channel: DockerChannel | None = None
         try:
             # Attached before the start, so not a byte of output is missed.
             raw = api.attach_socket(
@@ -168,35 +186,34 @@ class DockerChannel:
             channel = cls(api, container, getattr(raw, "_sock", raw), spec.memory)
             channel.wait_ready(START_TIMEOUT_S)
         except (DockerException, KernelGone) as exc:
+            said = channel.stderr() if channel is not None else ""
             api.remove_container(container, force=True)
-            raise SandboxUnavailable(f"the sandbox kernel did not start: {exc}") from exc
+            detail = f"; it said: {said}" if said else ""
+            raise SandboxUnavailable(f"the sandbox kernel did not start: {exc}{detail}") from exc
         return channel
 
     def wait_ready(self, timeout: float) -> None:
-        line = self._demux.read_line(timeout)
-        if line is None or not decode_line(line).get("ready"):
-            raise KernelGone(f"no ready line within {timeout:g}s (got {line!r})")
+        reply = self._demux.read(time.monotonic() + timeout)
+        if not (reply or {}).get("ready"):
+            raise KernelGone(f"no ready line within {timeout:g}s (got {reply!r})")
 
     def send(self, message: dict[str, Any]) -> None:
         try:
-            self._sock.sendall(encode(message))
+            with self._send_lock:
+                self._sock.sendall(encode_line(message))
         except OSError as exc:
             raise KernelGone(f"cannot write to the kernel: {exc}") from exc
 
-    def receive(self, timeout: float) -> dict[str, Any] | None:
-        line = self._demux.read_line(timeout)
-        return None if line is None else decode_line(line)
-
-    def interrupt(self) -> None:
-        try:
-            self._api.kill(self._container, signal="SIGINT")
-        except DockerException as exc:
-            raise KernelGone(f"cannot interrupt the kernel: {exc}") from exc
+    def receive(self, deadline: float) -> dict[str, Any] | None:
+        return self._demux.read(deadline)
 
     def alive(self) -> bool:
-        while not self._demux.eof and self._demux.pump(0):
+        while not self._demux.eof and self._demux.pump(0.0):
             pass  # drain what is pending; a closed stream means the container ended
         return not self._demux.eof
+
+    def stderr(self) -> str:
+        return self._demux.stderr.text()
 
     def exit_reason(self) -> str:
         try:
@@ -208,7 +225,8 @@ class DockerChannel:
             return f"out of memory: the sandbox's limit is {self._memory}"
         if state.get("Running"):
             return ""
-        return f"the process exited with code {state.get('ExitCode')}"
+        said = self._demux.stderr.last_line()
+        return describe_exit(state.get("ExitCode")) + (f"; {said}" if said else "")
 
     def close(self) -> None:
         if self._closed:
@@ -239,21 +257,42 @@ class DockerSandboxProvider(KernelSandboxProvider):
         client: docker.DockerClient | None = None,
         pool_size: int | None = None,
         idle_s: float | None = None,
+        limits: SandboxLimits | None = None,
     ) -> None:
         settings = settings or get_settings()
         self._spec = spec or ContainerSpec.from_settings(settings)
         self._client = client or _connect()
         self.owner = uuid.uuid4().hex[:12]
-        remove_exited(self._client)
+        self.worker_label = settings.sandbox_worker_label
         super().__init__(
             self._start_kernel,
             pool_size=settings.sandbox_warm_pool if pool_size is None else pool_size,
             idle_s=settings.sandbox_idle_s if idle_s is None else idle_s,
+            limits=limits or SandboxLimits.from_settings(settings),
+            interrupt_grace_s=settings.sandbox_interrupt_grace_s,
         )
 
     def _start_kernel(self, session_key: str | None) -> DockerChannel:
-        labels = {SESSION_LABEL: session_key or "", OWNER_LABEL: self.owner}
+        labels = {
+            WORKER_LABEL: self.worker_label,
+            OWNER_LABEL: self.owner,
+            SESSION_LABEL: session_key or "",
+        }
         return DockerChannel.start(self._client.api, self._spec, labels)
+
+    def remove_orphans(self) -> int:
+        """Remove every container under this worker's label that another provider made
+        (running ones too: a worker that died mid-cell); how many were removed."""
+        leftovers = [
+            container
+            for container in self._client.containers.list(
+                all=True, filters={"label": f"{WORKER_LABEL}={self.worker_label}"}
+            )
+            if container.labels.get(OWNER_LABEL) != self.owner
+        ]
+        for container in leftovers:
+            _remove_quietly(container)
+        return len(leftovers)
 
     def close_all(self) -> None:
         """Stop every session and warm container, and any container this provider left."""
@@ -265,20 +304,8 @@ class DockerSandboxProvider(KernelSandboxProvider):
                 container.remove(force=True)
 
 
-def remove_exited(client: docker.DockerClient) -> int:
-    """Remove exited sandbox containers (a crashed worker's); how many were removed.
-
-    Safe beside live providers: their containers run, and the one exited container a live
-    provider may still be inspecting only costs it the exit reason.
-    """
-    exited = client.containers.list(all=True, filters={"label": SESSION_LABEL, "status": "exited"})
-    for container in exited:
-        _remove_quietly(container)
-    return len(exited)
-
-
 def _remove_quietly(container: Container) -> None:
-    """Remove a container that another provider may be removing too (404 or 409 then)."""
+    """Remove a container that someone else may be removing too (404 or 409 then)."""
     try:
         container.remove(force=True)
     except NotFound:

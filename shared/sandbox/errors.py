@@ -1,9 +1,13 @@
 """The sandbox error tree.
 
     SandboxError
-    ├── SandboxUnavailable  no kernel could be started (engine down, image missing, no bwrap)
-    ├── SandboxClosed       `run` on a sandbox that was released or reaped
-    └── KernelGone          a kernel's process ended; backends raise it, sessions absorb it
+    ├── SandboxUnavailable     no kernel could be started (engine down, image missing, the
+    │                          launcher refused: its own message, and what to change)
+    ├── SandboxLimitReached    the tenant or the worker is at its live-sandbox limit, all busy
+    ├── SandboxClosed          `run` on a sandbox that was released or reaped
+    └── KernelGone             a kernel's process ended; backends raise it, sessions absorb it
+        └── KernelProtocolError  the kernel sent what no honest kernel sends (an oversized,
+                                 malformed or unmatched reply); it is stopped like a dead one
 
 What user code does (exceptions, timeouts, exiting the interpreter) is never an error here:
 it comes back as an `ExecutionResult`.
@@ -11,7 +15,14 @@ it comes back as an `ExecutionResult`.
 
 from __future__ import annotations
 
-__all__ = ["KernelGone", "SandboxClosed", "SandboxError", "SandboxUnavailable"]
+__all__ = [
+    "KernelGone",
+    "KernelProtocolError",
+    "SandboxClosed",
+    "SandboxError",
+    "SandboxLimitReached",
+    "SandboxUnavailable",
+]
 
 
 class SandboxError(Exception):
@@ -19,7 +30,11 @@ class SandboxError(Exception):
 
 
 class SandboxUnavailable(SandboxError):
-    """No kernel could be started; the message says why (engine, image, binary)."""
+    """No kernel could be started; the message says why (engine, image, launcher, cgroups)."""
+
+
+class SandboxLimitReached(SandboxError):
+    """A new sandbox would pass a live-sandbox limit and no idle one could be evicted."""
 
 
 class SandboxClosed(SandboxError):
@@ -28,3 +43,7 @@ class SandboxClosed(SandboxError):
 
 class KernelGone(SandboxError):
     """The kernel's process ended (or could not be reached); its state is gone."""
+
+
+class KernelProtocolError(KernelGone):
+    """The kernel broke the protocol; the session stops it and says state was lost."""

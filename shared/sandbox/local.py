@@ -1,184 +1,141 @@
-"""The local backend: kernel.py in Linux namespaces, for machines without a Docker engine.
+"""The local backend: the kernel in Linux namespaces, for machines without a Docker engine.
 
-This is WEAKER isolation than the docker backend: the host kernel is shared as in Docker, but
-there are no cgroup limits (only rlimits: the process limit binds only when the worker runs
-as root, which runs the kernel as host user nobody), no seccomp profile, and under the
-`unshare` fallback the host file system stays visible. It suits a
-laptop demo, not untrusted users; the provider says so in a warning when it starts.
-
-Launchers, best first: `bwrap` (bubblewrap: new user, pid, net, ipc, uts and mount
-namespaces, a read-only view of /usr, tmpfs /tmp and /work, uid 65534) and `unshare`
-(namespaces only, then setpriv to uid 65534 when run as root).
+This is WEAKER isolation than the docker backend, and the provider's start-up warning lists
+exactly what it does not enforce on this machine. What it does: bubblewrap's namespaces and
+read-only file system (`launchers.py`), the kernel's seccomp filter, and, where this worker
+may write cgroups, one cgroup per sandbox holding memory (swap included), process and CPU
+limits (`cgroups.py`). Without writable cgroups there is no process or CPU limit and memory
+is capped per process (address space), not per sandbox.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 import re
 import shutil
 import signal
 import subprocess
-from collections.abc import Callable
-from pathlib import Path
+import threading
+import time
+import uuid
 from typing import Any
 
-from shared.sandbox.channel import LineBuffer, decode_line, encode, wait_readable
+from shared.sandbox.cgroups import CgroupLimits, CgroupTree, SandboxCgroup, find_cgroups, safe_name
+from shared.sandbox.channel import OutputTail, ReplyLines, describe_exit, encode_line, wait_readable
 from shared.sandbox.errors import KernelGone, SandboxUnavailable
-from shared.sandbox.provider import KernelSandboxProvider
+from shared.sandbox.launchers import LAUNCHERS, LaunchSpec, explain_failure, parse_size
+from shared.sandbox.provider import KernelSandboxProvider, SandboxLimits
 from shared.settings import Settings, get_settings
 
-__all__ = ["LAUNCHERS", "LocalChannel", "LocalLimits", "LocalSandboxProvider"]
+__all__ = ["LocalChannel", "LocalSandboxProvider"]
 
 log = logging.getLogger(__name__)
 
-KERNEL = Path(__file__).with_name("kernel.py")
-INNER_KERNEL = "/opt/taskyard/kernel.py"
 START_TIMEOUT_S = 15.0
-NOBODY = "65534"
-# Processes that only set the sandbox up; the kernel is the first process below them.
-_WRAPPERS = {"bwrap", "unshare", "setpriv", "prlimit"}
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)b?\s*$", re.IGNORECASE)
-
-
-def parse_size(text: str) -> int:
-    """Bytes in a Docker-style size ("256m", "1g", "65536")."""
-    match = _SIZE.match(text)
-    if match is None:
-        raise ValueError(f"not a size: {text!r}")
-    number, unit = match.groups()
-    return int(float(number) * 1024 ** "_kmgt".index(unit.lower() or "_"))
-
-
-class LocalLimits:
-    """Resource limits as rlimits, applied by `prlimit` around the launcher."""
-
-    def __init__(self, memory: str, pids: int, disk: str) -> None:
-        self.memory = memory
-        self.pids = pids
-        self.disk = disk
-
-    def prlimit(self) -> list[str]:
-        argv = ["prlimit", f"--as={parse_size(self.memory)}", f"--fsize={parse_size(self.disk)}"]
-        if _is_root():
-            # The kernel then runs as host user nobody, whose process count this limit binds
-            # (shared by all local sandboxes). Any other user's count holds their whole desktop.
-            argv.append(f"--nproc={self.pids}")
-        return [*argv, "--nofile=256", "--core=0", "--"]
-
-
-def _is_root() -> bool:
-    return os.geteuid() == 0
-
-
-def _setpriv() -> list[str]:
-    return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
-
-
-def _bwrap(python: str, limits: LocalLimits) -> list[str]:
-    disk = str(parse_size(limits.disk))
-    argv = ["bwrap", "--unshare-all", "--die-with-parent", "--cap-drop", "ALL"]
-    argv += ["--ro-bind", "/usr", "/usr"]
-    for top in ("/lib", "/lib64", "/bin"):
-        path = Path(top)
-        if path.is_symlink():  # merged /usr: recreate the link rather than bind it
-            argv += ["--symlink", os.readlink(path), top]
-        elif path.exists():
-            argv += ["--ro-bind", top, top]
-    argv += ["--proc", "/proc", "--dev", "/dev"]
-    argv += ["--size", disk, "--tmpfs", "/tmp", "--size", disk, "--tmpfs", "/work"]
-    argv += ["--ro-bind", str(KERNEL), INNER_KERNEL, "--chdir", "/work"]
-    argv += ["--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/work"]
-    argv += ["--setenv", "PYTHONDONTWRITEBYTECODE", "1", "--uid", NOBODY, "--gid", NOBODY]
-    # Root first becomes nobody: bwrap then builds an unprivileged user namespace.
-    drop_root = _setpriv() if _is_root() else []
-    return [*drop_root, *limits.prlimit(), *argv, python, INNER_KERNEL]
-
-
-def _unshare(python: str, limits: LocalLimits) -> list[str]:
-    namespaces = ["--net", "--pid", "--ipc", "--uts", "--mount", "--fork", "--mount-proc"]
-    if _is_root():
-        inner = [*_setpriv(), "--no-new-privs"]
-    else:
-        namespaces = ["--user", "--map-root-user", *namespaces]
-        inner = []
-    return [*limits.prlimit(), "unshare", *namespaces, *inner, python, str(KERNEL)]
-
-
-Launcher = Callable[[str, LocalLimits], list[str]]
-LAUNCHERS: dict[str, Launcher] = {"bwrap": _bwrap, "unshare": _unshare}
+# taskyard-<worker label>-<provider id>-<n>: a label may hold "-", the provider id never.
+_CGROUP_NAME = re.compile(r"^taskyard-(?P<label>.+)-(?P<owner>[0-9a-f]{12})-\d+$")
 
 
 class LocalChannel:
-    """A `KernelChannel` to kernel.py in a namespaced child process."""
+    """A `KernelChannel` to the kernel in a namespaced child process."""
 
-    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+    def __init__(
+        self, process: subprocess.Popen[bytes], cgroup: SandboxCgroup | None, memory: str
+    ) -> None:
         self._process = process
-        self._lines = LineBuffer()
+        self._cgroup = cgroup
+        self._memory = memory
+        self._lines = ReplyLines()
+        self._stderr = OutputTail()
+        self._send_lock = threading.Lock()
         self._closed = False
+        assert process.stderr is not None
+        os.set_blocking(process.stderr.fileno(), False)
 
     @classmethod
-    def start(cls, argv: list[str]) -> LocalChannel:
-        """Start the launcher and wait for the kernel's ready line."""
+    def start(
+        cls,
+        argv: list[str],
+        env: dict[str, str],
+        *,
+        launcher: str,
+        cgroup: SandboxCgroup | None = None,
+        memory: str = "",
+    ) -> LocalChannel:
+        """Start the launcher and wait for the kernel's ready line.
+
+        Raises `SandboxUnavailable` with the launcher's own message when the kernel does not
+        start (bubblewrap refused to mount /proc, namespaces not allowed, ...).
+        """
         process = subprocess.Popen(
             argv,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,  # cell output is captured in the kernel; this is noise
+            stderr=subprocess.PIPE,  # only the launcher and the supervisor write here
+            env=env,  # never the worker's: it would be readable in /proc/*/environ
             cwd="/tmp",
             start_new_session=True,  # its own process group, so close() reaches every process
         )
-        channel = cls(process)
+        channel = cls(process, cgroup, memory)
         try:
-            ready = channel.receive(START_TIMEOUT_S)
+            ready = channel.receive(time.monotonic() + START_TIMEOUT_S)
+            if not (ready or {}).get("ready"):
+                raise KernelGone(f"no ready line within {START_TIMEOUT_S:g}s")
         except KernelGone as exc:
+            said = channel.stderr(wait_s=2.0) or str(exc)
             channel.close()
-            raise SandboxUnavailable(f"{argv[0]}: the kernel did not start: {exc}") from exc
-        if not (ready or {}).get("ready"):
-            channel.close()
-            raise SandboxUnavailable(f"no ready line within {START_TIMEOUT_S:g}s")
+            raise SandboxUnavailable(explain_failure(launcher, said)) from exc
         return channel
 
     def send(self, message: dict[str, Any]) -> None:
         stdin = self._process.stdin
         assert stdin is not None
         try:
-            stdin.write(encode(message))
-            stdin.flush()
+            with self._send_lock:
+                stdin.write(encode_line(message))
+                stdin.flush()
         except (BrokenPipeError, ValueError) as exc:
             raise KernelGone(f"cannot write to the kernel: {exc}") from exc
 
-    def receive(self, timeout: float) -> dict[str, Any] | None:
+    def receive(self, deadline: float) -> dict[str, Any] | None:
         stdout = self._process.stdout
         assert stdout is not None
-        while (line := self._lines.pop_line()) is None:
-            if not wait_readable(stdout.fileno(), timeout):
+        while (reply := self._lines.pop()) is None:
+            if not wait_readable(stdout.fileno(), deadline):
                 return None
             chunk = os.read(stdout.fileno(), 1 << 16)
             if not chunk:
                 raise KernelGone("the kernel's output ended")
             self._lines.feed(chunk)
-        return decode_line(line)
-
-    def interrupt(self) -> None:
-        # Only the kernel: a launcher killed by SIGINT could orphan it.
-        try:
-            os.kill(_kernel_pid(self._process.pid), signal.SIGINT)
-        except ProcessLookupError as exc:
-            raise KernelGone("the kernel is gone") from exc
+        return reply
 
     def alive(self) -> bool:
         return self._process.poll() is None
+
+    def stderr(self, wait_s: float = 0.0) -> str:
+        """What the launcher and the kernel wrote to stderr (the last few KB), once they
+        exited or `wait_s` passed."""
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._process.wait(timeout=wait_s)
+        pipe = self._process.stderr
+        assert pipe is not None
+        with contextlib.suppress(BlockingIOError, ValueError):
+            while chunk := os.read(pipe.fileno(), 1 << 16):
+                self._stderr.feed(chunk)
+        return self._stderr.text()
 
     def exit_reason(self) -> str:
         try:
             code = self._process.wait(timeout=2)
         except subprocess.TimeoutExpired:
             return ""
-        if code < 0:
-            return f"killed by {signal.Signals(-code).name}"
-        return f"the process exited with code {code}"
+        if self._cgroup is not None and self._cgroup.oom_kills():
+            return f"out of memory: the sandbox's limit is {self._memory}"
+        said = self.stderr().splitlines()
+        return describe_exit(code) + (f"; {said[-1]}" if said else "")
 
     def close(self) -> None:
         if self._closed:
@@ -187,20 +144,12 @@ class LocalChannel:
         with contextlib.suppress(ProcessLookupError):  # already gone: that is the goal
             os.killpg(self._process.pid, signal.SIGKILL)
         self._process.wait()
-        for stream in (self._process.stdin, self._process.stdout):
+        if self._cgroup is not None:
+            self._cgroup.remove()  # also what left the process group (the sandbox's session)
+        for stream in (self._process.stdin, self._process.stdout, self._process.stderr):
             if stream is not None:
-                stream.close()
-
-
-def _kernel_pid(pid: int) -> int:
-    """Follow the launchers' first children down to the kernel process."""
-    proc = Path("/proc")
-    while (proc / str(pid) / "comm").read_text().strip() in _WRAPPERS:
-        children = (proc / str(pid) / "task" / str(pid) / "children").read_text().split()
-        if not children:
-            raise ProcessLookupError(pid)
-        pid = int(children[0])
-    return pid
+                with contextlib.suppress(OSError):  # a broken pipe flushing stdin: gone anyway
+                    stream.close()
 
 
 class LocalSandboxProvider(KernelSandboxProvider):
@@ -214,23 +163,84 @@ class LocalSandboxProvider(KernelSandboxProvider):
         python: str | None = None,
         pool_size: int | None = None,
         idle_s: float | None = None,
+        limits: SandboxLimits | None = None,
     ) -> None:
         settings = settings or get_settings()
         name = launcher or next((n for n in LAUNCHERS if shutil.which(n)), "")
         if name not in LAUNCHERS or not shutil.which(name) or not shutil.which("prlimit"):
             raise SandboxUnavailable(f"no sandbox launcher found (tried {', '.join(LAUNCHERS)})")
-        python = python or shutil.which("python3", path="/usr/bin:/bin") or ""
-        limits = LocalLimits(settings.sandbox_memory, settings.sandbox_pids, settings.sandbox_disk)
-        self._argv = LAUNCHERS[name](python, limits)
         self.launcher = name
+        self._memory = settings.sandbox_memory
+        self._cgroups, no_cgroups = find_cgroups(settings.sandbox_cgroup_parent)
+        self._cgroup_limits = CgroupLimits(
+            parse_size(settings.sandbox_memory), settings.sandbox_pids, settings.sandbox_cpus
+        )
+        spec = LaunchSpec(
+            python=python or shutil.which("python3", path="/usr/bin:/bin") or "",
+            memory=self._cgroup_limits.memory,
+            disk=parse_size(settings.sandbox_disk),
+            rlimit_memory=self._cgroups is None,
+        )
+        self._argv, self._env = LAUNCHERS[name](spec)
+        self._no_cgroups = no_cgroups
+        self._label = safe_name(settings.sandbox_worker_label)
+        self._owner = uuid.uuid4().hex[:12]
+        self._serial = itertools.count(1)
         log.warning(
-            "sandbox backend 'local' (%s): WEAKER isolation than the docker backend "
-            "(no cgroup limits, no seccomp%s); use it for demos, not for untrusted code",
+            "sandbox backend 'local' (%s): WEAKER isolation than the docker backend; not "
+            "enforced here: %s. Use it for demos, not for untrusted code.",
             name,
-            "" if name == "bwrap" else ", host file system visible",
+            "; ".join(self.unenforced()),
         )
         super().__init__(
-            lambda _session_key: LocalChannel.start(self._argv),
+            self._start_kernel,
             pool_size=settings.sandbox_warm_pool if pool_size is None else pool_size,
             idle_s=settings.sandbox_idle_s if idle_s is None else idle_s,
+            limits=limits or SandboxLimits.from_settings(settings),
+            interrupt_grace_s=settings.sandbox_interrupt_grace_s,
         )
+
+    def unenforced(self) -> list[str]:
+        """What the docker backend enforces and this one, on this machine, does not."""
+        gaps = [
+            "the seccomp filter is a denylist of dangerous calls (Docker's default profile "
+            "is an allowlist)",
+            "/proc inside is not masked as Docker masks it",
+        ]
+        if self.launcher != "bwrap":
+            gaps.append("the host's file system is visible (and writable where uid 65534 may)")
+        if self._cgroups is None:
+            gaps.append(
+                "no per-sandbox memory, process or CPU limit (no writable cgroups: "
+                f"{self._no_cgroups}); memory is capped per process only"
+            )
+        return gaps
+
+    def remove_orphans(self) -> int:
+        """Remove cgroups an earlier run under this worker label left; how many."""
+        if self._cgroups is None:
+            return 0
+        return self._cgroups.remove_stale(self._left_by_earlier_run)
+
+    def _left_by_earlier_run(self, cgroup_name: str) -> bool:
+        named = _CGROUP_NAME.match(cgroup_name)
+        return named is not None and named["label"] == self._label and named["owner"] != self._owner
+
+    def _start_kernel(self, session_key: str | None) -> LocalChannel:
+        cgroup = self._new_cgroup(self._cgroups) if self._cgroups is not None else None
+        argv = [*cgroup.join_argv(), *self._argv] if cgroup is not None else self._argv
+        try:
+            return LocalChannel.start(
+                argv, self._env, launcher=self.launcher, cgroup=cgroup, memory=self._memory
+            )
+        except BaseException:
+            if cgroup is not None:
+                cgroup.remove()
+            raise
+
+    def _new_cgroup(self, tree: CgroupTree) -> SandboxCgroup:
+        name = f"taskyard-{self._label}-{self._owner}-{next(self._serial)}"  # see _CGROUP_NAME
+        try:
+            return tree.create(name, self._cgroup_limits)
+        except OSError as exc:
+            raise SandboxUnavailable(f"cannot create the sandbox's cgroup {name}: {exc}") from exc

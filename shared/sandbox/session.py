@@ -1,31 +1,78 @@
-"""One session's sandbox over any kernel channel: timeouts, interrupts and restarts.
+"""One session's sandbox over any kernel channel: timeouts, cancels, interrupts and restarts.
 
 The rules, the same for every backend:
 
-- a cell that outlives its timeout is interrupted (SIGINT); if the kernel answers within a
-  short grace, the session keeps its state and the result says it timed out;
+- each call carries a fresh nonce; a reply that does not quote the call's id and nonce, or
+  is too long, is a broken kernel: it is stopped and the result says state was lost;
+- a cell that outlives its timeout, or is cancelled from another thread, is interrupted: the
+  kernel stops every process the session's cells started and sends the cell SIGINT. If it
+  answers within a short grace, the session keeps its state and the result says why it ended;
 - if it does not answer, the kernel is removed at once, the result says state was lost, and
   the next call starts a fresh kernel (from the warm pool when there is one);
 - a kernel that died (the cell exited the process, ran out of memory, or it died between
-  calls) is replaced on the next call, and the first result after the loss says so, once.
+  calls), expired or was evicted is replaced on the next call, and the first result after
+  the loss says so, once.
+
+Each wait is bounded by the call's own deadline, whatever the kernel sends or withholds.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hmac
 import itertools
+import secrets
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from shared.sandbox.base import ExecutionResult
 from shared.sandbox.channel import KernelChannel
-from shared.sandbox.errors import KernelGone, SandboxClosed
+from shared.sandbox.errors import KernelGone, KernelProtocolError, SandboxClosed
 
 __all__ = ["INTERRUPT_GRACE_S", "KernelSandbox"]
 
 INTERRUPT_GRACE_S = 2.0
-_INTERRUPTED = "KeyboardInterrupt / timed out"  # what kernel.py answers to SIGINT
+_POLL_S = 0.1  # a waiting call looks at least this often for a cancel from another thread
+
+
+@dataclass
+class _Call:
+    """One cell in flight: what the reply must quote, and whether it was interrupted."""
+
+    channel: KernelChannel
+    id: int
+    nonce: str = field(default_factory=lambda: secrets.token_hex(16))
+    interrupted_at: float | None = None
+    cancelled: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def interrupt(self, cancel: bool) -> None:
+        """Ask the kernel to stop this call; only the first ask is sent."""
+        with self._lock:
+            self.cancelled = self.cancelled or cancel
+            if self.interrupted_at is not None:
+                return
+            self.interrupted_at = time.monotonic()
+        with contextlib.suppress(KernelGone):  # the waiting call finds out itself
+            self.channel.send({"interrupt": self.id})
+
+    def matches(self, reply: dict[str, Any]) -> bool:
+        nonce = reply.get("nonce")
+        return (
+            reply.get("id") == self.id
+            and isinstance(nonce, str)
+            and hmac.compare_digest(nonce, self.nonce)
+        )
+
+
+def _texts_ok(reply: dict[str, Any]) -> bool:
+    return all(
+        reply.get(key) is None or isinstance(reply[key], str)
+        for key in ("stdout", "stderr", "result", "error")
+    )
 
 
 class KernelSandbox:
@@ -35,13 +82,21 @@ class KernelSandbox:
         self,
         start: Callable[[], KernelChannel],
         interrupt_grace_s: float = INTERRUPT_GRACE_S,
+        lost_reason: str | None = None,
     ) -> None:
         self._start = start
         self._grace = interrupt_grace_s
         self._lock = threading.Lock()
         self._channel: KernelChannel | None = None
+        self._starting = False
+        # What `cancel` reads from other threads, under its own small lock.
+        self._cancel_lock = threading.Lock()
+        self._busy = False  # a `run` holds the session
+        self._call: _Call | None = None  # its cell, once sent
+        self._cancel_pending = False  # cancelled before the cell was sent
         self._has_state = False  # the current kernel has run a cell, so losing it loses state
-        self._loss_pending = False  # a loss the caller has not been told about yet
+        self._loss_pending = lost_reason is not None  # a loss the caller was not told about
+        self._loss_reason = lost_reason
         self._ids = itertools.count(1)
         self._last_used = time.monotonic()
         self._closed = False
@@ -50,15 +105,52 @@ class KernelSandbox:
         """Run one cell in the session's kernel; never raises for anything the code does.
 
         Raises `SandboxUnavailable` when no kernel can be started (engine down, image
-        missing) and `SandboxClosed` after `close`.
+        missing), `SandboxLimitReached` when no room can be made for one, and
+        `SandboxClosed` after `close`.
         """
         with self._lock:
             if self._closed:
                 raise SandboxClosed("this session's sandbox was released; call provider.get again")
+            with self._cancel_lock:
+                self._busy, self._cancel_pending = True, False
             try:
                 return self._run_locked(code, timeout)
             finally:
+                with self._cancel_lock:
+                    self._busy, self._call = False, None
                 self._last_used = time.monotonic()
+
+    def cancel(self) -> bool:
+        """Interrupt the running cell from another thread; False when no `run` is under way.
+
+        Returns at once. The cell's `run` then ends within the interrupt grace: with the
+        state kept and every process the cells started stopped, or, when the kernel does not
+        stop, with a fresh kernel and state lost. A `run` still starting its kernel returns
+        as soon as the kernel is up, without running the cell.
+        """
+        with self._cancel_lock:
+            if not self._busy:
+                return False
+            call = self._call
+            if call is None:
+                self._cancel_pending = True
+                return True
+        call.interrupt(cancel=True)
+        return True
+
+    @property
+    def cell_running(self) -> bool:
+        """Whether a cell has been sent to the kernel and has not answered yet."""
+        return self._call is not None
+
+    @property
+    def has_kernel(self) -> bool:
+        """Whether a kernel runs (or is starting) for this session."""
+        return self._starting or self._channel is not None
+
+    @property
+    def has_state(self) -> bool:
+        return self._has_state
 
     def idle_for(self) -> float:
         """Seconds since the last call ended (or since creation)."""
@@ -80,6 +172,23 @@ class KernelSandbox:
         finally:
             self._lock.release()
 
+    def evict_if_idle(self, reason: str) -> KernelChannel | None:
+        """Take the kernel away if no cell runs; the caller closes it. The session stays
+        usable: its next call starts a fresh kernel and says state was lost, and why.
+
+        Non-blocking, like `retire_if_idle`.
+        """
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            channel, self._channel = self._channel, None
+            if channel is not None and self._has_state:
+                self._loss_pending, self._loss_reason = True, reason
+            self._has_state = False
+            return channel
+        finally:
+            self._lock.release()
+
     def close(self) -> None:
         """Stop the kernel and refuse further calls; waits for a running cell's call first."""
         with self._lock:
@@ -87,75 +196,84 @@ class KernelSandbox:
             self._drop_kernel()
 
     def _run_locked(self, code: str, timeout: float) -> ExecutionResult:
-        channel = self._live_channel()
-        request_id = next(self._ids)
+        call = _Call(self._live_channel(), next(self._ids))
+        with self._cancel_lock:
+            if self._cancel_pending:
+                result = self._result({"error": "Cancelled before the cell started: nothing ran."})
+                result.cancelled = True
+                return result
+            self._call = call
         try:
-            channel.send({"id": request_id, "code": code})
+            call.channel.send({"id": call.id, "nonce": call.nonce, "code": code})
             self._has_state = True
-            reply = self._reply(channel, request_id, timeout)
-            if reply is None:
-                return self._interrupt(channel, request_id, timeout)
+            reply = self._await(call, time.monotonic() + timeout)
+        except KernelProtocolError as bad:
+            return self._lost(
+                f"The sandbox broke its protocol ({bad}); its interpreter was stopped"
+            )
         except KernelGone as gone:
-            return self._died(channel, gone)
-        return self._result(reply, state_lost=self._take_loss())
+            reason = call.channel.exit_reason() or str(gone)
+            return self._lost(f"The Python interpreter died while running this cell ({reason})")
+        if reply is None:
+            what = "Cancelled" if call.cancelled else f"Timed out after {timeout:g}s"
+            lost = self._lost(f"{what}, and the interpreter did not stop when interrupted")
+            lost.timed_out, lost.cancelled = not call.cancelled, call.cancelled
+            return lost
+        return self._outcome(call, reply, timeout)
 
     def _live_channel(self) -> KernelChannel:
         """The current kernel, or a new one if there is none or it died since the last call."""
         if self._channel is not None and not self._channel.alive():
             self._drop_kernel()
         if self._channel is None:
-            self._channel = self._start()
+            self._starting = True
+            try:
+                self._channel = self._start()
+            finally:
+                self._starting = False
             self._has_state = False
         return self._channel
 
-    def _reply(
-        self, channel: KernelChannel, request_id: int, timeout: float
-    ) -> dict[str, Any] | None:
-        deadline = time.monotonic() + timeout
-        while (left := deadline - time.monotonic()) > 0:
-            reply = channel.receive(left)
-            # A reply to an earlier, abandoned request is skipped, never taken for this one.
-            if reply is None or reply.get("id") == request_id:
-                return reply
-        return None
+    def _await(self, call: _Call, deadline: float) -> dict[str, Any] | None:
+        """The call's reply, interrupting it at `deadline`; None if even that went unanswered."""
+        while True:
+            stop = deadline if call.interrupted_at is None else call.interrupted_at + self._grace
+            now = time.monotonic()
+            if now >= stop:
+                if call.interrupted_at is not None:
+                    return None
+                call.interrupt(cancel=False)
+                continue
+            reply = call.channel.receive(min(stop, now + _POLL_S))
+            if reply is None:
+                continue
+            if not call.matches(reply) or not _texts_ok(reply):
+                raise KernelProtocolError(f"a reply that does not match call {call.id}")
+            return reply
 
-    def _interrupt(
-        self, channel: KernelChannel, request_id: int, timeout: float
-    ) -> ExecutionResult:
-        try:
-            channel.interrupt()
-            reply = self._reply(channel, request_id, self._grace)
-        except KernelGone:
-            reply = None
-        if reply is None:
-            self._drop_kernel()
-            self._take_loss()  # told right here
-            return ExecutionResult(
-                error=f"Timed out after {timeout:g}s, and the interpreter did not stop when "
-                "interrupted: it was restarted and all session state (variables, imports) "
-                "was lost.",
-                timed_out=True,
-                state_lost=True,
-            )
-        if reply.get("error") != _INTERRUPTED:
-            # The cell finished just as the timeout fired: its result is a normal one.
-            return self._result(reply, state_lost=self._take_loss())
-        result = self._result(reply, state_lost=self._take_loss())
-        result.error = (
-            f"Timed out after {timeout:g}s: the cell was interrupted (KeyboardInterrupt). "
-            "Session state from before the cell is kept."
+    def _outcome(self, call: _Call, reply: dict[str, Any], timeout: float) -> ExecutionResult:
+        result = self._result(reply)
+        if not reply.get("interrupted"):
+            return result  # it finished on its own, perhaps just as the interrupt went out
+        kept = (
+            "and every process the session's cells started was stopped. Session state from "
+            "before the cell is kept."
         )
-        result.timed_out = True
+        if call.cancelled:
+            result.error = f"Cancelled: the cell was interrupted from outside, {kept}"
+            result.cancelled = True
+        else:
+            result.error = f"Timed out after {timeout:g}s: the cell was interrupted, {kept}"
+            result.timed_out = True
         return result
 
-    def _died(self, channel: KernelChannel, gone: KernelGone) -> ExecutionResult:
-        reason = channel.exit_reason() or str(gone)
+    def _lost(self, what: str) -> ExecutionResult:
+        """A result for a kernel that had to go; the loss is told right here."""
         self._drop_kernel()
-        self._take_loss()  # told right here
+        self._take_loss()
         return ExecutionResult(
-            error=f"The Python interpreter died while running this cell ({reason}). "
-            "It will be restarted on the next call; all session state (variables, imports) "
-            "was lost.",
+            error=f"{what}. It will be restarted on the next call; all session state "
+            "(variables, imports) was lost.",
             state_lost=True,
         )
 
@@ -164,19 +282,22 @@ class KernelSandbox:
             return
         self._channel.close()
         self._channel = None
-        self._loss_pending = self._loss_pending or self._has_state
+        if self._has_state:
+            self._loss_pending, self._loss_reason = True, None
         self._has_state = False
 
-    def _take_loss(self) -> bool:
-        lost, self._loss_pending = self._loss_pending, False
-        return lost
+    def _take_loss(self) -> tuple[bool, str | None]:
+        lost, reason = self._loss_pending, self._loss_reason
+        self._loss_pending, self._loss_reason = False, None
+        return lost, reason
 
-    @staticmethod
-    def _result(reply: dict[str, Any], state_lost: bool) -> ExecutionResult:
+    def _result(self, reply: dict[str, Any]) -> ExecutionResult:
+        lost, reason = self._take_loss()
         return ExecutionResult(
             stdout=reply.get("stdout") or "",
             stderr=reply.get("stderr") or "",
             result=reply.get("result"),
             error=reply.get("error"),
-            state_lost=state_lost,
+            state_lost=lost,
+            state_lost_reason=reason,
         )

@@ -98,4 +98,21 @@ def test_outcome_text_for_the_model() -> None:
     assert timed_out == "partial\nTimeoutError: the code ran longer than 2.5 s and was interrupted."
     restarted = format_execution(ExecutionResult(result="1", state_lost=True), 1)
     assert restarted == f"{STATE_LOST}\n1"
+    expired = ExecutionResult(result="1", state_lost=True, state_lost_reason="session expired")
+    assert format_execution(expired, 1).startswith("Note: state lost (session expired): ")
     assert format_execution(ExecutionResult(), 1) == "(no output)"
+
+
+def test_a_reaped_session_tells_the_model_its_state_expired() -> None:
+    settings = Settings(sandbox_backend="local", sandbox_warm_pool=0, sandbox_idle_s=0)
+    provider = make_sandbox_provider(settings)
+    try:
+        executor = ActionExecutor([IPythonInterpreter(provider, timeout=5)])
+        key = session()
+        run(executor, "x = 1", key)
+        assert provider.reap_idle() == [key]
+        ret = run(executor, "x", key)
+        assert ret.errmsg.startswith("Note: state lost (session expired")
+        assert "NameError" in ret.errmsg
+    finally:
+        provider.close_all()

@@ -4,8 +4,10 @@ dead kernel. Every service is a real process; faults are real SIGKILLs."""
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterator
 
+import docker
 import httpx
 import pytest
 from e2e_support import wait_status
@@ -89,8 +91,16 @@ def test_dead_kernel_is_reported_and_the_task_goes_on(client: TaskyardClient) ->
 
 
 def test_tool_that_cannot_run_is_reported_to_the_model(sandbox_image: str) -> None:
-    env = {"TASKYARD_SANDBOX_IMAGE": "taskyard/no-such-image:latest"}
-    stack = LocalStack(sandbox_backend="docker", extra_env=env).start()
+    # The worker checks its sandbox at start, so the image is there then and gone by the call.
+    doomed = f"taskyard/sandbox:doomed-{uuid.uuid4().hex[:8]}"
+    engine = docker.from_env()
+    engine.images.get(sandbox_image).tag(doomed)
+    env = {"TASKYARD_SANDBOX_IMAGE": doomed, "TASKYARD_SANDBOX_WARM_POOL": "0"}
+    try:
+        stack = LocalStack(sandbox_backend="docker", extra_env=env).start()
+    finally:
+        engine.images.remove(doomed)  # only the tag: the image keeps its others
+        engine.close()
     try:
         client = TaskyardClient(stack.gateway_url, stack.api_key)
         task_id = client.submit(DEMO_TASK)["id"]
@@ -99,5 +109,5 @@ def test_tool_that_cannot_run_is_reported_to_the_model(sandbox_image: str) -> No
         stack.stop()
     tool = AgentMessage.model_validate(task["messages"][2])
     assert isinstance(tool.content, ActionReturn)
-    assert "no-such-image" in (tool.content.errmsg or "")
+    assert doomed in (tool.content.errmsg or "")
     assert task["status"] == "succeeded"  # the model was told, and answered

@@ -1,19 +1,26 @@
-"""The docker backend: the container is locked down, labelled, pooled and cleaned up."""
+"""The docker backend: the container is locked down, labelled, pooled and cleaned up, and
+writes nothing to the host."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 import docker
 import pytest
+from docker.errors import NotFound
+from docker.models.containers import Container
 
-from shared.sandbox.docker import OWNER_LABEL, SESSION_LABEL, DockerSandboxProvider
+from shared.sandbox.docker import OWNER_LABEL, SESSION_LABEL, WORKER_LABEL, DockerSandboxProvider
 from shared.sandbox.provider import KernelSandboxProvider
+from shared.settings import Settings
 
 ProviderFactory = Callable[..., KernelSandboxProvider]
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,27 +82,16 @@ def test_host_loopback_is_not_reachable(docker_provider: DockerSandboxProvider) 
     assert result.stdout == "ConnectionRefusedError\n"  # its own loopback, not the host's
 
 
-def test_limits_hold(docker_provider: DockerSandboxProvider) -> None:
-    sandbox = docker_provider.get("t:limits")
-    forks = sandbox.run(
-        "import os\nn = 0\ntry:\n    while n < 500:\n        if os.fork() == 0:\n"
-        "            import time; time.sleep(30)\n        n += 1\n"
-        "except OSError as e:\n    print(e.strerror)\nn < 500",
-        TIMEOUT,
-    )
-    assert forks.stdout == "Resource temporarily unavailable\n" and forks.result == "True"
-    oom = sandbox.run("blob = bytearray(512 * 1024 * 1024)", TIMEOUT)
-    assert oom.state_lost and "out of memory" in (oom.error or "")
-    assert sandbox.run("1 + 1", TIMEOUT).result == "2"
-
-
 def test_containers_are_labelled_and_close_all_removes_them(
-    docker_client: docker.DockerClient, docker_provider: DockerSandboxProvider
+    docker_client: docker.DockerClient,
+    docker_provider: DockerSandboxProvider,
+    sandbox_worker_label: str,
 ) -> None:
     docker_provider.get("t:label").run("1", TIMEOUT)
     docker_provider.get("t:label2").run("1", TIMEOUT)
-    labels = sorted(c.labels[SESSION_LABEL] for c in _containers(docker_client, docker_provider))
-    assert labels == ["t:label", "t:label2"]
+    containers = _containers(docker_client, docker_provider)
+    assert sorted(c.labels[SESSION_LABEL] for c in containers) == ["t:label", "t:label2"]
+    assert {c.labels[WORKER_LABEL] for c in containers} == {sandbox_worker_label}
     docker_provider.close_all()
     assert _containers(docker_client, docker_provider) == []
 
@@ -127,32 +123,79 @@ def test_reap_idle_removes_idle_containers(
     assert "NameError" in (provider.get("t:idle").run("gone", TIMEOUT).error or "")
 
 
-def test_crashed_worker_leaves_nothing_running(
-    docker_client: docker.DockerClient, make_docker_provider: ProviderFactory
+def test_a_crashed_workers_containers_end_and_its_restart_removes_them(
+    docker_client: docker.DockerClient,
+    make_docker_provider: ProviderFactory,
+    settings: Settings,
+    sandbox_image: str,
 ) -> None:
+    label = f"crash-{uuid.uuid4().hex[:8]}"
     crash = (
-        "import os\n"
+        "import os, threading, time\n"
         "from shared.sandbox.docker import DockerSandboxProvider\n"
-        "p = DockerSandboxProvider(pool_size=1)\n"
-        "assert p.get('t:crash').run('1', 20).result == '1'\n"
-        "print(p.owner, flush=True)\n"
+        "p = DockerSandboxProvider(pool_size=0)\n"
+        "busy = threading.Thread(target=p.get('t:busy').run, args=('while True: pass', 60))\n"
+        "busy.start()\n"
+        "assert p.get('t:idle').run('1', 20).result == '1'\n"
+        "time.sleep(1)\n"
         "os._exit(9)\n"
     )
+    env = {**os.environ, "TASKYARD_SANDBOX_WORKER_LABEL": label}
     worker = subprocess.run(
-        [sys.executable, "-c", crash], capture_output=True, text=True, cwd=ROOT, check=False
+        [sys.executable, "-c", crash], capture_output=True, text=True, cwd=ROOT, env=env
     )
     assert worker.returncode == 9, worker.stderr
-    owned = {"label": f"{OWNER_LABEL}={worker.stdout.strip()}"}
-    # The kernels saw their stdin close and exited with the worker...
-    _wait_for(
-        lambda: all(
-            c.status == "exited" for c in docker_client.containers.list(all=True, filters=owned)
-        ),
-        "the orphaned kernels to exit",
+    labelled = {"label": f"{WORKER_LABEL}={label}"}
+
+    def left() -> list[Container]:
+        return docker_client.containers.list(all=True, filters=labelled)
+
+    # Every kernel, the busy one too, saw its stdin close and ended with the worker...
+    _wait_for(lambda: [c.status for c in left()] == ["exited"] * 2, "the kernels to end")
+    # ...and the worker's next start removes them, and any other container of its label.
+    stray = _sleeper(docker_client, sandbox_image, label)
+    elsewhere = _sleeper(docker_client, sandbox_image, f"{label}-other")
+    try:
+        relabelled = settings.model_copy(update={"sandbox_worker_label": label})
+        provider = make_docker_provider(settings=relabelled)
+        assert isinstance(provider, DockerSandboxProvider)
+        assert provider.remove_orphans() == 3
+        assert left() == []
+        elsewhere.reload()
+        assert elsewhere.status == "running"  # another worker's: untouched
+    finally:
+        for container in (stray, elsewhere):
+            with contextlib.suppress(NotFound):
+                container.remove(force=True)
+
+
+def _sleeper(client: docker.DockerClient, image: str, label: str) -> Container:
+    """A running container under a worker label, as a worker killed mid-cell can leave."""
+    return client.containers.run(
+        image,
+        entrypoint=["sleep", "60"],
+        labels={WORKER_LABEL: label},
+        network_mode="none",
+        detach=True,
     )
-    # ...and the next provider clears them away.
-    make_docker_provider()
-    assert docker_client.containers.list(all=True, filters=owned) == []
+
+
+def test_what_a_cell_writes_grows_no_file_on_the_host(
+    docker_client: docker.DockerClient, docker_provider: DockerSandboxProvider
+) -> None:
+    code = (
+        "import os, sys\n"
+        "chunk = b'x' * (1 << 20)\n"
+        "for _ in range(50):\n"
+        "    os.write(2, chunk)\n"
+        "    os.write(1, chunk)\n"
+        "sys.__stderr__.write('y' * (1 << 20))"
+    )
+    assert docker_provider.get("t:flood").run(code, TIMEOUT).error is None
+    (container,) = _containers(docker_client, docker_provider)
+    log_path = container.attrs["LogPath"]
+    assert container.attrs["HostConfig"]["LogConfig"]["Type"] == "none"
+    assert not log_path or Path(log_path).stat().st_size < 4096
 
 
 def test_container_is_created_locked_down(
@@ -162,9 +205,12 @@ def test_container_is_created_locked_down(
     (container,) = _containers(docker_client, docker_provider)
     host = container.attrs["HostConfig"]
     assert container.attrs["Config"]["User"] == "65534:65534"
-    assert (host["NetworkMode"], host["ReadonlyRootfs"], host["Init"]) == ("none", True, True)
+    assert (host["NetworkMode"], host["ReadonlyRootfs"]) == ("none", True)
+    assert not host.get("Init")  # the kernel is PID 1: docker-init would expose its stdio
     assert (host["CapDrop"], host["SecurityOpt"]) == (["ALL"], ["no-new-privileges"])
     assert (host["Memory"], host["MemorySwap"]) == (128 << 20, 128 << 20)
     assert (host["PidsLimit"], host["NanoCpus"]) == (64, 1_000_000_000)
     assert sorted(host["Tmpfs"]) == ["/tmp", "/work"]
-    assert "size=64m" in host["Tmpfs"]["/work"]
+    assert "size=64m" in host["Tmpfs"]["/work"] and host["ShmSize"] == 64 << 20
+    assert host["LogConfig"]["Type"] == "none"
+    assert container.attrs["Mounts"] == []  # no volume: nothing on the host's disk

@@ -2,28 +2,36 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
 import docker
 
 ROOT = Path(__file__).resolve().parents[2]
-IMAGE = "taskyard/sandbox:latest"
 
 
-def test_build_is_skipped_when_inputs_did_not_change(docker_client: docker.DockerClient) -> None:
-    before = docker_client.images.get(IMAGE).id
+def test_build_is_skipped_when_inputs_did_not_change(
+    docker_client: docker.DockerClient, sandbox_image: str
+) -> None:
+    before = docker_client.images.get(sandbox_image).id
     build = subprocess.run(
-        [ROOT / "scripts" / "build_sandbox_image.sh"], capture_output=True, text=True, check=True
+        [ROOT / "scripts" / "build_sandbox_image.sh"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "SANDBOX_IMAGE": sandbox_image},
     )
     assert "up to date" in build.stderr
-    assert docker_client.images.get(IMAGE).id == before
+    assert docker_client.images.get(sandbox_image).id == before
 
 
-def test_image_runs_the_kernel_as_nobody(docker_client: docker.DockerClient) -> None:
-    config = docker_client.images.get(IMAGE).attrs["Config"]
+def test_image_runs_the_kernel_as_nobody(
+    docker_client: docker.DockerClient, sandbox_image: str
+) -> None:
+    config = docker_client.images.get(sandbox_image).attrs["Config"]
     assert config["User"] == "65534:65534"
-    assert config["Entrypoint"] == ["python3", "/opt/taskyard/kernel.py"]
+    assert config["Entrypoint"] == ["python3", "-P", "-m", "kernel"]
 
 
 def test_setup_docker_is_a_no_op_when_the_engine_answers(

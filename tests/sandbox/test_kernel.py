@@ -1,9 +1,8 @@
-"""kernel.py as a plain process: the JSON-lines protocol and what user code cannot break."""
+"""The kernel as a plain process: the JSON-lines protocol and what user code cannot break."""
 
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 import time
@@ -13,30 +12,42 @@ from typing import Any
 
 import pytest
 
-from shared.sandbox.local import KERNEL
+from shared.sandbox.kernel import INTERRUPTED, MAX_LINE_BYTES, OUTPUT_LIMIT
+from shared.sandbox.kernel.supervisor import fit_line
+from shared.sandbox.kernel.wire import LineBuffer, TooLong
+from shared.sandbox.launchers import KERNEL_DIR
 
 
 class Kernel:
     def __init__(self) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, str(KERNEL)],
+            [sys.executable, "-P", "-m", "kernel"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
+            env={"PYTHONPATH": str(KERNEL_DIR.parent)},
             text=True,
         )
-        assert json.loads(self._line()) == {"ready": True}
+        self.ids = 0
+        assert json.loads(self.line()) == {"ready": True}
 
-    def run(self, code: str, request_id: object = 1) -> dict[str, Any]:
-        self.send(json.dumps({"id": request_id, "code": code}))
-        return json.loads(self._line())
+    def run(self, code: str) -> dict[str, Any]:
+        call_id = self.start(code)
+        reply = json.loads(self.line())
+        assert (reply["id"], reply["nonce"]) == (call_id, f"nonce-{call_id}")
+        return reply
+
+    def start(self, code: str) -> int:
+        self.ids += 1
+        self.send(json.dumps({"id": self.ids, "nonce": f"nonce-{self.ids}", "code": code}))
+        return self.ids
 
     def send(self, line: str) -> None:
         assert self.process.stdin is not None
         self.process.stdin.write(line + "\n")
         self.process.stdin.flush()
 
-    def _line(self) -> str:
+    def line(self) -> str:
         assert self.process.stdout is not None
         return self.process.stdout.readline()
 
@@ -49,9 +60,24 @@ def kernel() -> Iterator[Kernel]:
     started.process.wait()
 
 
+def _wait_for(path: Path) -> None:
+    deadline = time.monotonic() + 20
+    while not path.exists():  # act only once the cell runs
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.01)
+
+
 def test_reply_carries_everything(kernel: Kernel) -> None:
-    reply = kernel.run("import sys\nprint('o')\nsys.stderr.write('e')\n6 * 7", request_id="r1")
-    assert reply == {"id": "r1", "stdout": "o\n", "stderr": "e", "result": "42", "error": None}
+    reply = kernel.run("import sys\nprint('o')\nsys.stderr.write('e')\n6 * 7")
+    assert reply == {
+        "id": 1,
+        "nonce": "nonce-1",
+        "stdout": "o\n",
+        "stderr": "e",
+        "result": "42",
+        "error": None,
+        "interrupted": False,
+    }
 
 
 def test_none_and_statements_have_no_result(kernel: Kernel) -> None:
@@ -64,13 +90,43 @@ def test_none_and_statements_have_no_result(kernel: Kernel) -> None:
 def test_syntax_error_is_reported(kernel: Kernel) -> None:
     reply = kernel.run("def (:")
     assert "SyntaxError" in reply["error"]
-    assert "kernel.py" not in reply["error"]
+    assert "executor.py" not in reply["error"]
 
 
-def test_user_code_cannot_touch_the_protocol(kernel: Kernel) -> None:
-    reply = kernel.run("import os\nos.write(1, b'{\"id\": 99}\\n')\ninput()")
+def test_user_code_cannot_write_to_the_protocol(kernel: Kernel) -> None:
+    # Only fds 0-2: as root (these tests), /proc/<supervisor>/fd is open to the cell; inside a
+    # sandbox (uid 65534, no capabilities) it is not: see test_session.py.
+    forge = (
+        "import os\n"
+        'line = b\'{"id": 2, "nonce": "nonce-2", "result": "FORGED"}\\n\'\n'
+        "for fd in (0, 1, 2):\n"
+        "    os.write(fd, line)\n"
+        "input()"
+    )
+    reply = kernel.run(forge)
     assert "EOFError" in reply["error"]  # stdin is /dev/null for the cell, not the protocol
     assert kernel.run("'still in sync'")["result"] == "'still in sync'"
+
+
+def test_a_grandchild_cannot_forge_the_next_reply(kernel: Kernel) -> None:
+    # A raw fork() (no Python fork hooks) keeps every fd, the executor's channel included;
+    # the grandchild then writes a well-formed reply into every socket it holds.
+    forge = (
+        "import ctypes, json, os, socket, struct, time\n"
+        "if ctypes.CDLL(None).syscall(57) == 0:\n"
+        "    if os.fork() == 0:\n"
+        "        time.sleep(0.3)\n"
+        "        body = json.dumps({'stdout': '', 'stderr': '', 'result': \"'FORGED'\",\n"
+        "                           'error': None}).encode()\n"
+        "        for fd in range(3, 64):\n"
+        "            try:\n"
+        "                socket.socket(fileno=fd).sendall(struct.pack('>I', len(body)) + body)\n"
+        "            except OSError:\n"
+        "                pass\n"
+        "    os._exit(0)\n"
+    )
+    kernel.run(forge)
+    assert kernel.run("import time\ntime.sleep(0.8)\n'real'")["result"] == "'real'"
 
 
 def test_exit_is_an_error_not_an_exit(kernel: Kernel) -> None:
@@ -84,36 +140,105 @@ def test_forked_child_never_answers(kernel: Kernel) -> None:
     assert kernel.run("os.waitpid(pid, 0)[1]")["result"] == "0"
 
 
-def test_sigint_stops_the_cell_and_keeps_the_namespace(kernel: Kernel, tmp_path: Path) -> None:
+def test_interrupt_stops_the_cell_and_its_children_and_keeps_the_namespace(
+    kernel: Kernel, tmp_path: Path
+) -> None:
     kernel.run("kept = 5")
     started = tmp_path / "started"
-    code = f"open({str(started)!r}, 'w').close()\nwhile True: pass"
-    kernel.send(json.dumps({"id": 2, "code": code}))
-    deadline = time.monotonic() + 20
-    while not started.exists():  # interrupt only once the cell runs
-        assert time.monotonic() < deadline, "the cell never started"
-        time.sleep(0.01)
-    kernel.process.send_signal(signal.SIGINT)
-    reply = json.loads(kernel._line())
-    assert reply["error"] == "KeyboardInterrupt / timed out"
+    code = (
+        "import os\n"
+        "for _ in range(3):\n"
+        "    if os.fork() == 0:\n"
+        "        while True: pass\n"
+        f"open({str(started)!r}, 'w').close()\n"
+        "while True: pass"
+    )
+    call_id = kernel.start(code)
+    _wait_for(started)
+    kernel.send(json.dumps({"interrupt": call_id}))
+    reply = json.loads(kernel.line())
+    assert (reply["error"], reply["interrupted"]) == (INTERRUPTED, True)
+    leftover = kernel.run(
+        "import os\n"
+        "me = str(os.getpid())\n"
+        "[p for p in os.listdir('/proc') if p.isdigit()\n"
+        " and open(f'/proc/{p}/stat').read().rsplit(')', 1)[1].split()[1] == me]"
+    )
+    assert leftover["result"] == "[]"  # killed and reaped: not even zombies hold a pid
     assert kernel.run("kept")["result"] == "5"
 
 
-def test_sigint_between_cells_is_ignored(kernel: Kernel) -> None:
+def test_an_interrupt_right_behind_the_request_still_stops_the_cell(kernel: Kernel) -> None:
+    # It may reach the supervisor before the executor runs the cell; it must not be lost.
+    call_id = kernel.start("while True: pass")
+    kernel.send(json.dumps({"interrupt": call_id}))
+    assert json.loads(kernel.line())["interrupted"] is True
+
+
+def test_interrupt_for_another_call_is_ignored(kernel: Kernel) -> None:
     kernel.run("kept = 6")
-    kernel.process.send_signal(signal.SIGINT)
-    assert kernel.run("kept")["result"] == "6"
+    kernel.send(json.dumps({"interrupt": 1}))  # a late interrupt for a call that ended
+    assert kernel.run("import time\ntime.sleep(0.3)\nkept")["result"] == "6"
 
 
 def test_bad_request_gets_an_error_reply(kernel: Kernel) -> None:
     kernel.send("not json")
-    reply = json.loads(kernel._line())
+    reply = json.loads(kernel.line())
     assert reply["id"] is None and reply["error"].startswith("bad request")
     assert kernel.run("2")["result"] == "2"
 
 
 def test_huge_output_is_capped(kernel: Kernel) -> None:
-    reply = kernel.run("print('x' * 300_000)")
+    reply = kernel.run("print('x' * 300_000)\n'y' * 300_000")
     assert reply["stdout"].startswith("x" * 1000)
     assert "more characters not shown" in reply["stdout"]
-    assert len(reply["stdout"]) < 201_000
+    assert len(reply["stdout"]) < OUTPUT_LIMIT + 100
+    assert len(reply["result"]) < OUTPUT_LIMIT + 100
+
+
+def test_thread_output_stays_with_its_cell(kernel: Kernel) -> None:
+    started_late = (
+        "import threading, time\n"
+        "def chatter():\n"
+        "    print('mine, early')\n"
+        "    time.sleep(0.3)\n"
+        "    print('late')\n"
+        "t = threading.Thread(target=chatter)\n"
+        "t.start()\n"
+        "time.sleep(0.2)"
+    )
+    assert kernel.run(started_late)["stdout"] == "mine, early\n"
+    assert kernel.run("time.sleep(0.6)\nprint('next')")["stdout"] == "next\n"
+
+
+def test_the_kernel_ends_with_its_input_even_mid_cell(kernel: Kernel, tmp_path: Path) -> None:
+    started = tmp_path / "started"
+    kernel.start(
+        f"import os\nif os.fork() == 0:\n    while True: pass\nopen({str(started)!r}, 'w')\n"
+        "while True: pass"
+    )
+    _wait_for(started)
+    assert kernel.process.stdin is not None
+    kernel.process.stdin.close()
+    assert kernel.process.wait(timeout=5) == 0
+
+
+def test_a_dead_interpreter_ends_the_kernel_with_its_status(kernel: Kernel) -> None:
+    kernel.start("import os\nos._exit(7)")
+    assert kernel.line() == ""  # no reply: the kernel ended
+    assert kernel.process.wait(timeout=5) == 7
+
+
+def test_every_reply_fits_a_line() -> None:
+    reply = {"id": 1, "nonce": "n", "stdout": "é" * OUTPUT_LIMIT, "stderr": "\x00" * OUTPUT_LIMIT}
+    line = fit_line({**reply, "result": "€" * OUTPUT_LIMIT, "error": "x" * OUTPUT_LIMIT})
+    assert len(line) <= MAX_LINE_BYTES and line.endswith(b"\n") and line.count(b"\n") == 1
+    assert json.loads(line)["error"].startswith("x" * 1000)
+
+
+def test_a_line_buffer_refuses_an_endless_line_early() -> None:
+    lines = LineBuffer(limit=1000)
+    lines.feed(b"short\n" + b"x" * 900)
+    assert lines.pop_line() == b"short"
+    with pytest.raises(TooLong):
+        lines.feed(b"x" * 200)

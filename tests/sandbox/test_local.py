@@ -1,18 +1,28 @@
-"""The local backend: namespaces and rlimits, with a loud warning that it is weaker."""
+"""The local backend: namespaces, seccomp and cgroups, a loud warning of what it does not
+enforce, and the launcher's own words when it cannot start."""
 
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
+import time
+import uuid
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
+from shared.sandbox.cgroups import CgroupLimits, find_cgroups
 from shared.sandbox.errors import SandboxUnavailable
-from shared.sandbox.local import LocalSandboxProvider, parse_size
+from shared.sandbox.launchers import KERNEL_DIR, LaunchSpec, bwrap, parse_size
+from shared.sandbox.local import LocalChannel, LocalSandboxProvider
 from shared.sandbox.provider import KernelSandboxProvider
 from shared.settings import Settings
 
 ProviderFactory = Callable[..., KernelSandboxProvider]
+ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 20.0
 
 
@@ -24,43 +34,146 @@ def test_warns_that_isolation_is_weaker(
     assert any("WEAKER isolation" in r.getMessage() for r in caplog.records)
 
 
-def test_bwrap_root_is_read_only_and_host_is_hidden(make_local_provider: ProviderFactory) -> None:
+def test_bwrap_file_system_is_read_only_but_its_sized_tmpfs(
+    make_local_provider: ProviderFactory, settings: Settings
+) -> None:
     code = (
         "import os\n"
-        "for path in ('/usr/x', '/work/f', '/tmp/f'):\n"
+        "for path in ('/x', '/dev/x', '/usr/x', '/work/f', '/tmp/f', '/dev/shm/f'):\n"
         "    try:\n"
         "        open(path, 'w').write('x')\n"
         "        print(path, 'ok')\n"
         "    except OSError as e:\n"
         "        print(path, e.strerror)\n"
+        "try:\n"
+        "    open('/dev/shm/big', 'wb').write(b'x' * (2 << 20))\n"
+        "except OSError as e:\n"
+        "    print('/dev/shm/big', e.strerror)\n"
         "os.path.exists('/root'), os.path.exists('/etc/passwd'), os.getcwd()"
     )
-    result = make_local_provider(launcher="bwrap").get("t:fs").run(code, TIMEOUT)
-    assert result.stdout.splitlines() == ["/usr/x Read-only file system", "/work/f ok", "/tmp/f ok"]
+    small = settings.model_copy(update={"sandbox_disk": "1m"})
+    result = make_local_provider(settings=small, launcher="bwrap").get("t:fs").run(code, TIMEOUT)
+    assert result.stdout.splitlines() == [
+        "/x Read-only file system",
+        "/dev/x Read-only file system",
+        "/usr/x Read-only file system",
+        "/work/f ok",
+        "/tmp/f ok",
+        "/dev/shm/f ok",
+        "/dev/shm/big No space left on device",
+    ]
     assert result.result == "(False, False, '/work')"
 
 
-def test_memory_limit_is_an_error_not_a_crash(make_local_provider: ProviderFactory) -> None:
-    sandbox = make_local_provider().get("t:mem")
+def test_without_writable_cgroups_it_says_so_and_caps_each_process(
+    make_local_provider: ProviderFactory,
+    settings: Settings,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    elsewhere = settings.model_copy(update={"sandbox_cgroup_parent": "/taskyard-no-such-cgroup"})
+    with caplog.at_level(logging.WARNING, logger="shared.sandbox.local"):
+        sandbox = make_local_provider(settings=elsewhere).get("t:rlimit")
+    warning = " ".join(r.getMessage() for r in caplog.records)
+    assert "no per-sandbox memory, process or CPU limit" in warning
     sandbox.run("kept = 1", TIMEOUT)
     result = sandbox.run("blob = bytearray(512 * 1024 * 1024)", TIMEOUT)  # limit is 128m
     assert "MemoryError" in (result.error or "")
     assert sandbox.run("kept", TIMEOUT).result == "1"
 
 
-def test_process_limit_holds(make_local_provider: ProviderFactory) -> None:
-    code = (
-        "import os\nn = 0\ntry:\n    while n < 500:\n        if os.fork() == 0:\n"
-        "            import time; time.sleep(30)\n        n += 1\n"
-        "except OSError as e:\n    print(e.strerror)\nn < 500"
-    )
-    result = make_local_provider().get("t:pids").run(code, TIMEOUT)
-    assert result.stdout == "Resource temporarily unavailable\n" and result.result == "True"
-
-
 def test_missing_launcher_is_unavailable(settings: Settings) -> None:
     with pytest.raises(SandboxUnavailable, match="no sandbox launcher"):
         LocalSandboxProvider(settings, launcher="chroot")
+
+
+def test_check_reports_the_launchers_own_words(make_local_provider: ProviderFactory) -> None:
+    provider = make_local_provider(python="/nonexistent/python3")
+    with pytest.raises(SandboxUnavailable) as failed:
+        provider.check()
+    message = str(failed.value)
+    assert "bwrap could not start the kernel" in message
+    assert "/nonexistent/python3" in message and "No such file or directory" in message
+
+
+def _bwrap_in_docker(image: str, label: str, *security: str) -> LocalChannel:
+    """The local backend's bwrap command line, run inside a Docker container (the host's /usr
+    and the kernel bound in) with the given security options: a CI job's set-up."""
+    spec = LaunchSpec(python="/usr/bin/python3", memory=128 << 20, disk=64 << 20, as_root=False)
+    argv, env = bwrap(spec)
+    volumes = ["-v", "/usr:/usr:ro", "-v", f"{KERNEL_DIR}:{KERNEL_DIR}:ro"]
+    docker = ["docker", "run", "-i", "--rm", "--network", "none", "--user", "65534:65534"]
+    docker += ["--label", f"taskyard.worker={label}", *volumes, *security]
+    docker += ["--entrypoint", argv[0], image, *argv[1:]]
+    return LocalChannel.start(docker, env, launcher="bwrap")
+
+
+@pytest.mark.parametrize(
+    ("security", "said", "hint"),
+    [
+        (["seccomp=unconfined"], "Can't mount proc", "systempaths=unconfined"),
+        ([], "No permissions to create new namespace", "seccomp=unconfined"),
+    ],
+)
+def test_bwrap_inside_docker_says_why_it_cannot_start(
+    sandbox_image: str, sandbox_worker_label: str, security: list[str], said: str, hint: str
+) -> None:
+    options = [arg for option in security for arg in ("--security-opt", option)]
+    with pytest.raises(SandboxUnavailable) as failed:
+        _bwrap_in_docker(sandbox_image, sandbox_worker_label, *options)
+    assert said in str(failed.value) and hint in str(failed.value)
+
+
+def test_bwrap_inside_docker_runs_once_allowed(
+    sandbox_image: str, sandbox_worker_label: str
+) -> None:
+    # The same command line as above: only the container's options differ.
+    options = ["seccomp=unconfined", "systempaths=unconfined"]
+    security = [arg for option in options for arg in ("--security-opt", option)]
+    channel = _bwrap_in_docker(sandbox_image, sandbox_worker_label, *security)
+    try:
+        channel.send({"id": 1, "nonce": "n", "code": "6 * 7"})
+        assert (channel.receive(time.monotonic() + TIMEOUT) or {}).get("result") == "42"
+    finally:
+        channel.close()
+
+
+def test_a_crashed_workers_cgroups_are_removed_at_restart(
+    make_local_provider: ProviderFactory, settings: Settings
+) -> None:
+    tree, why_not = find_cgroups()
+    assert tree is not None, f"this test needs writable cgroups, as `make test` has: {why_not}"
+    label = f"crash-{uuid.uuid4().hex[:8]}"
+    crash = (
+        "import os, threading, time\n"
+        "from shared.sandbox.local import LocalSandboxProvider\n"
+        "p = LocalSandboxProvider(pool_size=0)\n"
+        "threading.Thread(target=p.get('t:crash').run, args=('while True: pass', 60)).start()\n"
+        "time.sleep(1)\n"
+        "os._exit(9)\n"
+    )
+    env = {**os.environ, "TASKYARD_SANDBOX_WORKER_LABEL": label}
+    worker = subprocess.run(
+        [sys.executable, "-c", crash], capture_output=True, text=True, cwd=ROOT, env=env
+    )
+    assert worker.returncode == 9, worker.stderr
+
+    def left() -> list[Path]:
+        return [p for parent in tree.parents.values() for p in parent.glob(f"taskyard-{label}-*")]
+
+    assert left()  # the cgroup stayed behind...
+    deadline = time.monotonic() + 10
+    while any((d / "cgroup.procs").read_text().strip() for d in left()):
+        assert time.monotonic() < deadline, "the sandbox outlived its worker"
+        time.sleep(0.05)  # ...but the kernel saw its stdin close and ended, mid-cell or not
+    # Another worker's, whose label merely starts with this one: not ours to remove.
+    others = f"taskyard-{label}-b-{uuid.uuid4().hex[:12]}-1"
+    other = tree.create(others, CgroupLimits(1 << 24, 4, 1))
+    try:
+        relabelled = settings.model_copy(update={"sandbox_worker_label": label})
+        assert make_local_provider(settings=relabelled).remove_orphans() == 1
+        assert {p.name for p in left()} == {others}
+    finally:
+        other.remove()
 
 
 @pytest.mark.parametrize(
