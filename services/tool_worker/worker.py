@@ -5,6 +5,7 @@ Run: celery -A services.tool_worker.worker worker -Q tools.IPythonInterpreter --
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 
@@ -14,6 +15,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from services.tool_worker.runner import ToolRunner
 from shared import keys
+from shared.cancel import CancelWatch
 from shared.celery_app import make_celery
 from shared.jobs import AgentStepJob, Envelope, ToolRunJob, envelope
 from shared.logs import setup_logging
@@ -36,17 +38,25 @@ _MAX_RETRIES = 3
 
 
 class _Store:
-    """The async store on a loop of its own, for this worker's threads."""
+    """The async store on a loop of its own, for this worker's threads, and the watch that
+    hears a task's cancel there."""
 
     def __init__(self, redis_url: str, broker_url: str) -> None:
         self.loop = LoopThread("tool-store")
         self.store: TaskStore = self.loop.run(_open_store(redis_url, broker_url))
+        self.cancels = CancelWatch(self.store.r)
+        self.loop.run(_listen(self.cancels))
 
 
 async def _open_store(redis_url: str, broker_url: str) -> TaskStore:
     return TaskStore.from_url(
         redis_url, broker_url, settings.redis_max_connections, "taskyard-tool-worker"
     )
+
+
+async def _listen(cancels: CancelWatch) -> None:
+    asyncio.get_running_loop().create_task(cancels.listen())
+    await asyncio.wait_for(cancels.ready.wait(), 10)
 
 
 _store: _Store | None = None
@@ -77,7 +87,9 @@ def tool_run(self: Task, payload: dict) -> None:
     shared = _shared_store()
     message = None
     if not shared.loop.run(shared.store.has_tool_result(job.task_id, job.step, job.call.id)):
-        message = _run_call(self, job)
+        # A cancel of the task stops the session's running cell (its result is then refused).
+        with shared.cancels.watch(job.task_id, lambda: tools.interrupt(job.session_key)):
+            message = _run_call(self, job)
     next_step = AgentStepJob(
         task_id=job.task_id, step=job.step + 1, tenant=job.tenant, session_id=job.session_id
     )

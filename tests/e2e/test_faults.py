@@ -3,6 +3,8 @@ dead kernel. Every service is a real process; faults are real SIGKILLs."""
 
 from __future__ import annotations
 
+import base64
+import json
 import time
 import uuid
 from collections.abc import Iterator
@@ -10,6 +12,7 @@ from collections.abc import Iterator
 import docker
 import httpx
 import pytest
+import redis
 from e2e_support import wait_status
 
 from services.stack import LocalStack
@@ -23,7 +26,9 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture(scope="module")
 def stack(sandbox_image: str) -> Iterator[LocalStack]:
     # A short visibility timeout, so a dead worker's job comes back within the test.
-    env = {"TASKYARD_VISIBILITY_TIMEOUT_S": "3", "TASKYARD_PROXY_PROBE_INTERVAL_S": "0.3"}
+    # And a quick sweep: a task standing still for 2 s has what it waits on sent again.
+    env = {"TASKYARD_VISIBILITY_TIMEOUT_S": "3", "TASKYARD_PROXY_PROBE_INTERVAL_S": "0.3",
+           "TASKYARD_STALL_S": "2", "TASKYARD_SWEEP_INTERVAL_S": "0.5"}  # fmt: skip
     stack = LocalStack(sandbox_backend="docker", extra_env=env).start()
     yield stack
     stack.stop()
@@ -111,3 +116,57 @@ def test_tool_that_cannot_run_is_reported_to_the_model(sandbox_image: str) -> No
     assert isinstance(tool.content, ActionReturn)
     assert doomed in (tool.content.errmsg or "")
     assert task["status"] == "succeeded"  # the model was told, and answered
+
+
+def _drop_job(stack: LocalStack, queue: str, task_id: str) -> None:
+    """Take the task's job off the broker, as kombu's pop-before-unacked gap can lose it."""
+    broker = redis.Redis.from_url(f"{stack.redis_url}/1")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        for raw in broker.lrange(queue, 0, -1):
+            if task_id.encode() in base64.b64decode(json.loads(raw)["body"]):
+                assert broker.lrem(queue, 1, raw) == 1
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"no job of {task_id} on {queue}")
+
+
+def test_a_lost_step_job_is_sent_again_by_the_sweep(
+    stack: LocalStack, client: TaskyardClient
+) -> None:
+    stack.kill("agent_worker")
+    try:
+        task_id = client.submit(DEMO_TASK)["id"]
+        _drop_job(stack, "agent", task_id)
+    finally:
+        stack.restart("agent_worker")
+    task = wait_status(client, task_id)
+    assert task["status"] == "succeeded" and "1.414213562373" in task["result"]
+
+
+def test_a_lost_tool_job_is_sent_again_by_the_sweep(
+    stack: LocalStack, client: TaskyardClient
+) -> None:
+    stack.kill("tool_worker")
+    try:
+        task_id = client.submit(DEMO_TASK)["id"]
+        _drop_job(stack, "tools.IPythonInterpreter", task_id)
+    finally:
+        stack.restart("tool_worker")
+    task = wait_status(client, task_id)
+    assert task["status"] == "succeeded" and "1.414213562373" in task["result"]
+
+
+def test_a_redis_restart_during_a_tool_call_loses_nothing(
+    stack: LocalStack, client: TaskyardClient
+) -> None:
+    offset = len(stack.log_path("tool_worker").read_text(errors="replace"))
+    code = "```python\nimport time\ntime.sleep(2)\nprint('after the restart')\n```"
+    task_id = client.submit(code, session_id="redis-restart")["id"]
+    stack.wait_log("tool_worker", "tool call IPythonInterpreter", after=offset)
+    redis.Redis.from_url(stack.redis_url).shutdown()  # saves its AOF, then exits
+    stack.procs.pop("redis").wait(timeout=30)
+    time.sleep(1)  # the tool call ends while Redis is down
+    stack.restart("redis")
+    task = wait_status(client, task_id, timeout=120)
+    assert task["status"] == "succeeded" and "after the restart" in task["result"]

@@ -18,12 +18,18 @@ class TooLong(ValueError):
 
 
 def encode_line(message: dict[str, Any]) -> bytes:
-    return json.dumps(message, ensure_ascii=False).encode() + b"\n"
+    return _encode(message) + b"\n"
 
 
 def encode_frame(message: dict[str, Any]) -> bytes:
-    body = json.dumps(message, ensure_ascii=False).encode()
+    body = _encode(message)
     return _LENGTH.pack(len(body)) + body
+
+
+def _encode(message: dict[str, Any]) -> bytes:
+    # ASCII JSON: text a cell printed may hold lone surrogates, which UTF-8 cannot carry but
+    # a JSON escape can (the worker replaces them where it stores the result).
+    return json.dumps(message).encode()
 
 
 class LineBuffer:
