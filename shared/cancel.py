@@ -1,8 +1,9 @@
 """Cancellation reaching running work: the gateway announces a cancelled task on a Redis
 channel, and every worker process stops what it runs for that task at once.
 
-`announce` is the sending side; `CancelWatch` the receiving one: one subscription per
-process, fanning out to the work registered with `watch`.
+`cancel` ends a task and announces it; `CancelWatch` is the receiving side: one
+subscription per process, fanning out to the work registered with `watch`. A forgotten
+session is announced the same way, so the tool worker stops its interpreter.
 """
 
 from __future__ import annotations
@@ -13,10 +14,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import redis.asyncio as aioredis
+from celery import Celery
 
 from shared import keys
+from shared.jobs import AgentStepJob, enqueue
+from shared.store import TaskStore
+from shared.task import TaskRecord, TaskStatus
 
-__all__ = ["CancelWatch", "announce"]
+__all__ = ["CancelWatch", "announce", "announce_forgotten", "cancel"]
 
 log = logging.getLogger("taskyard.cancel")
 
@@ -28,6 +33,25 @@ async def announce(client: aioredis.Redis, task_id: str) -> None:
     await client.publish(keys.CANCEL_CHANNEL, task_id)
 
 
+async def announce_forgotten(client: aioredis.Redis, session_key: str) -> None:
+    """Tell every worker that the session ("tenant:session_id") was forgotten."""
+    await client.publish(keys.FORGOTTEN_CHANNEL, session_key)
+
+
+async def cancel(store: TaskStore, celery: Celery, record: TaskRecord, reason: str) -> bool:
+    """End a live task as cancelled, stop what runs for it, pass its session on (sending the
+    next task's first step). False if it had ended already."""
+    ended, following = await store.end(record, TaskStatus.CANCELLED, error=reason)
+    if not ended:
+        return False
+    await announce(store.r, record.id)
+    if following:
+        job = AgentStepJob(task_id=following, step=0, tenant=record.tenant,
+                           session_id=record.session_id)  # fmt: skip
+        enqueue(celery, job)
+    return True
+
+
 class CancelWatch:
     """Listens for cancelled task ids and calls what was registered for them.
 
@@ -36,8 +60,11 @@ class CancelWatch:
     the store refuses its results for an ended task anyway.
     """
 
-    def __init__(self, client: aioredis.Redis) -> None:
+    def __init__(
+        self, client: aioredis.Redis, on_forgotten: Callable[[str], None] | None = None
+    ) -> None:
         self.client = client
+        self.on_forgotten = on_forgotten  # called with a forgotten session's key
         self._watchers: dict[str, list[OnCancel]] = {}
         self.ready = asyncio.Event()
 
@@ -72,7 +99,11 @@ class CancelWatch:
 
     async def _subscribed(self) -> None:
         async with self.client.pubsub(ignore_subscribe_messages=True) as pubsub:
-            await pubsub.subscribe(keys.CANCEL_CHANNEL)
+            await pubsub.subscribe(keys.CANCEL_CHANNEL, keys.FORGOTTEN_CHANNEL)
             self.ready.set()
             async for message in pubsub.listen():
-                self.cancelled(str(message["data"]))
+                if message["channel"] == keys.FORGOTTEN_CHANNEL:
+                    if self.on_forgotten is not None:
+                        self.on_forgotten(str(message["data"]))
+                else:
+                    self.cancelled(str(message["data"]))

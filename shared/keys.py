@@ -8,6 +8,7 @@ __all__ = [
     "AGENT_QUEUE",
     "AGENT_STEP_TASK",
     "CANCEL_CHANNEL",
+    "FORGOTTEN_CHANNEL",
     "LIVE_TASKS",
     "SWEEP_LOCK",
     "SWEEP_TASK",
@@ -20,11 +21,15 @@ __all__ = [
     "session_epoch",
     "session_lock",
     "session_memory",
+    "session_paths",
+    "session_sandbox",
+    "session_tasks",
     "session_waiting",
     "task",
     "task_advanced",
     "task_events",
     "task_tool_results",
+    "tenant_tasks",
     "tool_queue",
 ]
 
@@ -34,6 +39,8 @@ TOOL_RUN_TASK = "tools.run"
 TOOL_QUEUE_PREFIX = "tools."
 # Pub/sub: the id of every cancelled task, so workers stop what they run for it at once.
 CANCEL_CHANNEL = "taskyard:cancelled"
+# Pub/sub: a forgotten session's "tenant:session_id", so its interpreter stops.
+FORGOTTEN_CHANNEL = "taskyard:sessions:forgotten"
 SWEEP_TASK = "taskyard.sweep"
 # Sorted sets of live task ids: by the time each last moved, and by its deadline.
 LIVE_TASKS = "tasks:live"
@@ -73,6 +80,26 @@ def session_memory(tenant: str, session_id: str, path: str = "memory") -> str:
     memories go by their `state_dict` key (``writer.memory``)."""
     base = f"session:{tenant}:{session_id}:memory"
     return base if path == "memory" else f"{base}:{path}"
+
+
+def tenant_tasks(tenant: str) -> str:
+    """A tenant's task ids by creation time (the task list, newest first)."""
+    return f"tenant:{tenant}:tasks"
+
+
+def session_tasks(tenant: str, session_id: str) -> str:
+    """A session's task ids by creation time."""
+    return f"session:{tenant}:{session_id}:tasks"
+
+
+def session_paths(tenant: str, session_id: str) -> str:
+    """The memory paths a session's agents have written (so forgetting it finds them all)."""
+    return f"session:{tenant}:{session_id}:paths"
+
+
+def session_sandbox(session_key: str) -> str:
+    """Set by the tool worker while the session's interpreter lives (with its last use)."""
+    return f"session:{session_key}:sandbox"
 
 
 def session_epoch(tenant: str, session_id: str) -> str:

@@ -12,7 +12,14 @@ from pydantic import BaseModel, Field, field_serializer
 from shared.schema import AgentMessage, ToolCall
 from shared.spec import AgentSpec
 
-__all__ = ["TASK_ID_PATTERN", "TERMINAL", "TaskRecord", "TaskStatus", "new_task_id"]
+__all__ = [
+    "SESSION_ID_PATTERN",
+    "TASK_ID_PATTERN",
+    "TERMINAL",
+    "TaskRecord",
+    "TaskStatus",
+    "new_task_id",
+]
 
 
 class TaskStatus(StrEnum):
@@ -32,6 +39,7 @@ TERMINAL = frozenset(
 
 
 TASK_ID_PATTERN = r"^task_[0-9a-f]{32}$"  # what `new_task_id` makes, and nothing else
+SESSION_ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,128}$"
 
 
 def new_task_id() -> str:

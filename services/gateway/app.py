@@ -7,11 +7,12 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from services.gateway.errors import server_error, validation_error
+from services.gateway.errors import http_error, server_error, validation_error
 from services.gateway.guard import Guard
 from services.gateway.openapi import openapi_document
-from services.gateway.routes import health, tasks
+from services.gateway.routes import health, sessions, tasks
 from shared.logs import setup_logging
 from shared.registry import load_plugins
 from shared.settings import Settings, get_settings
@@ -47,8 +48,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         Guard, tenants=settings.tenants_by_key(), max_body_bytes=settings.gateway_max_body_bytes
     )
     app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(Exception, server_error)
     app.include_router(tasks.router)
+    app.include_router(sessions.router)
     app.include_router(health.router)
     app.openapi = lambda: openapi_document(app)  # type: ignore[method-assign]
     return app

@@ -7,13 +7,16 @@ from typing import Any
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 __all__ = [
     "ErrorBody",
     "Issue",
     "ValidationErrorBody",
+    "http_error",
     "issue",
     "responses",
     "server_error",
@@ -77,6 +80,28 @@ async def validation_error(request: Request, exc: Exception) -> JSONResponse:
     body is never echoed."""
     assert isinstance(exc, RequestValidationError)
     return JSONResponse({"detail": [_issue(error) for error in exc.errors()]}, status_code=422)
+
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's HTTP errors in the one shape. A 405's `Allow` names every method of the
+    path: Starlette lists only the first route that matched it, and a path such as
+    /v1/tasks has one route per method."""
+    assert isinstance(exc, StarletteHTTPException)
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        headers["Allow"] = ", ".join(sorted(_methods_of(request)))
+    if exc.status_code == 204 or exc.status_code < 200:
+        return Response(status_code=exc.status_code, headers=headers)
+    return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=headers)
+
+
+def _methods_of(request: Request) -> set[str]:
+    methods: set[str] = set()
+    for route in request.app.routes:
+        match, _ = route.matches(request.scope)
+        if match != Match.NONE:
+            methods |= getattr(route, "methods", None) or set()
+    return methods
 
 
 async def server_error(request: Request, exc: Exception) -> JSONResponse:

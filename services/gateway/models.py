@@ -8,9 +8,17 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from shared.schema import AgentMessage
 from shared.spec import AgentSpec
-from shared.task import TaskRecord, TaskStatus
+from shared.task import SESSION_ID_PATTERN, TaskRecord, TaskStatus
 
-__all__ = ["TaskAccepted", "TaskCreate", "TaskPublic"]
+__all__ = [
+    "Interpreter",
+    "SessionPublic",
+    "TaskAccepted",
+    "TaskCreate",
+    "TaskList",
+    "TaskPublic",
+    "TaskSummary",
+]
 
 
 class TaskCreate(BaseModel):
@@ -23,7 +31,7 @@ class TaskCreate(BaseModel):
         default=None,
         min_length=1,
         max_length=128,
-        pattern=r"^[A-Za-z0-9_.:-]+$",
+        pattern=SESSION_ID_PATTERN,
         description="Tasks of one session share memory and interpreter; a new one if unset.",
     )
     agent: AgentSpec = Field(default_factory=AgentSpec)
@@ -68,3 +76,48 @@ class TaskPublic(BaseModel):
             updated_at=record.updated_at,
             messages=messages,
         )
+
+
+class TaskSummary(BaseModel):
+    """A task in a list: where it stands, without its messages."""
+
+    id: str
+    status: TaskStatus
+    session_id: str
+    step: int
+    error: str | None
+    created_at: float
+    updated_at: float
+
+    @classmethod
+    def of(cls, record: TaskRecord) -> TaskSummary:
+        return cls(
+            id=record.id, status=record.status, session_id=record.session_id, step=record.step,
+            error=record.error, created_at=record.created_at, updated_at=record.updated_at,
+        )  # fmt: skip
+
+
+class TaskList(BaseModel):
+    """`GET /v1/tasks`: a page of the tenant's tasks, newest first."""
+
+    tasks: list[TaskSummary]
+    next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null: done.")
+
+
+class Interpreter(BaseModel):
+    """The session's interpreter as its tool worker last reported it."""
+
+    alive: bool
+    last_used: float
+
+
+class SessionPublic(BaseModel):
+    """`GET /v1/sessions/{id}`: a page of its messages, its latest tasks, who holds it."""
+
+    id: str
+    messages: list[AgentMessage]
+    total_messages: int
+    tasks: list[str] = Field(description="Its latest tasks' ids, newest first.")
+    running: str | None = Field(description="The task holding the session now, if any.")
+    waiting: list[str] = Field(description="Tasks waiting their turn, oldest first.")
+    interpreter: Interpreter | None

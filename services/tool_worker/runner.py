@@ -54,6 +54,15 @@ class ToolRunner:
         where the kernel stops. False when no call of the session is under way."""
         return self._sandboxes is not None and self._sandboxes.interrupt(session_key)
 
+    def has_sandbox(self, session_key: str) -> bool:
+        """Whether the session holds an interpreter here."""
+        return self._sandboxes is not None and session_key in self._sandboxes.sessions()
+
+    def release(self, session_key: str) -> None:
+        """Stop the session's interpreter (its session was forgotten); from any thread."""
+        if self._sandboxes is not None:
+            self._sandboxes.release(session_key)
+
     def reap_idle(self) -> None:
         if self._sandboxes is not None:
             self._sandboxes.reap_idle()

@@ -44,7 +44,7 @@ class _Store:
     def __init__(self, redis_url: str, broker_url: str) -> None:
         self.loop = LoopThread("tool-store")
         self.store: TaskStore = self.loop.run(_open_store(redis_url, broker_url))
-        self.cancels = CancelWatch(self.store.r)
+        self.cancels = CancelWatch(self.store.r, on_forgotten=tools.release)
         self.loop.run(_listen(self.cancels))
 
 
@@ -90,6 +90,8 @@ def tool_run(self: Task, payload: dict) -> None:
         # A cancel of the task stops the session's running cell (its result is then refused).
         with shared.cancels.watch(job.task_id, lambda: tools.interrupt(job.session_key)):
             message = _run_call(self, job)
+        if tools.has_sandbox(job.session_key):
+            shared.loop.run(shared.store.mark_interpreter(job.session_key, settings.sandbox_idle_s))
     next_step = AgentStepJob(
         task_id=job.task_id, step=job.step + 1, tenant=job.tenant, session_id=job.session_id
     )

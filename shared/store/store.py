@@ -155,7 +155,9 @@ class TaskStore:
         """Store a new task and claim its session, pushing `first_step` then (or queue the
         task behind the session's current one), in one atomic step."""
         idem = keys.idempotency(record.tenant, idempotency_key) if idempotency_key else ""
-        keys_ = [*_task_keys(record.id), *_session_keys(record), idem or keys.task(record.id)]
+        keys_ = [*_task_keys(record.id), *_session_keys(record), idem or keys.task(record.id),
+                 keys.tenant_tasks(record.tenant),
+                 keys.session_tasks(record.tenant, record.session_id)]  # fmt: skip
         mark = (fingerprint or "-") if idem else ""  # '' tells the script there is no key
         busy = "1" if reject_if_busy else "0"
         queued = dumps({"status": "queued"})
@@ -173,6 +175,14 @@ class TaskStore:
     async def get(self, task_id: str) -> TaskRecord | None:
         fields_ = await self.r.hgetall(keys.task(task_id))
         return TaskRecord.from_redis(fields_) if fields_ else None
+
+    async def get_many(self, task_ids: Sequence[str]) -> list[TaskRecord | None]:
+        """Several tasks in one round trip, in order (None where one is gone)."""
+        async with self.r.pipeline(transaction=False) as pipe:
+            for task_id in task_ids:
+                pipe.hgetall(keys.task(task_id))
+            found = await pipe.execute()
+        return [TaskRecord.from_redis(f) if f else None for f in found]
 
     async def set_status(self, task_id: str, status: TaskStatus, **fields_: Any) -> bool:
         """Move a live task to another live state, with its event; False if it had ended."""
@@ -248,7 +258,8 @@ class TaskStore:
         jobs = [part for job in commit.jobs for part in (job.queue, job.message)]
         args += [len(jobs), *jobs]
         memories = [keys.session_memory(record.tenant, record.session_id, p) for p in paths]
-        keys_ = [*_task_keys(record.id), *_session_keys(record), *memories]
+        names = keys.session_paths(record.tenant, record.session_id)
+        keys_ = [*_task_keys(record.id), *_session_keys(record), names, *memories]
         reply = await self._run("commit_step", keys_, args)
         return reply[0] == "committed", reply[1] or None
 
@@ -293,6 +304,11 @@ class TaskStore:
         """A session whose lock nobody live holds passes to its next waiting task (returned)."""
         keys_ = [keys.session_lock(tenant, session_id), keys.session_waiting(tenant, session_id)]
         return await self._run("heal_session", keys_, []) or None
+
+    async def mark_interpreter(self, session_key: str, idle_s: float) -> None:
+        """The session's interpreter lives (until the tool worker's idle reaping)."""
+        state = dumps({"alive": True, "last_used": time.time()})
+        await self.r.set(keys.session_sandbox(session_key), state, ex=max(1, int(idle_s)))
 
     # -- the sweep's view --------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ import re
 import uuid
 from typing import Annotated
 
-from fastapi import APIRouter, Header, HTTPException, status
+from fastapi import APIRouter, Header, HTTPException, Query, status
 from fastapi.responses import StreamingResponse
 
 from services.gateway.deps import (
@@ -20,17 +20,18 @@ from services.gateway.deps import (
 )
 from services.gateway.errors import issue, responses
 from services.gateway.json_route import JSONRoute
-from services.gateway.models import TaskAccepted, TaskCreate, TaskPublic
+from services.gateway.models import TaskAccepted, TaskCreate, TaskList, TaskPublic, TaskSummary
 from services.gateway.sse import event_stream
 from shared.actions import openai_tool_schemas
 from shared.agents import AGENTS
-from shared.cancel import announce
+from shared.cancel import cancel
 from shared.events import EventKind
-from shared.jobs import AgentStepJob, enqueue, envelope
+from shared.jobs import AgentStepJob, envelope
 from shared.registry import RegistryError
 from shared.spec import AgentSpec
-from shared.store import TaskStore
-from shared.task import TaskRecord, TaskStatus
+from shared.store import TaskStore, listing
+from shared.store.listing import CURSOR_PATTERN
+from shared.task import SESSION_ID_PATTERN, TaskRecord, TaskStatus
 
 router = APIRouter(prefix="/v1/tasks", tags=["tasks"], route_class=JSONRoute)
 
@@ -103,6 +104,21 @@ async def _existing(store: TaskStore, task_id: str, same_body: bool) -> TaskAcce
     return TaskAccepted(id=record.id, status=record.status, session_id=record.session_id)
 
 
+@router.get("", response_model=TaskList, responses=responses(401, 422))
+async def list_tasks(
+    tenant: TenantDep,
+    store: StoreDep,
+    status_: Annotated[TaskStatus | None, Query(alias="status")] = None,
+    session_id: Annotated[str | None, Query(pattern=SESSION_ID_PATTERN)] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN)] = None,
+) -> TaskList:
+    """The tenant's tasks, newest first, a page at a time (`cursor` from the last page);
+    optionally of one session, of one status."""
+    page = await listing.list_tasks(store, tenant, limit, cursor, status_, session_id)
+    return TaskList(tasks=[TaskSummary.of(r) for r in page.tasks], next_cursor=page.next_cursor)
+
+
 @router.get("/{task_id}", response_model=TaskPublic, responses=responses(401, 404))
 async def get_task(record: OwnedTaskDep, store: StoreDep) -> TaskPublic:
     """The task's status, result and every message so far."""
@@ -142,20 +158,10 @@ async def follow_task(
 async def cancel_task(record: OwnedTaskDep, store: StoreDep, celery: CeleryDep) -> TaskAccepted:
     """End a task now. A step in flight is stopped and not applied; the session passes to the
     next task."""
-    task_id = record.id
-    ended, following = await store.end(
-        record, TaskStatus.CANCELLED, error="cancelled by the client"
-    )
-    if not ended:
-        now = await store.get(task_id) or record
+    if not await cancel(store, celery, record, "cancelled by the client"):
+        now = await store.get(record.id) or record
         raise HTTPException(status.HTTP_409_CONFLICT, detail=f"task already {now.status}")
-    await announce(store.r, task_id)
-    if following:
-        job = AgentStepJob(
-            task_id=following, step=0, tenant=record.tenant, session_id=record.session_id
-        )
-        enqueue(celery, job)
-    return TaskAccepted(id=task_id, status=TaskStatus.CANCELLED, session_id=record.session_id)
+    return TaskAccepted(id=record.id, status=TaskStatus.CANCELLED, session_id=record.session_id)
 
 
 def _check_registered(spec: AgentSpec) -> None:

@@ -1,6 +1,7 @@
 -- Apply one agent step exactly once: memory appends, message events, the task's new state,
 -- token usage and the status event; an ending step passes the session on.
--- KEYS: task, events, session lock, session waiting list, memory lists...
+-- KEYS: task, events, session lock, session waiting list, the session's memory list names,
+--       memory lists...
 -- ARGV: step, task id, new status, '1' if it ends the task, status event data,
 --       prompt tokens, completion tokens, store db, broker db, then counted groups:
 --       n + field pairs, n + events (kind, data pairs), per memory list n + messages, and
@@ -17,9 +18,12 @@ i = i + n + 1
 n = tonumber(ARGV[i])
 for j = 1, n, 2 do add_event(KEYS[2], ARGV[i + j], ARGV[i + j + 1]) end
 i = i + n + 1
-for k = 5, #KEYS do
+for k = 6, #KEYS do
   n = tonumber(ARGV[i])
-  if n > 0 then redis.call('RPUSH', KEYS[k], unpack(ARGV, i + 1, i + n)) end
+  if n > 0 then
+    redis.call('RPUSH', KEYS[k], unpack(ARGV, i + 1, i + n))
+    redis.call('SADD', KEYS[5], KEYS[k])
+  end
   i = i + n + 1
 end
 n = tonumber(ARGV[i])

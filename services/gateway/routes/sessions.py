@@ -1,0 +1,68 @@
+"""/v1/sessions/{id}: what a session holds, and forgetting it."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Path, Query, Response, status
+
+from services.gateway.deps import CeleryDep, StoreDep, TenantDep
+from services.gateway.errors import responses
+from services.gateway.json_route import JSONRoute
+from services.gateway.models import Interpreter, SessionPublic
+from shared.cancel import announce_forgotten, cancel
+from shared.store import sessions
+from shared.task import SESSION_ID_PATTERN
+
+router = APIRouter(prefix="/v1/sessions", tags=["sessions"], route_class=JSONRoute)
+
+SessionIdPath = Annotated[str, Path(pattern=SESSION_ID_PATTERN)]
+
+
+@router.get("/{session_id}", response_model=SessionPublic, responses=responses(401, 404, 422))
+async def get_session(
+    session_id: SessionIdPath,
+    tenant: TenantDep,
+    store: StoreDep,
+    offset: Annotated[int, Query(ge=0, le=2**31)] = 0,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+) -> SessionPublic:
+    """A page of the session's messages (`offset`, `limit`), its latest tasks, the task
+    running and those waiting, and its interpreter as its tool worker last reported it."""
+    state = await sessions.session_state(store, tenant, session_id, offset, limit)
+    if not state.exists:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, detail="no such session")
+    interpreter = Interpreter(**state.interpreter) if state.interpreter else None
+    return SessionPublic(
+        id=session_id, messages=state.messages, total_messages=state.total_messages,
+        tasks=state.task_ids, running=state.running, waiting=state.waiting,
+        interpreter=interpreter,
+    )  # fmt: skip
+
+
+@router.delete(
+    "/{session_id}", status_code=status.HTTP_204_NO_CONTENT,
+    responses=responses(401, 404, 409, 422),
+)  # fmt: skip
+async def delete_session(
+    session_id: SessionIdPath,
+    tenant: TenantDep,
+    store: StoreDep,
+    celery: CeleryDep,
+    force: bool = False,
+) -> Response:
+    """Forget the session: its memory, its interpreter, its tool state (its tasks stay).
+    While a task runs in it: 409, unless `force=true`, which cancels it and those waiting."""
+    state = await sessions.session_state(store, tenant, session_id, 0, 1)
+    if not state.exists:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, detail="no such session")
+    if state.running and not force:
+        detail = f"task {state.running} runs in this session; pass force=true to cancel it"
+        raise HTTPException(status.HTTP_409_CONFLICT, detail=detail)
+    for task_id in [*state.waiting, *([state.running] if state.running else [])]:
+        record = await store.get(task_id)
+        if record is not None:
+            await cancel(store, celery, record, "cancelled: its session was deleted")
+    await sessions.forget_session(store, tenant, session_id)
+    await announce_forgotten(store.r, f"{tenant}:{session_id}")
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

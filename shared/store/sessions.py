@@ -1,0 +1,67 @@
+"""A session as a whole: what it holds (messages, tasks, its interpreter) and forgetting it.
+
+A session is its memory lists (one per agent of the tree, named in a set as they are
+written), its task index, its lock and waiting list, and its tool state (the browser's
+results and pages; the interpreter, which the tool worker announces while it lives).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from shared import keys
+from shared.schema import AgentMessage
+from shared.store.store import TaskStore
+
+__all__ = ["SessionState", "forget_session", "session_state"]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionState:
+    messages: list[AgentMessage]
+    total_messages: int
+    task_ids: list[str]
+    running: str | None  # the task holding the session
+    waiting: list[str]  # tasks waiting their turn, oldest first
+    interpreter: dict[str, Any] | None  # what the tool worker last said of it
+
+    @property
+    def exists(self) -> bool:
+        return bool(self.total_messages or self.task_ids or self.running)
+
+
+async def session_state(
+    store: TaskStore, tenant: str, session_id: str, offset: int, limit: int, tasks: int = 50
+) -> SessionState:
+    """The session's messages `offset`..`offset+limit`, its latest tasks, who holds it."""
+    memory = keys.session_memory(tenant, session_id)
+    async with store.r.pipeline(transaction=False) as pipe:
+        pipe.lrange(memory, offset, offset + limit - 1)
+        pipe.llen(memory)
+        pipe.zrevrange(keys.session_tasks(tenant, session_id), 0, tasks - 1)
+        pipe.get(keys.session_lock(tenant, session_id))
+        pipe.lrange(keys.session_waiting(tenant, session_id), 0, -1)
+        pipe.get(keys.session_sandbox(f"{tenant}:{session_id}"))
+        raw, total, task_ids, holder, waiting, sandbox = await pipe.execute()
+    messages = [AgentMessage.model_validate_json(m) for m in raw]
+    interpreter = orjson.loads(sandbox) if sandbox else None
+    return SessionState(messages, total, task_ids, holder, waiting, interpreter)
+
+
+async def forget_session(store: TaskStore, tenant: str, session_id: str) -> None:
+    """Delete the session's memories and tool state and bump its epoch, so workers holding a
+    warm copy of it read it afresh (empty). Its tasks stay, as tasks."""
+    session_key = f"{tenant}:{session_id}"
+    names = keys.session_paths(tenant, session_id)
+    written = await store.r.smembers(names)
+    doomed = [
+        keys.session_memory(tenant, session_id), names, *written,
+        keys.browser_results(session_key), keys.session_sandbox(session_key),
+    ]  # fmt: skip
+    async with store.r.pipeline(transaction=True) as pipe:
+        pipe.delete(*doomed)
+        pipe.incr(keys.session_epoch(tenant, session_id))
+        await pipe.execute()
