@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from shared.client import TaskyardClient
+from shared.events import EventKind
 from shared.settings import Settings, env_name
 from shared.transcript import TranscriptPrinter
 
@@ -47,7 +49,26 @@ def _parser() -> argparse.ArgumentParser:
     submit.add_argument("text")
     submit.add_argument("--session", default=None, help="session id (shares memory, interpreter)")
     submit.add_argument("--no-follow", action="store_true", help="print the id and return")
+    submit.add_argument("--agent", type=json.loads, default=None,
+                        help='the agent, as JSON: {"tools": [...], "approval": {"tools": "*"}}')  # fmt: skip
+    submit.add_argument(
+        "--ask", action=argparse.BooleanOptionalAction, default=None,
+        help="ask for a decision on each call held for approval (default: when interactive)",
+    )  # fmt: skip
     submit.set_defaults(run=_submit)
+
+    approve = sub.add_parser("approve", help="let a call held for approval run")
+    approve.add_argument("task_id")
+    approve.add_argument("call_id")
+    approve.add_argument("--arguments", type=json.loads, default=None,
+                         help="JSON object of arguments to run it with instead")  # fmt: skip
+    approve.set_defaults(run=_approve)
+
+    deny = sub.add_parser("deny", help="refuse a call held for approval")
+    deny.add_argument("task_id")
+    deny.add_argument("call_id")
+    deny.add_argument("--reason", default=None, help="what the model reads as the call's result")
+    deny.set_defaults(run=_deny)
 
     get = sub.add_parser("get", help="print a task's status and result")
     get.add_argument("task_id")
@@ -55,21 +76,50 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _follow(client: TaskyardClient, task_id: str) -> int:
+def _follow(client: TaskyardClient, task_id: str, ask: bool = False) -> int:
     status = "unknown"
     show = TranscriptPrinter(sys.stdout)
     for event in client.events(task_id):
         show(event)
+        if ask and event.kind == EventKind.APPROVAL_REQUESTED:
+            for call in event.data["calls"]:
+                _ask(client, task_id, call)
         if event.is_final:
             status = event.data["status"]
     return 0 if status == "succeeded" else 1
 
 
+def _ask(client: TaskyardClient, task_id: str, call: dict[str, Any]) -> None:
+    """Show a held call and take the person's decision: y, N (with a reason) or e(dit)."""
+    print(f"    {json.dumps(call['arguments'], ensure_ascii=False)}")
+    answer = input(f"run {call['tool']} call {call['id']}? [y/N/e(dit)] ").strip().lower()
+    if answer in {"y", "yes"}:
+        client.approve(task_id, call["id"])
+    elif answer in {"e", "edit"}:
+        edited = json.loads(input("arguments (a JSON object): "))
+        client.approve(task_id, call["id"], edited)
+    else:
+        client.deny(task_id, call["id"], input("reason (for the model): ").strip() or None)
+
+
 def _submit(args: argparse.Namespace) -> int:
     client = TaskyardClient(args.gateway, args.api_key)
-    accepted = client.submit(args.text, session_id=args.session)
+    accepted = client.submit(args.text, session_id=args.session, agent=args.agent)
     print(f"task {accepted['id']} (session {accepted['session_id']})", flush=True)
-    return 0 if args.no_follow else _follow(client, accepted["id"])
+    ask = sys.stdin.isatty() if args.ask is None else args.ask
+    return 0 if args.no_follow else _follow(client, accepted["id"], ask)
+
+
+def _approve(args: argparse.Namespace) -> int:
+    client = TaskyardClient(args.gateway, args.api_key)
+    print(client.approve(args.task_id, args.call_id, args.arguments)["state"])
+    return 0
+
+
+def _deny(args: argparse.Namespace) -> int:
+    client = TaskyardClient(args.gateway, args.api_key)
+    print(client.deny(args.task_id, args.call_id, args.reason)["state"])
+    return 0
 
 
 def _get(args: argparse.Namespace) -> int:

@@ -81,5 +81,23 @@ class TaskyardClient:
                     )
                     fields = {}
 
+    def approve(
+        self, task_id: str, call_id: str, arguments: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Let a call held for approval run (with `arguments` instead of the model's)."""
+        body: dict[str, Any] = {"decision": "approve"}
+        if arguments is not None:
+            body["arguments"] = arguments
+        return self._decide(task_id, call_id, body)
+
+    def deny(self, task_id: str, call_id: str, reason: str | None = None) -> dict[str, Any]:
+        """Refuse a call held for approval; the model reads the reason as its result."""
+        return self._decide(task_id, call_id, {"decision": "deny", "reason": reason})
+
+    def _decide(self, task_id: str, call_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        resp = self.http.post(f"/v1/tasks/{task_id}/approvals/{call_id}", json=body)
+        resp.raise_for_status()
+        return resp.json()
+
     def close(self) -> None:
         self.http.close()

@@ -22,6 +22,8 @@ class EventKind(StrEnum):
     STATUS = "status"  # data: {"status", "reason"?, "result"?}
     MESSAGE = "message"  # data: an AgentMessage
     TOKEN = "token"  # data: {"delta": text, "sender": name} while the model streams
+    APPROVAL_REQUESTED = "approval_requested"  # data: {"step", "calls": [{"id", "tool", ...}]}
+    APPROVAL_DECIDED = "approval_decided"  # data: {"call_id", "state", "reason"?}
 
 
 class Event(BaseModel):

@@ -7,6 +7,7 @@ import hashlib
 __all__ = [
     "AGENT_QUEUE",
     "AGENT_STEP_TASK",
+    "APPROVAL_DEADLINES",
     "CANCEL_CHANNEL",
     "FORGOTTEN_CHANNEL",
     "LIVE_TASKS",
@@ -27,6 +28,7 @@ __all__ = [
     "session_waiting",
     "task",
     "task_advanced",
+    "task_approvals",
     "task_events",
     "task_tool_results",
     "tenant_tasks",
@@ -45,6 +47,8 @@ SWEEP_TASK = "taskyard.sweep"
 # Sorted sets of live task ids: by the time each last moved, and by its deadline.
 LIVE_TASKS = "tasks:live"
 TASK_DEADLINES = "tasks:deadlines"
+# Pending approvals with a timeout, "task_id|step|call_id" by when they are denied.
+APPROVAL_DEADLINES = "approvals:deadlines"
 SWEEP_LOCK = "tasks:sweep"  # one sweep at a time
 TASK_PREFIX = "task:"
 
@@ -64,6 +68,11 @@ def task_events(task_id: str) -> str:
 
 def task_tool_results(task_id: str, step: int) -> str:
     return f"task:{task_id}:step:{step}:results"
+
+
+def task_approvals(task_id: str, step: int) -> str:
+    """The step's calls that wait for (or had) a person's decision: call id to its state."""
+    return f"task:{task_id}:step:{step}:approvals"
 
 
 def task_advanced(task_id: str, step: int) -> str:

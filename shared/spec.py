@@ -3,13 +3,34 @@ from this; the gateway validates it at the door."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-__all__ = ["AgentSpec"]
+__all__ = ["AgentSpec", "ApprovalPolicy"]
 
 _Name = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+
+
+class ApprovalPolicy(BaseModel):
+    """Which tool calls wait for a person's decision before they run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tools: list[_Name] | Literal["*"] = Field(
+        description='Tool names (a toolkit, or one of its APIs: "WebBrowser.open"), or "*".',
+        max_length=32,
+    )
+    timeout_s: float | None = Field(
+        default=None, gt=0, le=30 * 24 * 3600, strict=True,
+        description="Undecided after this long, a call is denied; unset: it waits for good.",
+    )  # fmt: skip
+
+    def needs(self, call_name: str) -> bool:
+        """Whether a call of `call_name` ("Tool" or "Toolkit.api") waits for approval."""
+        if self.tools == "*":
+            return True
+        return call_name in self.tools or call_name.split(".", 1)[0] in self.tools
 
 
 class AgentSpec(BaseModel):
@@ -29,3 +50,6 @@ class AgentSpec(BaseModel):
     # Strict: JSON `true` or "3" is not a number of steps.
     max_steps: int | None = Field(default=None, ge=1, le=100, strict=True)
     temperature: float | None = Field(default=None, ge=0, le=2, strict=True)
+    approval: ApprovalPolicy | None = Field(
+        default=None, description="Tool calls that wait for a person's approval."
+    )

@@ -31,6 +31,12 @@ class TranscriptPrinter:
             self._line(f"· status: {event.data['status']} {extra}".rstrip())
         elif event.kind == EventKind.MESSAGE:
             self._line(_render(AgentMessage.model_validate(event.data), skip_text=streamed))
+        elif event.kind == EventKind.APPROVAL_REQUESTED:
+            for call in event.data["calls"]:
+                self._line(f"[approval needed: {call['tool']} call {call['id']}]")
+        elif event.kind == EventKind.APPROVAL_DECIDED:
+            reason = f": {event.data['reason']}" if event.data.get("reason") else ""
+            self._line(f"[call {event.data['call_id']} {event.data['state']}{reason}]")
 
     def _token(self, delta: str, sender: str) -> None:
         if not self._streaming:

@@ -44,7 +44,7 @@ class AgentRuntime:
         self._listening = asyncio.create_task(self.cancels.listen())
         agents = LiveAgents(self._build, max_sessions=settings.agent_session_cache)
         runner = StepRunner(self.store, settings, agents, self.cancels, self.celery)
-        self.sweeper = Sweeper(self.store, settings, runner)
+        self.sweeper = Sweeper(self.store, settings, runner, self.celery)
         return runner
 
     def _build(self, spec: AgentSpec) -> AsyncAgent:

@@ -19,6 +19,7 @@ from celery import Celery
 from services.agent_worker.live_agents import LiveAgents, LiveSession
 from services.agent_worker.tokens import TokenBuffer
 from shared.cancel import CancelWatch
+from shared.events import EventKind
 from shared.jobs import AgentStepJob, Job, ToolRunJob, envelope
 from shared.schema import AgentMessage, AgentStatusCode, ToolCall
 from shared.settings import Settings
@@ -127,9 +128,7 @@ class StepRunner:
         commit = StepCommit(record, TaskStatus.SUCCEEDED, new, published, reply.usage,
                             tokens=tokens)  # fmt: skip
         if calls:
-            commit.status = TaskStatus.WAITING_TOOLS
-            commit.fields = {"pending_calls": [c.model_dump(mode="json") for c in calls]}
-            commit.jobs = [envelope(self.celery, _tool_job(record, call)) for call in calls]
+            self._send_or_hold(commit, calls)
         else:
             commit.fields = commit.shown = {"result": _text(reply)}
         applied, following = await self.store.commit_step(commit)
@@ -137,6 +136,20 @@ class StepRunner:
             log.info("step already committed", extra={"task_id": record.id, "step": record.step})
             return None, []
         return new, _first_step(record, following)
+
+    def _send_or_hold(self, commit: StepCommit, calls: list[ToolCall]) -> None:
+        """The calls go out as tool jobs, but those the spec's approval policy names wait for
+        a person (the task then waits in `waiting_approval`)."""
+        record, policy = commit.record, commit.record.spec.approval
+        held = [c for c in calls if policy is not None and policy.needs(c.name)]
+        commit.status = TaskStatus.WAITING_APPROVAL if held else TaskStatus.WAITING_TOOLS
+        commit.fields = {"pending_calls": [c.model_dump(mode="json") for c in calls]}
+        commit.jobs = [envelope(self.celery, _tool_job(record, c)) for c in calls if c not in held]
+        if held and policy is not None:
+            commit.held, commit.approval_timeout_s = held, policy.timeout_s
+            asked = [{"id": c.id, "tool": c.name, "arguments": c.parameters} for c in held]
+            data = {"step": record.step, "calls": asked, "timeout_s": policy.timeout_s}
+            commit.events = [(EventKind.APPROVAL_REQUESTED, data)]
 
     # -- steps that are not to run -----------------------------------------------------------
 

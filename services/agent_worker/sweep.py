@@ -6,17 +6,23 @@ move its task again. Every live task is indexed by the time it last moved (the s
 scripts keep the index); the sweep re-sends what a task that stood still for `stall_s` is
 waiting on. Steps and tool calls are idempotent, so re-sending is always safe: at worst a
 duplicate does nothing. The same sweep ends tasks past their deadline (`timed_out`), so a task
-whose tool never comes back does not wait for its next step to notice.
+whose tool never comes back does not wait for its next step to notice, and denies calls held
+for approval that nobody decided on within the policy's timeout.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from typing import Any
+
+from celery import Celery
 
 from services.agent_worker.step import StepRunner
 from shared import keys
+from shared.approvals import Decision, decide
 from shared.jobs import AgentStepJob, Job, ToolRunJob
+from shared.schema import ToolCall
 from shared.settings import Settings
 from shared.store import TaskStore
 from shared.task import TaskRecord, TaskStatus
@@ -29,10 +35,13 @@ log = logging.getLogger("taskyard.sweep")
 class Sweeper:
     """One sweep at a time (a Redis lock); returns the jobs to send."""
 
-    def __init__(self, store: TaskStore, settings: Settings, runner: StepRunner) -> None:
+    def __init__(
+        self, store: TaskStore, settings: Settings, runner: StepRunner, celery: Celery
+    ) -> None:
         self.store = store
         self.settings = settings
         self.runner = runner
+        self.celery = celery
 
     async def run(self) -> list[Job]:
         if not await self.store.try_lock(keys.SWEEP_LOCK, self.settings.sweep_interval_s):
@@ -41,6 +50,8 @@ class Sweeper:
         jobs: list[Job] = []
         for task_id in await self.store.overdue(now):
             jobs += await self._time_out(task_id)
+        for held in await self.store.undecided(now):
+            await self._deny(*held)
         for task_id in await self.store.stalled(now - self.settings.stall_s):
             jobs += await self._redrive(task_id)
         return jobs
@@ -53,6 +64,16 @@ class Sweeper:
         reason = f"deadline of {self.settings.task_deadline_s:.0f}s passed"
         log.warning("task timed out", extra={"task_id": task_id, "session_id": record.session_id})
         return await self.runner.end(record, TaskStatus.TIMED_OUT, reason)
+
+    async def _deny(self, task_id: str, step: int, call_id: str) -> None:
+        record = await self.store.get(task_id)
+        if record is None or record.terminal or record.step != step + 1:
+            await self.store.undecided_gone(task_id, step, call_id)
+            return
+        timeout = record.spec.approval.timeout_s if record.spec.approval else None
+        reason = f"no decision within {timeout:g} s" if timeout else "no decision in time"
+        denied = Decision(decision="deny", reason=reason)
+        await decide(self.store, self.celery, record, call_id, denied)
 
     async def _redrive(self, task_id: str) -> list[Job]:
         record = await self.store.get(task_id)
@@ -75,21 +96,35 @@ class Sweeper:
             )
         if record.status == TaskStatus.RUNNING:
             return [_step(record, record.id, record.step)]
-        if record.status == TaskStatus.WAITING_TOOLS:
-            step = record.step - 1
-            done = await self.store.tool_results(record.id, step, record.pending_calls)
-            answered = {m.tool_call_id for m in done}
-            missing = [c for c in record.pending_calls if c.id not in answered]
-            if not missing:  # every result is in: the next step's job was lost
-                return [_step(record, record.id, record.step)]
-            return [ToolRunJob(task_id=record.id, step=step, tenant=record.tenant,
-                               session_id=record.session_id, call=c) for c in missing]  # fmt: skip
-        return []  # waiting for a person (approval): nothing to re-send
+        if record.status in (TaskStatus.WAITING_TOOLS, TaskStatus.WAITING_APPROVAL):
+            return await self._missing_results(record)
+        return []
+
+    async def _missing_results(self, record: TaskRecord) -> list[Job]:
+        """The step's calls without a result, as jobs (as approved; those still waiting for
+        a person stay held); the next step when every result is in."""
+        step = record.step - 1
+        done = await self.store.tool_results(record.id, step, record.pending_calls)
+        answered = {m.tool_call_id for m in done}
+        missing = [c for c in record.pending_calls if c.id not in answered]
+        if not missing:  # every result is in: the next step's job was lost
+            return [_step(record, record.id, record.step)]
+        held = await self.store.approvals(record.id, step)
+        calls = [_as_approved(c, held.get(c.id)) for c in missing]
+        return [ToolRunJob(task_id=record.id, step=step, tenant=record.tenant,
+                           session_id=record.session_id, call=c) for c in calls if c]  # fmt: skip
 
     async def _heal(self, record: TaskRecord) -> list[Job]:
         """Give a session nobody live holds to its next waiting task."""
         taker = await self.store.heal_session(record.tenant, record.session_id)
         return [_step(record, taker, 0)] if taker else []
+
+
+def _as_approved(call: ToolCall, held: dict[str, Any] | None) -> ToolCall | None:
+    """The call to run: as the model made it, as a person approved it, or none yet."""
+    if held is None:
+        return call
+    return ToolCall.model_validate(held["call"]) if held["state"] == "approved" else None
 
 
 def _step(record: TaskRecord, task_id: str, step: int) -> AgentStepJob:

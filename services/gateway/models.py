@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -11,6 +11,8 @@ from shared.spec import AgentSpec
 from shared.task import SESSION_ID_PATTERN, TaskRecord, TaskStatus
 
 __all__ = [
+    "ApprovalDecided",
+    "ApprovalPublic",
     "Interpreter",
     "SessionPublic",
     "TaskAccepted",
@@ -46,6 +48,27 @@ class TaskAccepted(BaseModel):
     session_id: str
 
 
+class ApprovalPublic(BaseModel):
+    """A call of the task's current step held for a person's decision, and that decision."""
+
+    call_id: str
+    tool: str
+    arguments: dict[str, Any] | str
+    state: Literal["pending", "approved", "denied"]
+    reason: str | None = None
+
+    @classmethod
+    def of(cls, call_id: str, held: dict[str, Any]) -> ApprovalPublic:
+        call = held["call"]
+        return cls(call_id=call_id, tool=call["name"], arguments=call.get("parameters", {}),
+                   state=held["state"], reason=held.get("reason"))  # fmt: skip
+
+
+class ApprovalDecided(BaseModel):
+    call_id: str
+    state: Literal["approved", "denied"]
+
+
 class TaskPublic(BaseModel):
     id: str
     status: TaskStatus
@@ -57,9 +80,17 @@ class TaskPublic(BaseModel):
     created_at: float
     updated_at: float
     messages: list[AgentMessage]
+    approvals: list[ApprovalPublic] = Field(
+        description="Calls of its current step held for approval."
+    )
 
     @classmethod
-    def of(cls, record: TaskRecord, messages: list[AgentMessage]) -> TaskPublic:
+    def of(
+        cls,
+        record: TaskRecord,
+        messages: list[AgentMessage],
+        approvals: dict[str, dict[str, Any]] | None = None,
+    ) -> TaskPublic:
         usage = {
             "prompt_tokens": record.prompt_tokens,
             "completion_tokens": record.completion_tokens,
@@ -75,6 +106,7 @@ class TaskPublic(BaseModel):
             created_at=record.created_at,
             updated_at=record.updated_at,
             messages=messages,
+            approvals=[ApprovalPublic.of(k, v) for k, v in (approvals or {}).items()],
         )
 
 

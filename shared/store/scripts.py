@@ -19,6 +19,7 @@ SCRIPTS = (
     "begin_step",
     "commit_step",
     "create_task",
+    "decide_approval",
     "end_task",
     "heal_session",
     "publish_live",
@@ -41,6 +42,7 @@ _NAMES = {
     "{live}": keys.LIVE_TASKS,
     "{deadlines}": keys.TASK_DEADLINES,
     "{task_prefix}": keys.TASK_PREFIX,
+    "{approval_deadlines}": keys.APPROVAL_DEADLINES,
 }
 
 

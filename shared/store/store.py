@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
@@ -90,6 +91,9 @@ class StepCommit:
     fields: Mapping[str, Any] = field(default_factory=dict)
     shown: Mapping[str, Any] = field(default_factory=dict)  # extra data of the status event
     jobs: Sequence[Envelope] = ()  # pushed to the broker with the commit
+    held: Sequence[ToolCall] = ()  # calls that wait for a person's approval
+    events: Sequence[tuple[EventKind, Mapping[str, Any]]] = ()  # after the messages
+    approval_timeout_s: float | None = None
     tokens: Mapping[str, Any] | None = None  # the model's last unpublished text, a token event
 
 
@@ -245,6 +249,8 @@ class TaskStore:
             events += [EventKind.TOKEN.value, dumps(commit.tokens)]
         for message in commit.published:
             events += [EventKind.MESSAGE.value, dumps(message.model_dump(mode="json"))]
+        for kind, data in commit.events:
+            events += [kind.value, dumps(dict(data))]
         args: list[Any] = [
             str(record.step), record.id, commit.status.value,
             "1" if commit.status in TERMINAL else "0",
@@ -257,9 +263,13 @@ class TaskStore:
             args += [len(messages), *(m.model_dump_json() for m in messages)]
         jobs = [part for job in commit.jobs for part in (job.queue, job.message)]
         args += [len(jobs), *jobs]
+        held = [part for call in commit.held for part in (call.id, _pending(call))]
+        timeout = commit.approval_timeout_s
+        args += [len(held), *held, "" if timeout is None else timeout]
         memories = [keys.session_memory(record.tenant, record.session_id, p) for p in paths]
         names = keys.session_paths(record.tenant, record.session_id)
-        keys_ = [*_task_keys(record.id), *_session_keys(record), names, *memories]
+        approvals = keys.task_approvals(record.id, record.step)
+        keys_ = [*_task_keys(record.id), *_session_keys(record), names, approvals, *memories]
         reply = await self._run("commit_step", keys_, args)
         return reply[0] == "committed", reply[1] or None
 
@@ -320,6 +330,17 @@ class TaskStore:
         """Live tasks whose deadline has passed."""
         return await self.r.zrangebyscore(keys.TASK_DEADLINES, "-inf", now, start=0, num=limit)
 
+    async def undecided(self, now: float, limit: int = 500) -> list[tuple[str, int, str]]:
+        """Calls held for approval past their timeout: (task id, step, call id)."""
+        members = await self.r.zrangebyscore(
+            keys.APPROVAL_DEADLINES, "-inf", now, start=0, num=limit
+        )
+        held = [m.split("|") for m in members]
+        return [(task_id, int(step), call_id) for task_id, step, call_id in held]
+
+    async def undecided_gone(self, task_id: str, step: int, call_id: str) -> None:
+        await self.r.zrem(keys.APPROVAL_DEADLINES, f"{task_id}|{step}|{call_id}")
+
     async def touch(self, task_id: str) -> None:
         """Count the task as moved now (after the sweep re-drove it)."""
         await self.r.zadd(keys.LIVE_TASKS, {task_id: time.time()}, xx=True)
@@ -360,6 +381,36 @@ class TaskStore:
             return ToolResultStored(False, False, live=False)
         return ToolResultStored(reply[0] == "complete", reply[1] == "1")
 
+    async def approvals(self, task_id: str, step: int) -> dict[str, dict[str, Any]]:
+        """The step's calls held for approval: call id to its state (`state`, `call`,
+        `reason`)."""
+        raw = await self.r.hgetall(keys.task_approvals(task_id, step))
+        return {call_id: orjson.loads(state) for call_id, state in raw.items()}
+
+    async def decide_approval(
+        self,
+        record: TaskRecord,
+        call: ToolCall,
+        decided: Mapping[str, Any],
+        tool_job: Envelope | None,
+        denial: AgentMessage | None,
+        next_step: Envelope,
+    ) -> tuple[str, str]:
+        """Apply a decision on a held call of the task's current step (see
+        `decide_approval.lua`): ('approved' | 'denied' | 'unknown' | 'decided', state)."""
+        step = record.step - 1
+        keys_ = [*_task_keys(record.id), keys.task_approvals(record.id, step),
+                 keys.task_tool_results(record.id, step),
+                 keys.task_advanced(record.id, step)]  # fmt: skip
+        event = {"call_id": call.id, **{k: v for k, v in decided.items() if k != "call"}}
+        job = [tool_job.queue, tool_job.message] if tool_job else ["", ""]
+        args = [str(step), call.id, "approve" if tool_job else "deny", dumps(dict(decided)),
+                dumps(event), self.db, self.broker_db, *job,
+                denial.model_dump_json() if denial else "", _RESULTS_TTL_S,
+                next_step.queue, next_step.message, dumps({"status": "waiting_tools"})]  # fmt: skip
+        outcome, state = await self._run("decide_approval", keys_, args)
+        return outcome, state
+
     async def has_tool_result(self, task_id: str, step: int, call_id: str) -> bool:
         return bool(await self.r.hexists(keys.task_tool_results(task_id, step), call_id))
 
@@ -375,6 +426,10 @@ def outage_retry(retries: int) -> Retry:
     """Ride out a Redis restart: retry a command on a lost connection with jittered
     exponential backoff (at most 5 s apart). Every script is safe to run twice."""
     return Retry(ExponentialWithJitterBackoff(base=0.05, cap=5.0), retries=retries)
+
+
+def _pending(call: ToolCall) -> str:
+    return dumps({"state": "pending", "call": call.model_dump(mode="json")})
 
 
 def _task_keys(task_id: str) -> list[str]:

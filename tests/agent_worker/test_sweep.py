@@ -37,8 +37,9 @@ async def sweeper(store: TaskStore, redis_server: str) -> AsyncIterator[Sweeper]
     settings = Settings(redis_url=f"{redis_server}/0", stall_s=STALL_S, sweep_interval_s=0.01,
                         task_deadline_s=60)  # fmt: skip
     agents = LiveAgents(lambda spec: build_agent(spec, settings))  # no step runs here
-    runner = StepRunner(store, settings, agents, CancelWatch(store.r), make_celery(settings))
-    yield Sweeper(store, settings, runner)
+    celery = make_celery(settings)
+    runner = StepRunner(store, settings, agents, CancelWatch(store.r), celery)
+    yield Sweeper(store, settings, runner, celery)
 
 
 async def _sweep(sweeper: Sweeper) -> list[Job]:

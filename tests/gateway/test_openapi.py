@@ -30,6 +30,7 @@ DECLARED = {
     ("/v1/tasks/{task_id}", "get"): {"200", "401", "404"},
     ("/v1/tasks/{task_id}/events", "get"): {"200", "400", "401", "404"},
     ("/v1/tasks/{task_id}/cancel", "post"): {"200", "401", "404", "409", "413"},
+    ("/v1/tasks/{task_id}/approvals/{call_id}", "post"): {"200", "401", "404", "409", "413", "422"},
     ("/healthz", "get"): {"200"},
     ("/readyz", "get"): {"200", "503"},
 }
@@ -90,5 +91,8 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(
             capture_output=True, text=True, timeout=280, cwd=tmp_path,
         )  # fmt: skip
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
-    assert "No issues found" in run.stdout
+    # The one warning allowed: approvals answer 404 unless a call waits for one, which a
+    # fuzzer's random ids never name (tests/gateway/test_approvals.py covers the route).
+    warned = {line.strip() for line in run.stdout.splitlines() if line.strip().startswith("- ")}
+    assert warned <= {"- POST /v1/tasks/{task_id}/approvals/{call_id}"}, run.stdout[-3000:]
     assert "Traceback" not in log.read_text()  # nor an error after a stream began

@@ -7,7 +7,7 @@ import re
 import uuid
 from typing import Annotated
 
-from fastapi import APIRouter, Header, HTTPException, Query, status
+from fastapi import APIRouter, Header, HTTPException, Path, Query, status
 from fastapi.responses import StreamingResponse
 
 from services.gateway.deps import (
@@ -20,10 +20,18 @@ from services.gateway.deps import (
 )
 from services.gateway.errors import issue, responses
 from services.gateway.json_route import JSONRoute
-from services.gateway.models import TaskAccepted, TaskCreate, TaskList, TaskPublic, TaskSummary
+from services.gateway.models import (
+    ApprovalDecided,
+    TaskAccepted,
+    TaskCreate,
+    TaskList,
+    TaskPublic,
+    TaskSummary,
+)
 from services.gateway.sse import event_stream
 from shared.actions import openai_tool_schemas
 from shared.agents import AGENTS
+from shared.approvals import Decision, Outcome, decide
 from shared.cancel import cancel
 from shared.events import EventKind
 from shared.jobs import AgentStepJob, envelope
@@ -121,8 +129,10 @@ async def list_tasks(
 
 @router.get("/{task_id}", response_model=TaskPublic, responses=responses(401, 404))
 async def get_task(record: OwnedTaskDep, store: StoreDep) -> TaskPublic:
-    """The task's status, result and every message so far."""
-    return TaskPublic.of(record, await store.messages(record.id))
+    """The task's status, result, every message so far, and the calls of its current step
+    held for approval."""
+    approvals = await store.approvals(record.id, record.step - 1) if record.step else {}
+    return TaskPublic.of(record, await store.messages(record.id), approvals)
 
 
 @router.get(
@@ -162,6 +172,28 @@ async def cancel_task(record: OwnedTaskDep, store: StoreDep, celery: CeleryDep) 
         now = await store.get(record.id) or record
         raise HTTPException(status.HTTP_409_CONFLICT, detail=f"task already {now.status}")
     return TaskAccepted(id=record.id, status=TaskStatus.CANCELLED, session_id=record.session_id)
+
+
+@router.post(
+    "/{task_id}/approvals/{call_id}",
+    response_model=ApprovalDecided,
+    responses=responses(401, 404, 409, 413, 422),
+)
+async def decide_call(
+    record: OwnedTaskDep,
+    call_id: Annotated[str, Path(min_length=1, max_length=128)],
+    body: Decision,
+    store: StoreDep,
+    celery: CeleryDep,
+) -> ApprovalDecided:
+    """Approve (optionally with edited `arguments`) or deny (with a `reason` the model reads)
+    a call held for approval. 404: no such call waits; 409: it was decided already."""
+    outcome = await decide(store, celery, record, call_id, body)
+    if outcome == Outcome.UNKNOWN:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, detail="no such call waits for approval")
+    if outcome == Outcome.DECIDED:
+        raise HTTPException(status.HTTP_409_CONFLICT, detail="this call was decided already")
+    return ApprovalDecided(call_id=call_id, state=outcome.value)
 
 
 def _check_registered(spec: AgentSpec) -> None:

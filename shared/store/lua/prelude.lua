@@ -20,6 +20,7 @@ end
 -- Live tasks by the time they last moved (the sweep re-drives those that stand still), and
 -- by their deadline; names filled in from shared/keys.py when the scripts load.
 local LIVE, DEADLINES, TASK_PREFIX = '{live}', '{deadlines}', '{task_prefix}'
+local APPROVAL_DEADLINES = '{approval_deadlines}'
 
 local function now()
   local t = redis.call('TIME')
@@ -53,4 +54,31 @@ local function push_jobs(store_db, broker_db, jobs)
     if jobs[i] ~= '' then redis.call('LPUSH', jobs[i], jobs[i + 1]) end
   end
   redis.call('SELECT', store_db)
+end
+
+-- Store one tool call's result (the first write wins) with its message event, and say whether
+-- it completed the step's calls; the one caller that completes the step pushes `next_job`.
+-- Returns 'ended' (the task is over), 'stored' or 'complete', and '1' for that caller.
+local WAITING = {waiting_tools = true, waiting_approval = true}
+
+local function store_result(results, task, events, advanced, step, call_id, message, ttl,
+                            store_db, broker_db, next_job)
+  local status = redis.call('HGET', task, 'status')
+  if not status or TERMINAL[status] then return {'ended', '0'} end
+  if message ~= '' and redis.call('HSETNX', results, call_id, message) == 1 then
+    redis.call('EXPIRE', results, ttl)
+    add_event(events, 'message', message)
+    moved(task)
+  end
+  if not WAITING[status] or redis.call('HGET', task, 'step') ~= tostring(tonumber(step) + 1) then
+    return {'stored', '0'}
+  end
+  for _, call in ipairs(cjson.decode(redis.call('HGET', task, 'pending_calls') or '[]')) do
+    if redis.call('HEXISTS', results, call['id']) == 0 then return {'stored', '0'} end
+  end
+  if redis.call('SET', advanced, '1', 'NX', 'EX', ttl) then
+    push_jobs(store_db, broker_db, next_job)
+    return {'complete', '1'}
+  end
+  return {'complete', '0'}
 end
