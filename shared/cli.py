@@ -49,8 +49,9 @@ def _parser() -> argparse.ArgumentParser:
     submit.add_argument("text")
     submit.add_argument("--session", default=None, help="session id (shares memory, interpreter)")
     submit.add_argument("--no-follow", action="store_true", help="print the id and return")
+    example = '{"tools": [...], "approval": {"tools": "*"}}'
     submit.add_argument("--agent", type=json.loads, default=None,
-                        help='the agent, as JSON: {"tools": [...], "approval": {"tools": "*"}}')  # fmt: skip
+                        help=f"the agent, as JSON: {example}")  # fmt: skip
     submit.add_argument(
         "--ask", action=argparse.BooleanOptionalAction, default=None,
         help="ask for a decision on each call held for approval (default: when interactive)",

@@ -24,6 +24,7 @@ class EventKind(StrEnum):
     TOKEN = "token"  # data: {"delta": text, "sender": name} while the model streams
     APPROVAL_REQUESTED = "approval_requested"  # data: {"step", "calls": [{"id", "tool", ...}]}
     APPROVAL_DECIDED = "approval_decided"  # data: {"call_id", "state", "reason"?}
+    MEMORY_COMPACTED = "memory_compacted"  # data: {"upto", "before_tokens", "after_tokens"}
 
 
 class Event(BaseModel):

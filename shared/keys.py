@@ -19,6 +19,7 @@ __all__ = [
     "browser_results",
     "gateway_wake",
     "idempotency",
+    "session_compaction",
     "session_epoch",
     "session_lock",
     "session_memory",
@@ -109,6 +110,12 @@ def session_paths(tenant: str, session_id: str) -> str:
 def session_sandbox(session_key: str) -> str:
     """Set by the tool worker while the session's interpreter lives (with its last use)."""
     return f"session:{session_key}:sandbox"
+
+
+def session_compaction(tenant: str, session_id: str) -> str:
+    """What the model sees of the session's memory: the summary that replaced its first
+    `upto` messages (the messages themselves stay)."""
+    return f"session:{tenant}:{session_id}:compaction"
 
 
 def session_epoch(tenant: str, session_id: str) -> str:

@@ -101,6 +101,14 @@ class Settings(BaseSettings):
     sweep_interval_s: float = Field(default=30.0, gt=0)
     stall_s: float = Field(default=300.0, gt=0)
 
+    # Memory compaction: once a step's prompt would pass `compaction_share` of the model's
+    # context window, the oldest turns are summarised (by the model) and the newest kept,
+    # up to `compaction_keep_share` of the window. The window comes from the spec, else the
+    # proxy's /v1/models (vLLM's `max_model_len`), else `default_context_window` (0: none).
+    compaction_share: float = Field(default=0.8, gt=0, le=1)
+    compaction_keep_share: float = Field(default=0.4, gt=0, lt=1)
+    default_context_window: int = Field(default=0, ge=0)
+
     # Agent workers: model tokens reach the event stream in batches of this interval (0: each
     # at once); warm sessions kept per process; connections each process may hold open.
     token_flush_s: float = Field(default=0.03, ge=0)

@@ -50,6 +50,14 @@ class AgentSpec(BaseModel):
     # Strict: JSON `true` or "3" is not a number of steps.
     max_steps: int | None = Field(default=None, ge=1, le=100, strict=True)
     temperature: float | None = Field(default=None, ge=0, le=2, strict=True)
+    context_window: int | None = Field(
+        default=None, ge=256, le=10_000_000, strict=True,
+        description="The model's context in tokens; else what the proxy's /v1/models reports.",
+    )  # fmt: skip
+    max_tokens_total: int | None = Field(
+        default=None, ge=1, strict=True,
+        description="A token budget for the whole task: it fails before a step would pass it.",
+    )  # fmt: skip
     approval: ApprovalPolicy | None = Field(
         default=None, description="Tool calls that wait for a person's approval."
     )

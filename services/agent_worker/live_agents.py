@@ -12,14 +12,14 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from shared.agents import AsyncAgent
 from shared.memory import MemoryManager, SessionMemory
 from shared.memory.base import from_state
 from shared.schema import AgentMessage
 from shared.spec import AgentSpec
-from shared.store import StepStart, TaskStore
+from shared.store import MemoryTail, StepStart, TaskStore
 from shared.task import TaskRecord
 
 __all__ = ["LiveAgents", "LiveSession"]
@@ -39,11 +39,21 @@ class LiveSession:
     epoch: str
     shared: bool = True  # kept between steps (False: a one-off for a duplicate delivery)
     busy: bool = False
+    # How many messages each memory held when the step's call began (compaction may have
+    # replaced old ones by a summary, so this is not the Redis offset).
+    before: dict[str, int] = field(default_factory=dict)
+
+    def mark(self) -> None:
+        """Note what the memories hold now: the step's call begins."""
+        self.before = {
+            path: len(held(memory, self.session_id))
+            for path, memory in self.agent.named_memories().items()
+        }
 
     def new_messages(self) -> dict[str, list[AgentMessage]]:
-        """What each memory gained since it was loaded: this step's messages."""
+        """What each memory gained since `mark`: this step's messages."""
         return {
-            path: held(memory, self.session_id)[self.offsets[path] :]
+            path: held(memory, self.session_id)[self.before[path] :]
             for path, memory in self.agent.named_memories().items()
         }
 
@@ -77,6 +87,7 @@ class LiveAgents:
         else:
             live = await self._load(start, store, spec_key, duplicate=bool(live and live.busy))
         live.busy = True
+        live.mark()
         return live
 
     def release(self, live: LiveSession, committed: Mapping[str, Sequence[object]] | None) -> None:
@@ -101,12 +112,16 @@ class LiveAgents:
         agent = self.build(record.spec) if duplicate else self._agent(record, spec_key)
         agent.reset(record.session_id)
         offsets: dict[str, int] = {}
+        compacted = await store.compaction(*key)
         for path, memory in agent.named_memories().items():
             tail = start.memories.get(path)
             whole = tail is not None and tail.offset == 0
             messages = tail.messages if whole else await store.memory(*key, path)
-            memory.add(messages, record.session_id)  # fresh from Redis: no copies needed
             offsets[path] = len(messages)
+            if path == "memory" and compacted is not None:  # what a compaction left of it
+                upto, summary = compacted
+                messages = [summary, *messages[upto:]]
+            memory.add(messages, record.session_id)  # fresh from Redis: no copies needed
         live = LiveSession(*key, spec_key, agent, offsets, start.epoch, shared=not duplicate)
         if not duplicate:
             self._sessions[key] = live
@@ -138,19 +153,18 @@ class LiveAgents:
                 return
 
 
-def _fits(live: LiveSession, spec_key: str, tails: Mapping[str, object]) -> bool:
-    return live.spec_key == spec_key and set(tails) == set(live.offsets)
+def _fits(live: LiveSession, spec_key: str, tails: Mapping[str, MemoryTail]) -> bool:
+    """The warm session can take this step's tails (a tail from 0: Redis was rewritten, so
+    the session is loaded again, compaction and all)."""
+    same = live.spec_key == spec_key and set(tails) == set(live.offsets)
+    return same and all(t.offset > 0 or live.offsets[p] == 0 for p, t in tails.items())
 
 
 def _apply_tails(live: LiveSession, start: StepStart) -> None:
     memories = live.agent.named_memories()
     for path, tail in start.memories.items():
-        memory = memories[path]
-        if tail.offset == 0:  # rewritten in Redis meanwhile: load it whole
-            memory.reset(live.session_id)
-            memory.add(tail.messages, live.session_id)
-        elif tail.messages:
-            memory.add(tail.messages, live.session_id)
+        if tail.messages:
+            memories[path].add(tail.messages, live.session_id)
         live.offsets[path] = tail.offset + len(tail.messages)
     live.epoch = start.epoch
 

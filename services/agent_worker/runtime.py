@@ -9,6 +9,7 @@ import asyncio
 import aiohttp
 from celery import Celery
 
+from services.agent_worker.compaction import Compactor
 from services.agent_worker.live_agents import LiveAgents
 from services.agent_worker.step import StepRunner
 from services.agent_worker.sweep import Sweeper
@@ -43,7 +44,8 @@ class AgentRuntime:
         self.cancels = CancelWatch(self.store.r)
         self._listening = asyncio.create_task(self.cancels.listen())
         agents = LiveAgents(self._build, max_sessions=settings.agent_session_cache)
-        runner = StepRunner(self.store, settings, agents, self.cancels, self.celery)
+        compactor = Compactor(self.store, settings, self.http)
+        runner = StepRunner(self.store, settings, agents, self.cancels, self.celery, compactor)
         self.sweeper = Sweeper(self.store, settings, runner, self.celery)
         return runner
 

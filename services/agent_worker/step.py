@@ -16,6 +16,7 @@ from contextlib import aclosing
 
 from celery import Celery
 
+from services.agent_worker.compaction import Compactor, PromptSize
 from services.agent_worker.live_agents import LiveAgents, LiveSession
 from services.agent_worker.tokens import TokenBuffer
 from shared.cancel import CancelWatch
@@ -45,12 +46,14 @@ class StepRunner:
         agents: LiveAgents,
         cancels: CancelWatch,
         celery: Celery,
+        compactor: Compactor | None = None,
     ) -> None:
         self.store = store
         self.settings = settings
         self.agents = agents
         self.cancels = cancels
         self.celery = celery  # builds the envelopes of the jobs a commit pushes
+        self.compactor = compactor or Compactor(store, settings)
 
     async def run(self, job: AgentStepJob) -> list[Job]:
         """Run the step `job` names; returns the jobs to send next."""
@@ -67,6 +70,9 @@ class StepRunner:
         live = await self.agents.acquire(start, self.store)
         committed: dict[str, list[AgentMessage]] | None = None
         try:
+            size = await self.compactor.fit(live, start)
+            if (over := _over_budget(start.record, size)) is not None:
+                return await self.end(start.record, TaskStatus.FAILED, over)
             reply, unsent = await self._call(live, start)
             committed, jobs = await self._commit(start, live, reply, unsent)
         except StepCancelled:
@@ -182,6 +188,18 @@ async def _reply(stream: AsyncIterator[AgentMessage], tokens: TokenBuffer) -> Ag
             shown = text
     assert reply is not None  # an agent call always ends with its reply
     return reply
+
+
+def _over_budget(record: TaskRecord, size: PromptSize) -> str | None:
+    """Why the step must not run: it would pass the task's token budget."""
+    budget = record.spec.max_tokens_total
+    used = record.prompt_tokens + record.completion_tokens
+    if budget is None or used + size.tokens <= budget:
+        return None
+    return (
+        f"token budget of {budget} would be passed: {used} used, about {size.tokens} more "
+        "for this step's prompt"
+    )
 
 
 def _tool_job(record: TaskRecord, call: ToolCall) -> ToolRunJob:

@@ -157,8 +157,10 @@ class ProxyApp:
         )
 
     async def _models(self, request: Request, conn: Connection) -> None:
+        windows = self.pool.context_lengths()
         data = [
             {"id": name, "object": "model", "created": 0, "owned_by": "taskyard"}
+            | ({"max_model_len": windows[name]} if name in windows else {})
             for name in self.pool.model_names()
         ]
         conn.respond(200, _JSON, orjson.dumps({"object": "list", "data": data}))

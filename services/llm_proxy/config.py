@@ -123,6 +123,7 @@ class ReplicaSpec:
     weight: float = 1.0
     max_in_flight: int = 256
     api_key: str | None = None
+    context_length: int | None = None  # the model's window, reported by /v1/models
 
     @property
     def host(self) -> str:
@@ -186,6 +187,7 @@ def _pool_from_yaml(path: Path, settings: ProxySettings) -> PoolSpec:
             weight=float(item.get("weight", 1.0)),
             max_in_flight=int(item.get("max_in_flight", settings.proxy_max_in_flight)),
             api_key=item.get("api_key"),
+            context_length=int(item["context_length"]) if item.get("context_length") else None,
         )
         for item in data.get("replicas", [])
     )

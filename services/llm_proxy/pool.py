@@ -104,6 +104,15 @@ class Pool:
             names |= replica.served_models
         return sorted(names)
 
+    def context_lengths(self) -> dict[str, int]:
+        """Each configured model's context window: the smallest its replicas declare."""
+        lengths: dict[str, int] = {}
+        for replica in self.replicas:
+            declared, model = replica.spec.context_length, replica.spec.model
+            if declared and model != ANY_MODEL:
+                lengths[model] = min(lengths.get(model, declared), declared)
+        return lengths
+
     def close(self) -> None:
         """Close every idle upstream connection."""
         for replica in self.replicas:

@@ -30,6 +30,7 @@ class _BadRequest(Exception):
 class _Counters:
     requests: int = 0
     completion_tokens: int = 0
+    max_prompt_chars: int = 0  # the longest prompt seen (what the model was sent, in text)
 
 
 class ScriptedApp:
@@ -113,6 +114,7 @@ class ScriptedApp:
         completion = wire.Completion(turn, model, len(tokens), wire.count_completion_tokens(turn))
         self.counters.requests += 1
         self.counters.completion_tokens += completion.completion_tokens
+        self.counters.max_prompt_chars = max(self.counters.max_prompt_chars, len(prompt))
         delay_s = (options.latency_ms + prefill_ms) / 1000
         interval_s = 1.0 / options.tokens_per_s if options.tokens_per_s else 0.0
         if payload.get("stream"):
@@ -156,6 +158,7 @@ class ScriptedApp:
             "replica": self.replica,
             "requests": self.counters.requests,
             "completion_tokens": self.counters.completion_tokens,
+            "max_prompt_chars": self.counters.max_prompt_chars,
             "prefix_cache": self.cache is not None,
         }
         if self.cache is not None:

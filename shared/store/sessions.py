@@ -60,6 +60,7 @@ async def forget_session(store: TaskStore, tenant: str, session_id: str) -> None
     doomed = [
         keys.session_memory(tenant, session_id), names, *written,
         keys.browser_results(session_key), keys.session_sandbox(session_key),
+        keys.session_compaction(tenant, session_id),
     ]  # fmt: skip
     async with store.r.pipeline(transaction=True) as pipe:
         pipe.delete(*doomed)

@@ -301,6 +301,20 @@ class TaskStore:
         raw = await self.r.lrange(keys.session_memory(tenant, session_id, path), 0, -1)
         return [AgentMessage.model_validate_json(m) for m in raw]
 
+    async def compaction(self, tenant: str, session_id: str) -> tuple[int, AgentMessage] | None:
+        """The session's latest compaction: how many of its first messages a summary
+        replaces for the model, and that summary."""
+        saved = await self.r.hgetall(keys.session_compaction(tenant, session_id))
+        if not saved:
+            return None
+        return int(saved["upto"]), AgentMessage.model_validate_json(saved["summary"])
+
+    async def save_compaction(
+        self, tenant: str, session_id: str, upto: int, summary: AgentMessage
+    ) -> None:
+        mapping = {"upto": str(upto), "summary": summary.model_dump_json()}
+        await self.r.hset(keys.session_compaction(tenant, session_id), mapping=mapping)
+
     async def session_holder(self, tenant: str, session_id: str) -> str | None:
         """The id of the task holding the session, if any."""
         return await self.r.get(keys.session_lock(tenant, session_id))

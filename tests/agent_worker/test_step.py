@@ -188,3 +188,18 @@ async def test_a_cancel_stops_the_model_call_and_applies_nothing(
     assert ended and following == waiting.id
     assert await store.memory("t", "s") == []  # nothing of the cancelled step
     assert ("t", "s") not in runner.agents._sessions  # its warm copy is dropped
+
+
+async def test_a_step_that_would_pass_the_token_budget_fails_before_its_model_call(
+    runner: StepRunner, store: TaskStore, redis_client: redis.Redis
+) -> None:
+    record = await _task(store, max_tokens_total=5000)
+    await runner.run(_job(record))  # well within the budget
+    await _answer(store, _sent(runner)[0])
+    redis_client.hset(keys.task(record.id), "prompt_tokens", 4990)  # as if spent meanwhile
+    assert await runner.run(_job(record, 1)) == []
+    failed = await store.get(record.id)
+    assert failed is not None and failed.status == TaskStatus.FAILED
+    assert (failed.error or "").startswith("token budget of 5000 would be passed: 4995 used")
+    senders = [m.sender for m in await store.memory("t", "s")]
+    assert senders == ["user", "assistant"]  # step 1 never ran
