@@ -16,7 +16,7 @@ from typing import Any, Literal
 from celery import Celery
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.jobs import AgentStepJob, ToolRunJob, envelope
+from shared.jobs import AgentStepJob, envelope, job_for_call
 from shared.schema import ActionReturn, ActionStatusCode, AgentMessage, ToolCall
 from shared.store import TaskStore
 from shared.task import TaskRecord
@@ -60,8 +60,7 @@ async def decide(
     if decision.decision == "approve":
         if decision.arguments is not None:
             call = call.model_copy(update={"parameters": decision.arguments})
-        job = ToolRunJob(task_id=record.id, step=step, tenant=record.tenant,
-                         session_id=record.session_id, call=call)  # fmt: skip
+        job = job_for_call(record.id, step, record.tenant, record.session_id, call)
         decided = {"state": "approved", "call": call.model_dump(mode="json")}
         outcome, _ = await store.decide_approval(record, call, decided, envelope(celery, job),
                                                  None, next_step)  # fmt: skip

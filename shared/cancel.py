@@ -21,7 +21,7 @@ from shared.jobs import AgentStepJob, enqueue
 from shared.store import TaskStore
 from shared.task import TaskRecord, TaskStatus
 
-__all__ = ["CancelWatch", "announce", "announce_forgotten", "cancel"]
+__all__ = ["CancelWatch", "announce", "announce_forgotten", "cancel", "cancel_children"]
 
 log = logging.getLogger("taskyard.cancel")
 
@@ -45,11 +45,20 @@ async def cancel(store: TaskStore, celery: Celery, record: TaskRecord, reason: s
     if not ended:
         return False
     await announce(store.r, record.id)
+    await cancel_children(store, celery, record.id)
     if following:
         job = AgentStepJob(task_id=following, step=0, tenant=record.tenant,
                            session_id=record.session_id)  # fmt: skip
         enqueue(celery, job)
     return True
+
+
+async def cancel_children(store: TaskStore, celery: Celery, task_id: str) -> None:
+    """Cancel the live child tasks `task_id` started (and theirs)."""
+    children = await store.get_many(await store.children(task_id))
+    for child in children:
+        if child is not None and not child.terminal:
+            await cancel(store, celery, child, "cancelled: the task that asked for it ended")
 
 
 class CancelWatch:

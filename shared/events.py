@@ -25,6 +25,7 @@ class EventKind(StrEnum):
     APPROVAL_REQUESTED = "approval_requested"  # data: {"step", "calls": [{"id", "tool", ...}]}
     APPROVAL_DECIDED = "approval_decided"  # data: {"call_id", "state", "reason"?}
     MEMORY_COMPACTED = "memory_compacted"  # data: {"upto", "before_tokens", "after_tokens"}
+    CHILD = "child"  # data: {"task_id", "status"} of a child task (an agent called as a tool)
 
 
 class Event(BaseModel):

@@ -25,6 +25,7 @@ from shared.schema import ToolCall
 
 __all__ = [
     "AgentStepJob",
+    "ChildJob",
     "Envelope",
     "Job",
     "ToolRunJob",
@@ -32,6 +33,7 @@ __all__ = [
     "enqueue_agent_step",
     "enqueue_tool_run",
     "envelope",
+    "job_for_call",
 ]
 
 
@@ -68,7 +70,23 @@ class ToolRunJob(_Job):
         return f"{self.tenant}:{self.session_id}"
 
 
-Job = AgentStepJob | ToolRunJob
+class ChildJob(_Job):
+    """Start the child task an agent tool call (``agent:<name>``) of a task's step asks for."""
+
+    task_id: str  # the parent's
+    step: int = Field(ge=0)
+    tenant: str
+    session_id: str  # the parent's
+    call: ToolCall
+
+
+Job = AgentStepJob | ToolRunJob | ChildJob
+
+
+def job_for_call(task_id: str, step: int, tenant: str, session_id: str, call: ToolCall) -> Job:
+    """The job a tool call of a step becomes: a tool run, or a child task for an agent."""
+    kind = ChildJob if call.name.startswith(keys.AGENT_TOOL_PREFIX) else ToolRunJob
+    return kind(task_id=task_id, step=step, tenant=tenant, session_id=session_id, call=call)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,12 +101,14 @@ def _route(job: Job) -> tuple[str, str]:
     """The Celery task name and the queue of a job."""
     if isinstance(job, ToolRunJob):
         return keys.TOOL_RUN_TASK, action_queue(job.call.name)
+    if isinstance(job, ChildJob):
+        return keys.CHILD_TASK, keys.AGENT_QUEUE
     return keys.AGENT_STEP_TASK, keys.AGENT_QUEUE
 
 
 def _describe(job: Job) -> str:
     # What Celery's logs and Flower show for the job, instead of its whole payload.
-    call = f" {job.call.name}#{job.call.id}" if isinstance(job, ToolRunJob) else ""
+    call = f" {job.call.name}#{job.call.id}" if not isinstance(job, AgentStepJob) else ""
     return f"{job.task_id} step {job.step}{call}"
 
 

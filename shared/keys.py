@@ -7,8 +7,10 @@ import hashlib
 __all__ = [
     "AGENT_QUEUE",
     "AGENT_STEP_TASK",
+    "AGENT_TOOL_PREFIX",
     "APPROVAL_DEADLINES",
     "CANCEL_CHANNEL",
+    "CHILD_TASK",
     "FORGOTTEN_CHANNEL",
     "LIVE_TASKS",
     "SWEEP_LOCK",
@@ -30,6 +32,7 @@ __all__ = [
     "task",
     "task_advanced",
     "task_approvals",
+    "task_children",
     "task_events",
     "task_tool_results",
     "tenant_tasks",
@@ -38,6 +41,8 @@ __all__ = [
 
 AGENT_QUEUE = "agent"
 AGENT_STEP_TASK = "agent.step"
+CHILD_TASK = "agent.child"  # starts the child task of an agent tool call
+AGENT_TOOL_PREFIX = "agent:"  # a tool name that names a registered agent
 TOOL_RUN_TASK = "tools.run"
 TOOL_QUEUE_PREFIX = "tools."
 # Pub/sub: the id of every cancelled task, so workers stop what they run for it at once.
@@ -69,6 +74,11 @@ def task_events(task_id: str) -> str:
 
 def task_tool_results(task_id: str, step: int) -> str:
     return f"task:{task_id}:step:{step}:results"
+
+
+def task_children(task_id: str) -> str:
+    """The ids of the child tasks a task's agent tool calls started."""
+    return f"task:{task_id}:children"
 
 
 def task_approvals(task_id: str, step: int) -> str:

@@ -59,8 +59,10 @@ class TaskRecord(BaseModel):
     result: str | None = None
     error: str | None = None
     pending_calls: list[ToolCall] = Field(default_factory=list)  # the current step's tool calls
-    prompt_tokens: int = 0
+    prompt_tokens: int = 0  # its own, and its children's (they count toward its budget)
     completion_tokens: int = 0
+    parent_id: str | None = None  # the task whose agent tool call started this one
+    ancestors: list[str] = Field(default_factory=list)  # parent first, then its parent...
     created_at: float = Field(default_factory=time.time)
     updated_at: float = Field(default_factory=time.time)
 
@@ -94,6 +96,7 @@ _JSON_FIELDS = frozenset(
     {
         "spec",
         "pending_calls",
+        "ancestors",
         "step",
         "prompt_tokens",
         "completion_tokens",

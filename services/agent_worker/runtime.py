@@ -9,13 +9,14 @@ import asyncio
 import aiohttp
 from celery import Celery
 
+from services.agent_worker.children import ChildStarter
 from services.agent_worker.compaction import Compactor
 from services.agent_worker.live_agents import LiveAgents
 from services.agent_worker.step import StepRunner
 from services.agent_worker.sweep import Sweeper
 from shared.agents import AsyncAgent, build_agent, default_llm
 from shared.cancel import CancelWatch
-from shared.jobs import AgentStepJob, Job
+from shared.jobs import AgentStepJob, ChildJob, Job
 from shared.loop import LoopThread
 from shared.settings import Settings
 from shared.spec import AgentSpec
@@ -47,6 +48,7 @@ class AgentRuntime:
         compactor = Compactor(self.store, settings, self.http)
         runner = StepRunner(self.store, settings, agents, self.cancels, self.celery, compactor)
         self.sweeper = Sweeper(self.store, settings, runner, self.celery)
+        self.children = ChildStarter(self.store, settings, self.celery)
         return runner
 
     def _build(self, spec: AgentSpec) -> AsyncAgent:
@@ -60,6 +62,9 @@ class AgentRuntime:
 
     def sweep(self) -> list[Job]:
         return self.loop.run(self.sweeper.run())
+
+    def start_child(self, job: ChildJob) -> None:
+        self.loop.run(self.children.start(job))
 
     def close(self) -> None:
         self.loop.run(self._stop())

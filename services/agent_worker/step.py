@@ -19,9 +19,9 @@ from celery import Celery
 from services.agent_worker.compaction import Compactor, PromptSize
 from services.agent_worker.live_agents import LiveAgents, LiveSession
 from services.agent_worker.tokens import TokenBuffer
-from shared.cancel import CancelWatch
+from shared.cancel import CancelWatch, cancel_children
 from shared.events import EventKind
-from shared.jobs import AgentStepJob, Job, ToolRunJob, envelope
+from shared.jobs import AgentStepJob, Job, envelope, job_for_call
 from shared.schema import AgentMessage, AgentStatusCode, ToolCall
 from shared.settings import Settings
 from shared.store import StepCommit, StepStart, TaskStore
@@ -82,9 +82,11 @@ class StepRunner:
         return jobs
 
     async def end(self, record: TaskRecord, status: TaskStatus, reason: str) -> list[Job]:
-        """End a task without a result (limits, errors) with the reason; the next task of its
-        session, if one waits, is the job returned."""
-        _, following = await self.store.end(record, status, error=reason)
+        """End a task without a result (limits, errors) with the reason, and the child tasks
+        it started; the next task of its session, if one waits, is the job returned."""
+        ended, following = await self.store.end(record, status, error=reason)
+        if ended:
+            await cancel_children(self.store, self.celery, record.id)
         return _first_step(record, following)
 
     async def fail(self, job: AgentStepJob, reason: str) -> list[Job]:
@@ -150,7 +152,7 @@ class StepRunner:
         held = [c for c in calls if policy is not None and policy.needs(c.name)]
         commit.status = TaskStatus.WAITING_APPROVAL if held else TaskStatus.WAITING_TOOLS
         commit.fields = {"pending_calls": [c.model_dump(mode="json") for c in calls]}
-        commit.jobs = [envelope(self.celery, _tool_job(record, c)) for c in calls if c not in held]
+        commit.jobs = [envelope(self.celery, _job(record, c)) for c in calls if c not in held]
         if held and policy is not None:
             commit.held, commit.approval_timeout_s = held, policy.timeout_s
             asked = [{"id": c.id, "tool": c.name, "arguments": c.parameters} for c in held]
@@ -202,11 +204,9 @@ def _over_budget(record: TaskRecord, size: PromptSize) -> str | None:
     )
 
 
-def _tool_job(record: TaskRecord, call: ToolCall) -> ToolRunJob:
-    return ToolRunJob(
-        task_id=record.id, step=record.step, tenant=record.tenant, session_id=record.session_id,
-        call=call,
-    )  # fmt: skip
+def _job(record: TaskRecord, call: ToolCall) -> Job:
+    """A call's job: a tool run, or a child task for an agent offered as a tool."""
+    return job_for_call(record.id, record.step, record.tenant, record.session_id, call)
 
 
 def _first_step(record: TaskRecord, following: str | None) -> list[Job]:

@@ -21,7 +21,7 @@ from celery import Celery
 from services.agent_worker.step import StepRunner
 from shared import keys
 from shared.approvals import Decision, decide
-from shared.jobs import AgentStepJob, Job, ToolRunJob
+from shared.jobs import AgentStepJob, Job, job_for_call
 from shared.schema import ToolCall
 from shared.settings import Settings
 from shared.store import TaskStore
@@ -111,8 +111,8 @@ class Sweeper:
             return [_step(record, record.id, record.step)]
         held = await self.store.approvals(record.id, step)
         calls = [_as_approved(c, held.get(c.id)) for c in missing]
-        return [ToolRunJob(task_id=record.id, step=step, tenant=record.tenant,
-                           session_id=record.session_id, call=c) for c in calls if c]  # fmt: skip
+        return [job_for_call(record.id, step, record.tenant, record.session_id, c)
+                for c in calls if c]  # fmt: skip
 
     async def _heal(self, record: TaskRecord) -> list[Job]:
         """Give a session nobody live holds to its next waiting task."""

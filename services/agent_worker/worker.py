@@ -12,11 +12,13 @@ import logging
 import threading
 
 from celery import Task, signals
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from services.agent_worker.runtime import AgentRuntime
 from shared import keys
 from shared.celery_app import make_celery
-from shared.jobs import AgentStepJob, Job, enqueue
+from shared.jobs import AgentStepJob, ChildJob, Job, enqueue
 from shared.llms import LLMError
 from shared.logs import setup_logging
 from shared.registry import load_plugins
@@ -59,6 +61,17 @@ def agent_step(self: Task, payload: dict) -> None:
     except Exception as exc:
         jobs = _retry_or_fail(self, job, exc)
     send(jobs)
+
+
+@app.task(
+    name=keys.CHILD_TASK,
+    autoretry_for=(RedisConnectionError, RedisTimeoutError),
+    retry_backoff=True,
+    retry_jitter=True,
+)
+def start_child(payload: dict) -> None:
+    """Start the child task an agent tool call asks for (see children.py)."""
+    runtime().start_child(ChildJob.model_validate(payload))
 
 
 @app.task(name=keys.SWEEP_TASK)

@@ -3,6 +3,7 @@ of what failed. The models document it; `responses` declares each route's errors
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import Request
@@ -22,6 +23,8 @@ __all__ = [
     "server_error",
     "validation_error",
 ]
+
+log = logging.getLogger("taskyard.gateway")
 
 _ECHO_CHARS = 100  # a 422 shows at most this much of what was sent
 
@@ -105,7 +108,8 @@ def _methods_of(request: Request) -> set[str]:
 
 
 async def server_error(request: Request, exc: Exception) -> JSONResponse:
-    """500 in the same shape; the exception itself goes on to the server's log."""
+    """500 in the same shape; the exception itself goes to the log."""
+    log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
     return JSONResponse({"detail": "internal error"}, status_code=500)
 
 

@@ -48,6 +48,25 @@ class TaskAccepted(BaseModel):
     session_id: str
 
 
+class TaskSummary(BaseModel):
+    """A task in a list: where it stands, without its messages."""
+
+    id: str
+    status: TaskStatus
+    session_id: str
+    step: int
+    error: str | None
+    created_at: float
+    updated_at: float
+
+    @classmethod
+    def of(cls, record: TaskRecord) -> TaskSummary:
+        return cls(
+            id=record.id, status=record.status, session_id=record.session_id, step=record.step,
+            error=record.error, created_at=record.created_at, updated_at=record.updated_at,
+        )  # fmt: skip
+
+
 class ApprovalPublic(BaseModel):
     """A call of the task's current step held for a person's decision, and that decision."""
 
@@ -83,6 +102,8 @@ class TaskPublic(BaseModel):
     approvals: list[ApprovalPublic] = Field(
         description="Calls of its current step held for approval."
     )
+    parent_id: str | None = Field(description="The task whose agent tool call started this one.")
+    children: list[TaskSummary] = Field(description="The tasks its agent tool calls started.")
 
     @classmethod
     def of(
@@ -90,6 +111,7 @@ class TaskPublic(BaseModel):
         record: TaskRecord,
         messages: list[AgentMessage],
         approvals: dict[str, dict[str, Any]] | None = None,
+        children: list[TaskRecord] | None = None,
     ) -> TaskPublic:
         usage = {
             "prompt_tokens": record.prompt_tokens,
@@ -107,26 +129,9 @@ class TaskPublic(BaseModel):
             updated_at=record.updated_at,
             messages=messages,
             approvals=[ApprovalPublic.of(k, v) for k, v in (approvals or {}).items()],
+            parent_id=record.parent_id,
+            children=[TaskSummary.of(c) for c in children or []],
         )
-
-
-class TaskSummary(BaseModel):
-    """A task in a list: where it stands, without its messages."""
-
-    id: str
-    status: TaskStatus
-    session_id: str
-    step: int
-    error: str | None
-    created_at: float
-    updated_at: float
-
-    @classmethod
-    def of(cls, record: TaskRecord) -> TaskSummary:
-        return cls(
-            id=record.id, status=record.status, session_id=record.session_id, step=record.step,
-            error=record.error, created_at=record.created_at, updated_at=record.updated_at,
-        )  # fmt: skip
 
 
 class TaskList(BaseModel):

@@ -6,8 +6,8 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from shared.actions import tool_names
 from shared.agents import AGENTS
+from shared.agents.as_tool import offered_tool_names
 
 __all__ = ["openapi_document"]
 
@@ -47,7 +47,7 @@ def _not_null(parameter: dict[str, Any]) -> None:
 def _registered_names(spec: dict[str, Any]) -> None:
     # This deployment's tools and agents (plugins included): a request the schema calls valid
     # is one the gateway takes.
-    spec["tools"]["items"]["enum"] = tool_names()
+    spec["tools"]["items"]["enum"] = offered_tool_names()
     name, null = spec["agent"]["anyOf"]
     agents = sorted(AGENTS)
     spec["agent"]["anyOf"] = [{**name, "enum": agents}, null] if agents else [null]

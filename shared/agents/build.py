@@ -6,8 +6,8 @@ from typing import Any
 
 import aiohttp
 
-from shared.actions import openai_tool_schemas
 from shared.agents.agent import AsyncAgent
+from shared.agents.as_tool import tool_schemas
 from shared.agents.registry import AGENTS
 from shared.agents.streaming import AsyncStreamingAgent
 from shared.aggregators import NativeToolAggregator
@@ -52,7 +52,7 @@ def build_agent(
         system_prompt=spec.system_prompt,
         aggregator=NativeToolAggregator(),
         output_format=NativeToolCallParser(),
-        tools=openai_tool_schemas(spec.tools) or None,
+        tools=tool_schemas(spec.tools) or None,
     )
 
 
@@ -62,7 +62,7 @@ def _registered(spec: AgentSpec, llm: AsyncChatModel) -> AsyncAgent:
         field: getattr(spec, field) for field in _OVERRIDABLE if field in spec.model_fields_set
     }
     if "tools" in spec.model_fields_set:
-        overrides["tools"] = openai_tool_schemas(spec.tools)
+        overrides["tools"] = tool_schemas(spec.tools)
     agent = AGENTS.get(spec.agent)(llm=llm, **overrides)
     if not isinstance(agent, AsyncAgent):
         raise TypeError(

@@ -43,6 +43,10 @@ _NAMES = {
     "{deadlines}": keys.TASK_DEADLINES,
     "{task_prefix}": keys.TASK_PREFIX,
     "{approval_deadlines}": keys.APPROVAL_DEADLINES,
+    "{results_key}": keys.task_tool_results("%s", "%s"),  # type: ignore[arg-type]
+    "{advanced_key}": keys.task_advanced("%s", "%s"),  # type: ignore[arg-type]
+    "{events_key}": keys.task_events("%s"),
+    "{children_key}": keys.task_children("%s"),
 }
 
 

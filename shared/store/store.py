@@ -45,7 +45,7 @@ class Created:
     """What `create` did: made the task (and whether it holds its session now), found the
     task an idempotency key made before, or refused a busy session."""
 
-    outcome: str  # "created", "existing" or "busy"
+    outcome: str  # "created", "existing", "busy" or "parent_ended"
     task_id: str = ""
     holds_session: bool = False
     fingerprint: str = ""
@@ -155,6 +155,7 @@ class TaskStore:
         fingerprint: str = "",
         reject_if_busy: bool = False,
         deadline_s: float = 24 * 3600,
+        extra: Mapping[str, str] | None = None,
     ) -> Created:
         """Store a new task and claim its session, pushing `first_step` then (or queue the
         task behind the session's current one), in one atomic step."""
@@ -167,13 +168,14 @@ class TaskStore:
         queued = dumps({"status": "queued"})
         job = [first_step.queue, first_step.message] if first_step else ["", ""]
         asked = dumps(record.user_message().model_dump(mode="json"))
+        fields_ = {**record.to_redis(), **(extra or {})}
         args = [record.id, queued, mark, _IDEMPOTENCY_TTL_S, busy, self.db, self.broker_db,
-                *job, asked, deadline_s, *_flat(record.to_redis())]  # fmt: skip
+                *job, asked, deadline_s, record.parent_id or "", *_flat(fields_)]  # fmt: skip
         reply = await self._run("create_task", keys_, args)
         if reply[0] == "existing":
             return Created("existing", reply[1], fingerprint=reply[2])
-        if reply[0] == "busy":
-            return Created("busy")
+        if reply[0] in ("busy", "parent_ended"):
+            return Created(reply[0])
         return Created("created", record.id, holds_session=reply[1] == "1")
 
     async def get(self, task_id: str) -> TaskRecord | None:
@@ -201,11 +203,14 @@ class TaskStore:
         out of the session's queue. Returns (whether it ended now, the next task's id)."""
         assert status in TERMINAL
         data = dumps({"status": status.value, **fields_})
+        reason = replace_lone_surrogates(str(fields_.get("error") or "no reason given"))
+        why = f"the agent's task ended {status.value}: {reason}"
         reply = await self._run(
             "end_task",
             [*_task_keys(record.id), *_session_keys(record)],
-            [record.id, status.value, data, *_flat(_stamp(fields_))],
-        )
+            [record.id, status.value, data, self.db, self.broker_db, why,
+             *_flat(_stamp(fields_))],
+        )  # fmt: skip
         return reply[0] == "ended", (reply[1] or None) if reply[0] == "ended" else None
 
     # -- steps -------------------------------------------------------------------------------
@@ -424,6 +429,10 @@ class TaskStore:
                 next_step.queue, next_step.message, dumps({"status": "waiting_tools"})]  # fmt: skip
         outcome, state = await self._run("decide_approval", keys_, args)
         return outcome, state
+
+    async def children(self, task_id: str) -> list[str]:
+        """The ids of the child tasks the task's agent tool calls started."""
+        return sorted(await self.r.smembers(keys.task_children(task_id)))
 
     async def has_tool_result(self, task_id: str, step: int, call_id: str) -> bool:
         return bool(await self.r.hexists(keys.task_tool_results(task_id, step), call_id))

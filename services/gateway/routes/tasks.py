@@ -29,8 +29,8 @@ from services.gateway.models import (
     TaskSummary,
 )
 from services.gateway.sse import event_stream
-from shared.actions import openai_tool_schemas
 from shared.agents import AGENTS
+from shared.agents.as_tool import tool_schemas
 from shared.approvals import Decision, Outcome, decide
 from shared.cancel import cancel
 from shared.events import EventKind
@@ -132,7 +132,8 @@ async def get_task(record: OwnedTaskDep, store: StoreDep) -> TaskPublic:
     """The task's status, result, every message so far, and the calls of its current step
     held for approval."""
     approvals = await store.approvals(record.id, record.step - 1) if record.step else {}
-    return TaskPublic.of(record, await store.messages(record.id), approvals)
+    children = [c for c in await store.get_many(await store.children(record.id)) if c]
+    return TaskPublic.of(record, await store.messages(record.id), approvals, children)
 
 
 @router.get(
@@ -199,7 +200,7 @@ async def decide_call(
 def _check_registered(spec: AgentSpec) -> None:
     """Unknown tool or agent names are the caller's error (422), not a task that fails later."""
     try:
-        openai_tool_schemas(spec.tools)
+        tool_schemas(spec.tools)
         if spec.agent is not None:
             AGENTS.get(spec.agent)
     except RegistryError as exc:

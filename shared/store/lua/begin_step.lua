@@ -11,6 +11,7 @@ local began = '0'
 if status ~= 'running' then
   redis.call('HSET', KEYS[1], 'status', 'running', 'updated_at', ARGV[3])
   add_event(KEYS[2], 'status', ARGV[2])
+  tell_parent(KEYS[1], 'running')
   began = '1'
 end
 moved(KEYS[1])

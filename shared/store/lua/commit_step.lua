@@ -42,9 +42,16 @@ end
 redis.call('HSET', KEYS[1], unpack(mapping))
 redis.call('HINCRBY', KEYS[1], 'prompt_tokens', ARGV[6])
 redis.call('HINCRBY', KEYS[1], 'completion_tokens', ARGV[7])
+-- A child's tokens count toward every ancestor's budget too.
+for _, ancestor in ipairs(cjson.decode(redis.call('HGET', KEYS[1], 'ancestors') or '[]')) do
+  redis.call('HINCRBY', TASK_PREFIX .. ancestor, 'prompt_tokens', ARGV[6])
+  redis.call('HINCRBY', TASK_PREFIX .. ancestor, 'completion_tokens', ARGV[7])
+end
 add_event(KEYS[2], 'status', ARGV[5])
+tell_parent(KEYS[1], ARGV[3])
 if ARGV[4] == '1' then
   ended(KEYS[1])
+  deliver_to_parent(KEYS[1], ARGV[8], ARGV[9], redis.call('HGET', KEYS[1], 'result') or '', nil)
   return {'committed', release_session(KEYS[3], KEYS[4], ARGV[2])}
 end
 moved(KEYS[1])

@@ -4,8 +4,8 @@
 --       task index, the session's task index
 -- ARGV: task id, queued event data, fingerprint ('' without a key), key ttl,
 --       '1' to refuse a busy session, store db, broker db, first step's queue and message,
---       the user's message event data, its deadline (seconds from now), then the task's
---       fields as name, value pairs
+--       the user's message event data, its deadline (seconds from now), its parent task's
+--       id ('' for none), then the task's fields as name, value pairs
 if redis.call('EXISTS', KEYS[1]) == 1 then  -- a retried call whose first try went through
   return {'created', redis.call('GET', KEYS[3]) == ARGV[1] and '1' or '0'}
 end
@@ -16,9 +16,17 @@ if ARGV[3] ~= '' then
     return {'existing', string.sub(existing, 1, space - 1), string.sub(existing, space + 1)}
   end
 end
+local parent = ARGV[12]
+if parent ~= '' then  -- a child task: only while its parent lives, and the parent hears of it
+  local parent_status = redis.call('HGET', TASK_PREFIX .. parent, 'status')
+  if not parent_status or TERMINAL[parent_status] then return {'parent_ended'} end
+  redis.call('SADD', string.format(CHILDREN_KEY, parent), ARGV[1])
+  add_event(string.format(EVENTS_KEY, parent), 'child',
+            cjson.encode({task_id = ARGV[1], status = 'queued'}))
+end
 local holder = redis.call('GET', KEYS[3])
 if ARGV[5] == '1' and holder and holder ~= ARGV[1] then return {'busy'} end
-redis.call('HSET', KEYS[1], unpack(ARGV, 12))
+redis.call('HSET', KEYS[1], unpack(ARGV, 13))
 add_event(KEYS[2], 'status', ARGV[2])
 add_event(KEYS[2], 'message', ARGV[10])
 moved(KEYS[1])

@@ -21,6 +21,8 @@ end
 -- by their deadline; names filled in from shared/keys.py when the scripts load.
 local LIVE, DEADLINES, TASK_PREFIX = '{live}', '{deadlines}', '{task_prefix}'
 local APPROVAL_DEADLINES = '{approval_deadlines}'
+local RESULTS_KEY, ADVANCED_KEY = '{results_key}', '{advanced_key}'
+local EVENTS_KEY, CHILDREN_KEY = '{events_key}', '{children_key}'
 
 local function now()
   local t = redis.call('TIME')
@@ -81,4 +83,31 @@ local function store_result(results, task, events, advanced, step, call_id, mess
     return {'complete', '1'}
   end
   return {'complete', '0'}
+end
+
+-- A child task (an agent offered as a tool) tells its parent how it stands.
+local function tell_parent(task_key, status)
+  local parent = redis.call('HGET', task_key, 'parent_id')
+  if parent then
+    local data = cjson.encode({task_id = task_id_of(task_key), status = status})
+    add_event(string.format(EVENTS_KEY, parent), 'child', data)
+  end
+end
+
+-- A child task that ended hands its answer (or why it has none) to its parent's call, as
+-- that call's result; the result completing the parent's step pushes its next step.
+local function deliver_to_parent(task_key, store_db, broker_db, answer, failure)
+  local f = redis.call('HMGET', task_key, 'parent_id', 'parent_step', 'parent_call_id',
+                       'parent_result', 'parent_next_queue', 'parent_next_message')
+  if not f[1] then return end
+  local message = cjson.decode(f[4])
+  if failure then
+    message['content']['errmsg'] = failure
+    message['content']['state'] = -1002
+  else
+    message['content']['result'] = {{type = 'text', content = answer}}
+  end
+  store_result(string.format(RESULTS_KEY, f[1], f[2]), TASK_PREFIX .. f[1],
+               string.format(EVENTS_KEY, f[1]), string.format(ADVANCED_KEY, f[1], f[2]),
+               f[2], f[3], cjson.encode(message), 604800, store_db, broker_db, {f[5], f[6]})
 end
