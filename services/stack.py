@@ -19,6 +19,7 @@ from pathlib import Path
 
 import httpx
 
+from shared import keys
 from shared.settings import parse_api_keys
 
 __all__ = ["LocalStack", "StackPorts", "free_port"]
@@ -88,6 +89,8 @@ class LocalStack:
             "TASKYARD_SANDBOX_BACKEND": self.sandbox_backend,
             # The stack's own: a (re)started tool worker removes every sandbox of its label.
             "TASKYARD_SANDBOX_WORKER_LABEL": f"stack-{self.run_dir.name}",
+            # Everything here is on loopback, webhook receivers too.
+            "TASKYARD_WEBHOOK_ALLOW_PRIVATE": "true",
             **self.extra_env,
         }
 
@@ -118,9 +121,9 @@ class LocalStack:
         gateway = [py, "-m", "uvicorn", "services.gateway.app:app", "--host", host,
                    "--port", str(self.ports.gateway), "--no-access-log",
                    "--workers", str(self.gateway_workers)]  # fmt: skip
-        agent = [py, "-m", "celery", "-A", "services.agent_worker.worker", "worker", "-Q", "agent",
-                 "--pool", self.agent_pool, "-c", str(self.agent_concurrency), "-n", "agent@%h",
-                 *_CELERY_FLAGS]  # fmt: skip
+        agent = [py, "-m", "celery", "-A", "services.agent_worker.worker", "worker",
+                 "-Q", f"{keys.AGENT_QUEUE},{keys.WEBHOOK_QUEUE}", "--pool", self.agent_pool,
+                 "-c", str(self.agent_concurrency), "-n", "agent@%h", *_CELERY_FLAGS]  # fmt: skip
         tools = [py, "-m", "celery", "-A", "services.tool_worker.worker", "worker",
                  "-Q", ",".join(self.tool_queues), "--pool", "threads",
                  "-c", str(self.tool_concurrency), "-n", "tools@%h", *_CELERY_FLAGS]  # fmt: skip

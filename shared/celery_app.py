@@ -13,9 +13,10 @@ __all__ = ["make_celery"]
 
 
 def make_celery(settings: Settings, tool_names: list[str] | None = None) -> Celery:
-    """A Celery app on the settings' broker, with the `agent` queue and one queue per tool."""
+    """A Celery app on the settings' broker, with the `agent` and `webhooks` queues and one
+    queue per tool."""
     app = Celery("taskyard", broker=settings.broker_url, backend=settings.result_backend)
-    queues = [Queue(keys.AGENT_QUEUE)]
+    queues = [Queue(keys.AGENT_QUEUE), Queue(keys.WEBHOOK_QUEUE)]
     queues += [Queue(keys.tool_queue(name)) for name in tool_names or []]
     app.conf.update(
         task_queues=queues,

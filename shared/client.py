@@ -30,12 +30,15 @@ class TaskyardClient:
         session_id: str | None = None,
         agent: dict[str, Any] | None = None,
         idempotency_key: str | None = None,
+        webhook: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         body: dict[str, Any] = {"input": text}
         if session_id:
             body["session_id"] = session_id
         if agent:
             body["agent"] = agent
+        if webhook:
+            body["webhook"] = webhook
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
         resp = self.http.post("/v1/tasks", json=body, headers=headers)
         resp.raise_for_status()
@@ -98,6 +101,12 @@ class TaskyardClient:
         resp = self.http.post(f"/v1/tasks/{task_id}/approvals/{call_id}", json=body)
         resp.raise_for_status()
         return resp.json()
+
+    def webhook_secret(self) -> str:
+        """What this tenant's webhook deliveries are signed with (`shared.webhooks.verify`)."""
+        resp = self.http.get("/v1/webhooks/secret")
+        resp.raise_for_status()
+        return resp.json()["secret"]
 
     def close(self) -> None:
         self.http.close()

@@ -29,6 +29,7 @@ __all__ = [
     "Envelope",
     "Job",
     "ToolRunJob",
+    "WebhookJob",
     "enqueue",
     "enqueue_agent_step",
     "enqueue_tool_run",
@@ -80,7 +81,13 @@ class ChildJob(_Job):
     call: ToolCall
 
 
-Job = AgentStepJob | ToolRunJob | ChildJob
+class WebhookJob(_Job):
+    """Deliver a task's webhook events not delivered yet, in order."""
+
+    task_id: str
+
+
+Job = AgentStepJob | ToolRunJob | ChildJob | WebhookJob
 
 
 def job_for_call(task_id: str, step: int, tenant: str, session_id: str, call: ToolCall) -> Job:
@@ -103,11 +110,15 @@ def _route(job: Job) -> tuple[str, str]:
         return keys.TOOL_RUN_TASK, action_queue(job.call.name)
     if isinstance(job, ChildJob):
         return keys.CHILD_TASK, keys.AGENT_QUEUE
+    if isinstance(job, WebhookJob):
+        return keys.WEBHOOK_TASK, keys.WEBHOOK_QUEUE
     return keys.AGENT_STEP_TASK, keys.AGENT_QUEUE
 
 
 def _describe(job: Job) -> str:
     # What Celery's logs and Flower show for the job, instead of its whole payload.
+    if isinstance(job, WebhookJob):
+        return f"{job.task_id} webhook"
     call = f" {job.call.name}#{job.call.id}" if not isinstance(job, AgentStepJob) else ""
     return f"{job.task_id} step {job.step}{call}"
 

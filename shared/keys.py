@@ -17,6 +17,9 @@ __all__ = [
     "SWEEP_TASK",
     "TASK_DEADLINES",
     "TOOL_RUN_TASK",
+    "WEBHOOKS_DUE",
+    "WEBHOOK_QUEUE",
+    "WEBHOOK_TASK",
     "browser_page",
     "browser_results",
     "gateway_wake",
@@ -35,13 +38,22 @@ __all__ = [
     "task_children",
     "task_events",
     "task_tool_results",
+    "task_webhook_cursor",
+    "task_webhook_deliveries",
+    "task_webhook_lock",
     "tenant_tasks",
     "tool_queue",
+    "webhook_secret",
 ]
 
 AGENT_QUEUE = "agent"
 AGENT_STEP_TASK = "agent.step"
 CHILD_TASK = "agent.child"  # starts the child task of an agent tool call
+WEBHOOK_QUEUE = "webhooks"
+WEBHOOK_TASK = "webhooks.deliver"
+# Tasks with webhook events not delivered yet, by when to look at them again (a retry's time,
+# or a grace period after a state change): the sweep sends a delivery job for those due.
+WEBHOOKS_DUE = "webhooks:due"
 AGENT_TOOL_PREFIX = "agent:"  # a tool name that names a registered agent
 TOOL_RUN_TASK = "tools.run"
 TOOL_QUEUE_PREFIX = "tools."
@@ -79,6 +91,21 @@ def task_tool_results(task_id: str, step: int) -> str:
 def task_children(task_id: str) -> str:
     """The ids of the child tasks a task's agent tool calls started."""
     return f"task:{task_id}:children"
+
+
+def task_webhook_cursor(task_id: str) -> str:
+    """The last event of the task its webhook jobs are done with (delivered or given up)."""
+    return f"task:{task_id}:webhook:cursor"
+
+
+def task_webhook_deliveries(task_id: str) -> str:
+    """Each webhook delivery of the task by event id: its state, attempts, last answer."""
+    return f"task:{task_id}:webhook:deliveries"
+
+
+def task_webhook_lock(task_id: str) -> str:
+    """Held by the one job delivering the task's webhook events (they go out in order)."""
+    return f"task:{task_id}:webhook:lock"
 
 
 def task_approvals(task_id: str, step: int) -> str:
@@ -156,3 +183,8 @@ def browser_results(session_key: str) -> str:
 def browser_page(session_key: str, url: str) -> str:
     """A page the WebBrowser tool opened for a session, keyed by a hash of its URL."""
     return f"session:{session_key}:browser:page:{hashlib.sha256(url.encode()).hexdigest()}"
+
+
+def webhook_secret(tenant: str) -> str:
+    """The tenant's webhook signing secret ("whsec_" + base64)."""
+    return f"tenant:{tenant}:webhook_secret"

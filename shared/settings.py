@@ -109,6 +109,16 @@ class Settings(BaseSettings):
     compaction_keep_share: float = Field(default=0.4, gt=0, lt=1)
     default_context_window: int = Field(default=0, ge=0)
 
+    # Webhooks: each attempt waits `webhook_timeout_s`; failures retry from
+    # `webhook_retry_base_s`, doubling up to `webhook_retry_max_s`, for `webhook_retry_for_s`.
+    # Private, loopback and link-local receivers are refused unless `webhook_allow_private`
+    # (tests, a laptop).
+    webhook_allow_private: bool = False
+    webhook_timeout_s: float = Field(default=10.0, gt=0)
+    webhook_retry_base_s: float = Field(default=2.0, gt=0)
+    webhook_retry_max_s: float = Field(default=3600.0, gt=0)
+    webhook_retry_for_s: float = Field(default=24 * 3600.0, gt=0)
+
     # Agent workers: model tokens reach the event stream in batches of this interval (0: each
     # at once); warm sessions kept per process; connections each process may hold open.
     token_flush_s: float = Field(default=0.03, ge=0)

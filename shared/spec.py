@@ -4,12 +4,18 @@ from this; the gateway validates it at the door."""
 from __future__ import annotations
 
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
-__all__ = ["AgentSpec", "ApprovalPolicy"]
+__all__ = ["AgentSpec", "ApprovalPolicy", "WebhookSpec"]
 
 _Name = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+# A task's states (shared.task.TaskStatus, spelled out here: the task record builds on specs).
+_Status = Literal[
+    "queued", "running", "waiting_tools", "waiting_approval",
+    "succeeded", "failed", "cancelled", "timed_out",
+]  # fmt: skip
 
 
 class ApprovalPolicy(BaseModel):
@@ -61,3 +67,24 @@ class AgentSpec(BaseModel):
     approval: ApprovalPolicy | None = Field(
         default=None, description="Tool calls that wait for a person's approval."
     )
+
+
+class WebhookSpec(BaseModel):
+    """Where to tell of the task's state changes, and which ones."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = Field(min_length=8, max_length=2048, description="An http(s) URL to POST to.")
+    events: list[_Status] = Field(
+        default_factory=lambda: ["succeeded", "failed", "cancelled", "timed_out"],
+        min_length=1, max_length=8,
+        description="The states to tell of (default: the final ones).",
+    )  # fmt: skip
+
+    @field_validator("url")
+    @classmethod
+    def _http(cls, url: str) -> str:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("a webhook URL must be http:// or https:// with a host")
+        return url

@@ -10,7 +10,7 @@ from enum import StrEnum
 from pydantic import BaseModel, Field, field_serializer
 
 from shared.schema import AgentMessage, ToolCall
-from shared.spec import AgentSpec
+from shared.spec import AgentSpec, WebhookSpec
 
 __all__ = [
     "SESSION_ID_PATTERN",
@@ -61,6 +61,7 @@ class TaskRecord(BaseModel):
     pending_calls: list[ToolCall] = Field(default_factory=list)  # the current step's tool calls
     prompt_tokens: int = 0  # its own, and its children's (they count toward its budget)
     completion_tokens: int = 0
+    webhook: WebhookSpec | None = None
     parent_id: str | None = None  # the task whose agent tool call started this one
     ancestors: list[str] = Field(default_factory=list)  # parent first, then its parent...
     created_at: float = Field(default_factory=time.time)
@@ -97,6 +98,7 @@ _JSON_FIELDS = frozenset(
         "spec",
         "pending_calls",
         "ancestors",
+        "webhook",
         "step",
         "prompt_tokens",
         "completion_tokens",

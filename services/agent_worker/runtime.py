@@ -16,11 +16,12 @@ from services.agent_worker.step import StepRunner
 from services.agent_worker.sweep import Sweeper
 from shared.agents import AsyncAgent, build_agent, default_llm
 from shared.cancel import CancelWatch
-from shared.jobs import AgentStepJob, ChildJob, Job
+from shared.jobs import AgentStepJob, ChildJob, Job, WebhookJob
 from shared.loop import LoopThread
 from shared.settings import Settings
 from shared.spec import AgentSpec
 from shared.store import TaskStore
+from shared.webhooks import Deliverer, Outcome
 
 __all__ = ["AgentRuntime"]
 
@@ -47,7 +48,8 @@ class AgentRuntime:
         agents = LiveAgents(self._build, max_sessions=settings.agent_session_cache)
         compactor = Compactor(self.store, settings, self.http)
         runner = StepRunner(self.store, settings, agents, self.cancels, self.celery, compactor)
-        self.sweeper = Sweeper(self.store, settings, runner, self.celery)
+        self.webhooks = Deliverer(self.store, settings)
+        self.sweeper = Sweeper(self.store, settings, runner, self.celery, self.webhooks)
         self.children = ChildStarter(self.store, settings, self.celery)
         return runner
 
@@ -66,11 +68,15 @@ class AgentRuntime:
     def start_child(self, job: ChildJob) -> None:
         self.loop.run(self.children.start(job))
 
+    def deliver_webhooks(self, job: WebhookJob) -> Outcome:
+        return self.loop.run(self.webhooks.deliver(job.task_id))
+
     def close(self) -> None:
         self.loop.run(self._stop())
         self.loop.close()
 
     async def _stop(self) -> None:
         self._listening.cancel()
+        await self.webhooks.close()
         await self.http.close()
         await self.store.close()

@@ -7,7 +7,8 @@ scripts keep the index); the sweep re-sends what a task that stood still for `st
 waiting on. Steps and tool calls are idempotent, so re-sending is always safe: at worst a
 duplicate does nothing. The same sweep ends tasks past their deadline (`timed_out`), so a task
 whose tool never comes back does not wait for its next step to notice, and denies calls held
-for approval that nobody decided on within the policy's timeout.
+for approval that nobody decided on within the policy's timeout, and sends a delivery job
+for each task whose webhook events are due (a retry's backoff is over, or a job was lost).
 """
 
 from __future__ import annotations
@@ -21,11 +22,12 @@ from celery import Celery
 from services.agent_worker.step import StepRunner
 from shared import keys
 from shared.approvals import Decision, decide
-from shared.jobs import AgentStepJob, Job, job_for_call
+from shared.jobs import AgentStepJob, Job, WebhookJob, job_for_call
 from shared.schema import ToolCall
 from shared.settings import Settings
 from shared.store import TaskStore
 from shared.task import TaskRecord, TaskStatus
+from shared.webhooks import Deliverer
 
 __all__ = ["Sweeper"]
 
@@ -36,12 +38,18 @@ class Sweeper:
     """One sweep at a time (a Redis lock); returns the jobs to send."""
 
     def __init__(
-        self, store: TaskStore, settings: Settings, runner: StepRunner, celery: Celery
+        self,
+        store: TaskStore,
+        settings: Settings,
+        runner: StepRunner,
+        celery: Celery,
+        webhooks: Deliverer,
     ) -> None:
         self.store = store
         self.settings = settings
         self.runner = runner
         self.celery = celery
+        self.webhooks = webhooks
 
     async def run(self) -> list[Job]:
         if not await self.store.try_lock(keys.SWEEP_LOCK, self.settings.sweep_interval_s):
@@ -54,6 +62,7 @@ class Sweeper:
             await self._deny(*held)
         for task_id in await self.store.stalled(now - self.settings.stall_s):
             jobs += await self._redrive(task_id)
+        jobs += [WebhookJob(task_id=task_id) for task_id in await self.webhooks.due(now)]
         return jobs
 
     async def _time_out(self, task_id: str) -> list[Job]:

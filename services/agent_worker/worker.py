@@ -3,7 +3,9 @@
 Run it on Celery's gevent pool, so a step waiting on the model holds a small greenlet, not a
 thread; the steps themselves run on one event loop per process (`AgentRuntime`):
 
-    celery -A services.agent_worker.worker worker -Q agent -P gevent -c 1000
+    celery -A services.agent_worker.worker worker -Q agent,webhooks -P gevent -c 1000
+
+It also delivers webhooks (the `webhooks` queue; a pool of its own if given only that queue).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from services.agent_worker.runtime import AgentRuntime
 from shared import keys
 from shared.celery_app import make_celery
-from shared.jobs import AgentStepJob, ChildJob, Job, enqueue
+from shared.jobs import AgentStepJob, ChildJob, Job, WebhookJob, enqueue
 from shared.llms import LLMError
 from shared.logs import setup_logging
 from shared.registry import load_plugins
@@ -72,6 +74,16 @@ def agent_step(self: Task, payload: dict) -> None:
 def start_child(payload: dict) -> None:
     """Start the child task an agent tool call asks for (see children.py)."""
     runtime().start_child(ChildJob.model_validate(payload))
+
+
+@app.task(name=keys.WEBHOOK_TASK, bind=True, max_retries=None)
+def deliver_webhooks(self: Task, payload: dict) -> None:
+    """Deliver a task's webhook events not delivered yet. A short wait is a Celery countdown;
+    a long backoff waits for the sweep (a countdown past the broker's visibility timeout
+    would come back as a second copy)."""
+    retry_in_s = runtime().deliver_webhooks(WebhookJob.model_validate(payload)).retry_in_s
+    if retry_in_s is not None and retry_in_s <= settings.visibility_timeout_s / 4:
+        raise self.retry(countdown=retry_in_s)
 
 
 @app.task(name=keys.SWEEP_TASK)

@@ -12,7 +12,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from services.gateway.errors import http_error, server_error, validation_error
 from services.gateway.guard import Guard
 from services.gateway.openapi import openapi_document
-from services.gateway.routes import health, sessions, tasks
+from services.gateway.routes import health, sessions, tasks, webhooks
 from shared.logs import setup_logging
 from shared.registry import load_plugins
 from shared.settings import Settings, get_settings
@@ -52,6 +52,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(Exception, server_error)
     app.include_router(tasks.router)
     app.include_router(sessions.router)
+    app.include_router(webhooks.router)
     app.include_router(health.router)
     app.openapi = lambda: openapi_document(app)  # type: ignore[method-assign]
     return app

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared.schema import AgentMessage
-from shared.spec import AgentSpec
+from shared.spec import AgentSpec, WebhookSpec
 from shared.task import SESSION_ID_PATTERN, TaskRecord, TaskStatus
 
 __all__ = [
@@ -20,6 +20,8 @@ __all__ = [
     "TaskList",
     "TaskPublic",
     "TaskSummary",
+    "WebhookDelivery",
+    "WebhookSecret",
 ]
 
 
@@ -39,6 +41,9 @@ class TaskCreate(BaseModel):
     agent: AgentSpec = Field(default_factory=AgentSpec)
     if_session_busy: Literal["wait", "reject"] = Field(
         default="wait", description="When the session runs another task: queue behind it, or 409."
+    )
+    webhook: WebhookSpec | None = Field(
+        default=None, description="POST its state changes there (Standard Webhooks, signed)."
     )
 
 
@@ -88,6 +93,24 @@ class ApprovalDecided(BaseModel):
     state: Literal["approved", "denied"]
 
 
+class WebhookDelivery(BaseModel):
+    """One state change told (or being told) to the task's webhook."""
+
+    event_id: str = Field(description="Also the delivery's `webhook-id` header.")
+    type: str
+    state: Literal["delivered", "retrying", "failed", "refused"]
+    attempts: int
+    status_code: int | None
+    error: str | None
+    at: float
+
+
+class WebhookSecret(BaseModel):
+    """`GET /v1/webhooks/secret`: what the tenant's deliveries are signed with."""
+
+    secret: str = Field(description='"whsec_" + base64 key, as Standard Webhooks libraries take.')
+
+
 class TaskPublic(BaseModel):
     id: str
     status: TaskStatus
@@ -104,6 +127,10 @@ class TaskPublic(BaseModel):
     )
     parent_id: str | None = Field(description="The task whose agent tool call started this one.")
     children: list[TaskSummary] = Field(description="The tasks its agent tool calls started.")
+    webhook: WebhookSpec | None
+    webhook_deliveries: list[WebhookDelivery] = Field(
+        description="Its webhook deliveries so far, oldest first."
+    )
 
     @classmethod
     def of(
@@ -112,6 +139,7 @@ class TaskPublic(BaseModel):
         messages: list[AgentMessage],
         approvals: dict[str, dict[str, Any]] | None = None,
         children: list[TaskRecord] | None = None,
+        deliveries: list[dict[str, Any]] | None = None,
     ) -> TaskPublic:
         usage = {
             "prompt_tokens": record.prompt_tokens,
@@ -131,6 +159,8 @@ class TaskPublic(BaseModel):
             approvals=[ApprovalPublic.of(k, v) for k, v in (approvals or {}).items()],
             parent_id=record.parent_id,
             children=[TaskSummary.of(c) for c in children or []],
+            webhook=record.webhook,
+            webhook_deliveries=[WebhookDelivery.model_validate(d) for d in deliveries or []],
         )
 
 

@@ -25,7 +25,6 @@ SCRIPTS = (
     "publish_live",
     "put_tool_result",
     "release_session",
-    "set_status",
 )
 
 
@@ -47,6 +46,7 @@ _NAMES = {
     "{advanced_key}": keys.task_advanced("%s", "%s"),  # type: ignore[arg-type]
     "{events_key}": keys.task_events("%s"),
     "{children_key}": keys.task_children("%s"),
+    "{webhooks_due}": keys.WEBHOOKS_DUE,
 }
 
 

@@ -190,12 +190,6 @@ class TaskStore:
             found = await pipe.execute()
         return [TaskRecord.from_redis(f) if f else None for f in found]
 
-    async def set_status(self, task_id: str, status: TaskStatus, **fields_: Any) -> bool:
-        """Move a live task to another live state, with its event; False if it had ended."""
-        data = dumps({"status": status.value, **fields_})
-        args = [status.value, data, *_flat(_stamp(fields_))]
-        return bool(await self._run("set_status", _task_keys(task_id), args))
-
     async def end(
         self, record: TaskRecord, status: TaskStatus, **fields_: Any
     ) -> tuple[bool, str | None]:
@@ -226,7 +220,8 @@ class TaskStore:
         keys_ = [*_task_keys(task_id), keys.task_tool_results(task_id, step - 1),
                  keys.session_epoch(tenant, session_id), *memories]  # fmt: skip
         running = dumps({"status": "running"})
-        args = [str(step), running, _now(), epoch, *(offsets[p] for p in paths)]
+        args = [str(step), running, _now(), epoch, *(offsets[p] for p in paths),
+                self.db, self.broker_db]  # fmt: skip
         reply = await self._run("begin_step", keys_, args)
         if not reply[0]:
             return None

@@ -4,6 +4,7 @@ nobody live holds pass on, tasks past their deadline end timed out, busy tasks a
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 
 import pytest
@@ -16,11 +17,12 @@ from shared import keys
 from shared.agents import build_agent
 from shared.cancel import CancelWatch
 from shared.celery_app import make_celery
-from shared.jobs import AgentStepJob, Job, ToolRunJob
+from shared.jobs import AgentStepJob, Job, ToolRunJob, WebhookJob
 from shared.schema import ActionReturn, AgentMessage, ToolCall
 from shared.settings import Settings
 from shared.store import StepCommit, TaskStore
 from shared.task import TaskRecord, TaskStatus
+from shared.webhooks import Deliverer
 
 STALL_S = 0.05
 
@@ -39,7 +41,9 @@ async def sweeper(store: TaskStore, redis_server: str) -> AsyncIterator[Sweeper]
     agents = LiveAgents(lambda spec: build_agent(spec, settings))  # no step runs here
     celery = make_celery(settings)
     runner = StepRunner(store, settings, agents, CancelWatch(store.r), celery)
-    yield Sweeper(store, settings, runner, celery)
+    webhooks = Deliverer(store, settings)
+    yield Sweeper(store, settings, runner, celery, webhooks)
+    await webhooks.close()
 
 
 async def _sweep(sweeper: Sweeper) -> list[Job]:
@@ -137,3 +141,13 @@ def test_the_sweep_is_on_celery_beats_schedule() -> None:
     entry = app.conf.beat_schedule["sweep"]
     assert entry["task"] == keys.SWEEP_TASK
     assert entry["options"]["queue"] == keys.AGENT_QUEUE
+
+
+async def test_webhook_deliveries_due_get_a_job_and_are_looked_at_again_later(
+    sweeper: Sweeper, redis_client: redis.Redis
+) -> None:
+    redis_client.zadd(keys.WEBHOOKS_DUE, {"task_due": 1.0, "task_later": time.time() + 3600})
+    jobs = await _sweep(sweeper)
+    assert [j for j in jobs if isinstance(j, WebhookJob)] == [WebhookJob(task_id="task_due")]
+    assert float(redis_client.zscore(keys.WEBHOOKS_DUE, "task_due") or 0) > time.time()
+    assert not [j for j in await _sweep(sweeper) if isinstance(j, WebhookJob)]

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from services.llm_proxy.config import ProxySettings, load_pool
+from shared import keys
 from shared.actions import action_queue
 from shared.settings import Settings
 
@@ -53,7 +54,7 @@ def test_commands_name_real_modules(service: str, module: str) -> None:
 def test_workers_consume_the_queues_tasks_are_sent_to() -> None:
     agent = _command("agent_worker")
     tools = _command("tool_worker")
-    assert agent[agent.index("-Q") + 1] == "agent"
+    assert agent[agent.index("-Q") + 1].split(",") == [keys.AGENT_QUEUE, keys.WEBHOOK_QUEUE]
     queues = tools[tools.index("-Q") + 1].split(",")
     assert queues == [action_queue("IPythonInterpreter"), action_queue("WebBrowser.search")]
 

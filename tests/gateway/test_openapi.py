@@ -31,6 +31,7 @@ DECLARED = {
     ("/v1/tasks/{task_id}/events", "get"): {"200", "400", "401", "404"},
     ("/v1/tasks/{task_id}/cancel", "post"): {"200", "401", "404", "409", "413"},
     ("/v1/tasks/{task_id}/approvals/{call_id}", "post"): {"200", "401", "404", "409", "413", "422"},
+    ("/v1/webhooks/secret", "get"): {"200", "401"},
     ("/healthz", "get"): {"200"},
     ("/readyz", "get"): {"200", "503"},
 }

@@ -152,7 +152,8 @@ async def test_tool_results_complete_the_step_once(store: TaskStore) -> None:
 async def test_an_ended_task_takes_no_more_results_or_steps(store: TaskStore) -> None:
     record = await _created(store)
     assert await store.end(record, TaskStatus.CANCELLED, error="cancelled by the client")
-    assert not await store.set_status(record.id, TaskStatus.RUNNING)
+    late_start = await store.begin_step(record.id, 0, "acme", "s1", {"memory": 0}, "0")
+    assert late_start is not None and not late_start.current and not late_start.began
     late = StepCommit(record, TaskStatus.SUCCEEDED, fields={"result": "late"})
     assert await store.commit_step(late) == (False, None)
     stored = await store.put_tool_result(record.id, 0, "a", _result("a"))

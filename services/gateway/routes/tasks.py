@@ -7,6 +7,7 @@ import re
 import uuid
 from typing import Annotated
 
+from celery import Celery
 from fastapi import APIRouter, Header, HTTPException, Path, Query, status
 from fastapi.responses import StreamingResponse
 
@@ -29,6 +30,7 @@ from services.gateway.models import (
     TaskSummary,
 )
 from services.gateway.sse import event_stream
+from shared.actions.web import AddressPolicy
 from shared.agents import AGENTS
 from shared.agents.as_tool import tool_schemas
 from shared.approvals import Decision, Outcome, decide
@@ -36,10 +38,12 @@ from shared.cancel import cancel
 from shared.events import EventKind
 from shared.jobs import AgentStepJob, envelope
 from shared.registry import RegistryError
+from shared.settings import Settings
 from shared.spec import AgentSpec
 from shared.store import TaskStore, listing
 from shared.store.listing import CURSOR_PATTERN
 from shared.task import SESSION_ID_PATTERN, TaskRecord, TaskStatus
+from shared.webhooks import deliveries, refusal, subscription
 
 router = APIRouter(prefix="/v1/tasks", tags=["tasks"], route_class=JSONRoute)
 
@@ -82,6 +86,7 @@ async def create_task(
         session_id=body.session_id or uuid.uuid4().hex,
         input=body.input,
         spec=body.agent,
+        webhook=body.webhook,
     )
     fingerprint = hashlib.sha256(body.model_dump_json().encode()).hexdigest()
     reject = body.if_session_busy == "reject"
@@ -90,13 +95,24 @@ async def create_task(
     # session; else it waits its turn).
     created = await store.create(
         record, envelope(celery, first), idempotency_key, fingerprint, reject_if_busy=reject,
-        deadline_s=settings.task_deadline_s,
+        deadline_s=settings.task_deadline_s, extra=_webhook_fields(record, celery, settings),
     )  # fmt: skip
     if created.outcome == "busy":
         raise HTTPException(status.HTTP_409_CONFLICT, detail="session is running another task")
     if created.outcome == "existing":
         return await _existing(store, created.task_id, created.fingerprint == fingerprint)
     return TaskAccepted(id=record.id, status=record.status, session_id=record.session_id)
+
+
+def _webhook_fields(record: TaskRecord, celery: Celery, settings: Settings) -> dict[str, str]:
+    """The task's webhook subscription, once its URL passes the address policy."""
+    if record.webhook is None:
+        return {}
+    policy = AddressPolicy(allow_private=settings.webhook_allow_private)
+    if why := refusal(record.webhook.url, policy):
+        detail = [issue(["body", "webhook", "url"], why)]
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=detail)
+    return subscription(record, celery)
 
 
 async def _existing(store: TaskStore, task_id: str, same_body: bool) -> TaskAccepted:
@@ -133,7 +149,8 @@ async def get_task(record: OwnedTaskDep, store: StoreDep) -> TaskPublic:
     held for approval."""
     approvals = await store.approvals(record.id, record.step - 1) if record.step else {}
     children = [c for c in await store.get_many(await store.children(record.id)) if c]
-    return TaskPublic.of(record, await store.messages(record.id), approvals, children)
+    told = await deliveries(store, record.id) if record.webhook else []
+    return TaskPublic.of(record, await store.messages(record.id), approvals, children, told)
 
 
 @router.get(

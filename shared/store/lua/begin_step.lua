@@ -2,7 +2,8 @@
 -- needs: the task, the previous step's tool results, and each memory's messages after the
 -- offset the caller already holds (all of them if the session was rewritten meanwhile).
 -- KEYS: task, events, previous step's results, session epoch, memory lists...
--- ARGV: step, running event data, updated_at, cached epoch, one offset per memory list
+-- ARGV: step, running event data, updated_at, cached epoch, one offset per memory list,
+--       then the store db and the broker db
 local fields = redis.call('HGETALL', KEYS[1])
 if #fields == 0 then return {fields} end
 local status = redis.call('HGET', KEYS[1], 'status')
@@ -12,6 +13,7 @@ if status ~= 'running' then
   redis.call('HSET', KEYS[1], 'status', 'running', 'updated_at', ARGV[3])
   add_event(KEYS[2], 'status', ARGV[2])
   tell_parent(KEYS[1], 'running')
+  notify(KEYS[1], 'running', ARGV[#KEYS + 1], ARGV[#KEYS + 2])
   began = '1'
 end
 moved(KEYS[1])

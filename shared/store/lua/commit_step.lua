@@ -49,6 +49,7 @@ for _, ancestor in ipairs(cjson.decode(redis.call('HGET', KEYS[1], 'ancestors') 
 end
 add_event(KEYS[2], 'status', ARGV[5])
 tell_parent(KEYS[1], ARGV[3])
+notify(KEYS[1], ARGV[3], ARGV[8], ARGV[9])
 if ARGV[4] == '1' then
   ended(KEYS[1])
   deliver_to_parent(KEYS[1], ARGV[8], ARGV[9], redis.call('HGET', KEYS[1], 'result') or '', nil)

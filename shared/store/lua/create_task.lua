@@ -29,6 +29,7 @@ if ARGV[5] == '1' and holder and holder ~= ARGV[1] then return {'busy'} end
 redis.call('HSET', KEYS[1], unpack(ARGV, 13))
 add_event(KEYS[2], 'status', ARGV[2])
 add_event(KEYS[2], 'message', ARGV[10])
+notify(KEYS[1], 'queued', ARGV[6], ARGV[7])
 moved(KEYS[1])
 local created = now()
 redis.call('ZADD', DEADLINES, created + tonumber(ARGV[11]), ARGV[1])

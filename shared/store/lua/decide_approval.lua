@@ -23,6 +23,7 @@ end
 if not still_pending and status == 'waiting_approval' then
   redis.call('HSET', KEYS[1], 'status', 'waiting_tools')
   add_event(KEYS[2], 'status', ARGV[14])
+  notify(KEYS[1], 'waiting_tools', ARGV[6], ARGV[7])
 end
 moved(KEYS[1])
 if ARGV[3] == 'approve' then

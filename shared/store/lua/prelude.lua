@@ -23,6 +23,7 @@ local LIVE, DEADLINES, TASK_PREFIX = '{live}', '{deadlines}', '{task_prefix}'
 local APPROVAL_DEADLINES = '{approval_deadlines}'
 local RESULTS_KEY, ADVANCED_KEY = '{results_key}', '{advanced_key}'
 local EVENTS_KEY, CHILDREN_KEY = '{events_key}', '{children_key}'
+local WEBHOOKS_DUE = '{webhooks_due}'
 
 local function now()
   local t = redis.call('TIME')
@@ -110,4 +111,22 @@ local function deliver_to_parent(task_key, store_db, broker_db, answer, failure)
   store_result(string.format(RESULTS_KEY, f[1], f[2]), TASK_PREFIX .. f[1],
                string.format(EVENTS_KEY, f[1]), string.format(ADVANCED_KEY, f[1], f[2]),
                f[2], f[3], cjson.encode(message), 604800, store_db, broker_db, {f[5], f[6]})
+end
+
+-- Tell the task's webhook of a state change it subscribed to: push its delivery job, with
+-- ids of its own (each push is a message of its own to the broker), and mark the task due
+-- for the sweep in two minutes should that job be lost (the job pushes the mark on).
+local function notify(task_key, status, store_db, broker_db)
+  local f = redis.call('HMGET', task_key, 'webhook_events', 'webhook_queue', 'webhook_message')
+  if not f[1] or not string.find(f[1], ',' .. status .. ',', 1, true) then return end
+  local task_id = task_id_of(task_key)
+  local at = now()
+  redis.call('ZADD', WEBHOOKS_DUE, 'NX', at + 120, task_id)
+  local message = cjson.decode(f[3])
+  local tag = task_id .. '.' .. status .. '.' .. string.format('%.6f', at)
+  message['headers']['id'] = tag
+  message['headers']['root_id'] = tag
+  message['properties']['correlation_id'] = tag
+  message['properties']['delivery_tag'] = tag
+  push_jobs(store_db, broker_db, {f[2], cjson.encode(message)})
 end

@@ -1,0 +1,235 @@
+"""Webhook deliveries on a real Redis to a real receiver on loopback: the store's scripts push
+a delivery job in the same write as each subscribed state change; deliveries are signed
+(Standard Webhooks), keep their id across retries, go out in order, back off between tries,
+give up after the retry window, and refuse private addresses unless allowed."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+import redis
+from aiohttp import web
+
+from shared import keys
+from shared.celery_app import make_celery
+from shared.settings import Settings
+from shared.spec import WebhookSpec
+from shared.store import StepCommit, TaskStore
+from shared.task import TaskRecord, TaskStatus
+from shared.webhooks import (
+    Deliverer,
+    InvalidSignature,
+    deliveries,
+    sign,
+    subscription,
+    tenant_secret,
+    verify,
+)
+
+
+class Receiver:
+    """An HTTP endpoint answering with the next scripted status code (then 200 for ever)."""
+
+    def __init__(self) -> None:
+        self.codes: list[int] = []
+        self.received: list[tuple[dict[str, str], bytes]] = []
+
+    async def handle(self, request: web.Request) -> web.Response:
+        self.received.append(({k.lower(): v for k, v in request.headers.items()},
+                              await request.read()))  # fmt: skip
+        code = self.codes.pop(0) if self.codes else 200
+        return web.Response(status=code, text="nope" if code >= 300 else "ok")
+
+    def bodies(self) -> list[dict]:
+        return [json.loads(body) for _, body in self.received]
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[tuple[Receiver, str]]:
+    found = Receiver()
+    app = web.Application()
+    app.router.add_post("/hook", found.handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    yield found, f"http://127.0.0.1:{port}/hook"
+    await runner.cleanup()
+
+
+@pytest.fixture
+def settings(redis_server: str, redis_client: redis.Redis) -> Settings:
+    redis.Redis.from_url(f"{redis_server}/1").flushdb()
+    return Settings(redis_url=f"{redis_server}/0", broker_url=f"{redis_server}/1",
+                    webhook_allow_private=True, webhook_retry_base_s=0.05,
+                    webhook_retry_max_s=0.2, webhook_retry_for_s=0.5)  # fmt: skip
+
+
+@pytest.fixture
+async def store(settings: Settings) -> AsyncIterator[TaskStore]:
+    store = TaskStore.from_url(settings.redis_url, settings.broker_url)
+    yield store
+    await store.close()
+
+
+@pytest.fixture
+async def deliverer(store: TaskStore, settings: Settings) -> AsyncIterator[Deliverer]:
+    deliverer = Deliverer(store, settings)
+    yield deliverer
+    await deliverer.close()
+
+
+Create = Callable[..., "asyncio.Future[TaskRecord]"]
+
+
+@pytest.fixture
+def create(store: TaskStore, settings: Settings, receiver: tuple[Receiver, str]) -> Create:
+    async def create(events: list[str] | None = None, url: str | None = None) -> TaskRecord:
+        hook = WebhookSpec(url=url or receiver[1], **({"events": events} if events else {}))
+        record = TaskRecord(tenant="acme", session_id=f"s{time.monotonic_ns()}", input="hi",
+                            webhook=hook)  # fmt: skip
+        extra = subscription(record, make_celery(settings))
+        assert (await store.create(record, extra=extra)).outcome == "created"
+        return record
+
+    return create  # type: ignore[return-value]
+
+
+async def _delivery_jobs(settings: Settings) -> list[dict]:
+    broker = redis.Redis.from_url(settings.broker_url)
+    messages = [json.loads(m) for m in broker.lrange(keys.WEBHOOK_QUEUE, 0, -1)]
+    return [json.loads(base64.b64decode(m["body"])) for m in messages]
+
+
+async def _succeed(store: TaskStore, record: TaskRecord) -> None:
+    running = await store.begin_step(record.id, 0, record.tenant, record.session_id,
+                                     {"memory": 0}, "0")  # fmt: skip
+    assert running is not None
+    done = StepCommit(running.record, TaskStatus.SUCCEEDED, fields={"result": "42"})
+    assert (await store.commit_step(done))[0]
+
+
+async def _deliver_until_done(deliverer: Deliverer, task_id: str) -> int:
+    """Run delivery jobs as the worker would (waiting out each backoff); the jobs it took."""
+    for jobs in range(1, 50):
+        outcome = await deliverer.deliver(task_id)
+        if outcome.retry_in_s is None:
+            return jobs
+        await asyncio.sleep(outcome.retry_in_s)
+    raise AssertionError("deliveries never finished")
+
+
+def test_signatures_match_the_standard_webhooks_test_vector() -> None:
+    secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+    body = b'{"test": 2432232314}'
+    signature = sign(secret, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, body)
+    assert signature == "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+
+
+def test_verify_refuses_a_wrong_signature_an_old_timestamp_and_missing_headers() -> None:
+    secret = "whsec_" + base64.b64encode(b"k" * 32).decode()
+    now = int(time.time())
+    headers = {"webhook-id": "1-0", "webhook-timestamp": str(now),
+               "webhook-signature": sign(secret, "1-0", now, b"{}")}  # fmt: skip
+    verify(secret, headers, b"{}")
+    with pytest.raises(InvalidSignature, match="signature"):
+        verify(secret, headers, b'{"changed": 1}')
+    old = {**headers, "webhook-timestamp": str(now - 3600),
+           "webhook-signature": sign(secret, "1-0", now - 3600, b"{}")}  # fmt: skip
+    with pytest.raises(InvalidSignature, match="timestamp"):
+        verify(secret, old, b"{}")
+    with pytest.raises(InvalidSignature, match="header"):
+        verify(secret, {"webhook-id": "1-0"}, b"{}")
+
+
+async def test_each_subscribed_state_change_pushes_a_delivery_job_with_the_write(
+    store: TaskStore, settings: Settings, create: Create
+) -> None:
+    record = await create(events=["running", "succeeded"])
+    assert await _delivery_jobs(settings) == []  # `queued` is not subscribed
+    await _succeed(store, record)
+    jobs = await _delivery_jobs(settings)
+    assert len(jobs) == 2 and all(j[0][0]["task_id"] == record.id for j in jobs)
+    assert await store.r.zscore(keys.WEBHOOKS_DUE, record.id) is not None  # a lost job's net
+
+
+async def test_a_failing_receiver_gets_the_same_signed_delivery_until_it_accepts(
+    store: TaskStore, deliverer: Deliverer, create: Create, receiver: tuple[Receiver, str]
+) -> None:
+    found, _ = receiver
+    record = await create()
+    await _succeed(store, record)
+    found.codes = [500, 503]
+    assert await _deliver_until_done(deliverer, record.id) == 3
+    assert len(found.received) == 3
+    assert len({headers["webhook-id"] for headers, _ in found.received}) == 1
+    secret = await tenant_secret(store, "acme")
+    for headers, body in found.received:
+        verify(secret, headers, body)
+    body = found.bodies()[-1]
+    assert body["type"] == "task.succeeded" and body["data"]["task_id"] == record.id
+    [told] = await deliveries(store, record.id)
+    assert told["state"] == "delivered" and told["attempts"] == 3 and told["status_code"] == 200
+    assert await store.r.zscore(keys.WEBHOOKS_DUE, record.id) is None
+    assert (await deliverer.deliver(record.id)).retry_in_s is None
+    assert len(found.received) == 3  # a duplicate job delivers nothing twice
+
+
+async def test_a_job_during_a_backoff_does_not_try_early(
+    store: TaskStore, deliverer: Deliverer, create: Create, receiver: tuple[Receiver, str]
+) -> None:
+    found, _ = receiver
+    record = await create()
+    await _succeed(store, record)
+    found.codes = [500]
+    wait = (await deliverer.deliver(record.id)).retry_in_s
+    assert wait is not None and wait > 0
+    again = (await deliverer.deliver(record.id)).retry_in_s
+    assert again is not None and again <= wait and len(found.received) == 1
+    [told] = await deliveries(store, record.id)
+    assert told["state"] == "retrying" and told["attempts"] == 1 and told["error"] == "nope"
+
+
+async def test_events_go_out_in_order_and_a_dead_receiver_is_given_up_on(
+    store: TaskStore, deliverer: Deliverer, create: Create, receiver: tuple[Receiver, str]
+) -> None:
+    found, _ = receiver
+    record = await create(events=["running", "succeeded"])
+    await _succeed(store, record)
+    found.codes = [500] * 50  # never accepts within the (half a second) retry window
+    await _deliver_until_done(deliverer, record.id)
+    types = [body["type"] for body in found.bodies()]
+    first_succeeded = types.index("task.succeeded")
+    assert set(types[:first_succeeded]) == {"task.running"}  # nothing overtakes
+    told = await deliveries(store, record.id)
+    assert [t["state"] for t in told] == ["failed", "failed"]
+    assert told[0]["attempts"] == deliverer.max_attempts
+
+
+async def test_a_private_receiver_is_refused_unless_allowed(
+    store: TaskStore, settings: Settings, create: Create, receiver: tuple[Receiver, str]
+) -> None:
+    found, url = receiver
+    strict = Deliverer(store, settings.model_copy(update={"webhook_allow_private": False}))
+    record = await create(url=url.replace("127.0.0.1", "localhost"))  # a name: checked as sent
+    await _succeed(store, record)
+    try:
+        assert (await strict.deliver(record.id)).retry_in_s is None
+    finally:
+        await strict.close()
+    [told] = await deliveries(store, record.id)
+    assert told["state"] == "refused" and "loopback" in told["error"]
+    assert found.received == []
+
+
+async def test_each_tenant_has_its_own_stable_secret(store: TaskStore) -> None:
+    first = await tenant_secret(store, "acme")
+    assert first.startswith("whsec_") and len(base64.b64decode(first[6:])) == 32
+    assert await tenant_secret(store, "acme") == first
+    assert await tenant_secret(store, "other") != first
