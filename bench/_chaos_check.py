@@ -76,7 +76,12 @@ class Verdict:
     memory_incomplete: list[str] = field(default_factory=list)
     sessions_interleaved: list[str] = field(default_factory=list)
     tool_calls: int = 0
-    started_again: int = 0  # calls a tool worker started more than once (its log)
+    # Calls a tool worker started more than once (its log), with a tool worker killed
+    # between two of the starts, or not (a duplicate delivery while the first was queued
+    # or running: the sweep's re-send, or a job restored after the visibility timeout).
+    started_again_after_kill: int = 0
+    started_again_no_kill: int = 0
+    redriven: Counter[str] = field(default_factory=Counter)  # the sweep's re-sends, by status
     reran_in_kernel: set[int] = field(default_factory=set)  # tokens whose cell ran twice
     rerun_committed: int = 0  # committed results printed by a cell's second run
 
@@ -86,8 +91,9 @@ class Verdict:
 
 
 def read_back(
-    stack: LocalStack, accepted: dict[int, str], tasks: list[ChaosTask], pending: frozenset[str]
-) -> Verdict:
+    stack: LocalStack, accepted: dict[int, str], tasks: list[ChaosTask], pending: frozenset[str],
+    tool_kills: list[float],
+) -> Verdict:  # fmt: skip
     """Read every accepted task back (the gateway), its session's memory (Redis) and the
     tool worker's log, and sort what they show."""
     by_token = {task.token: task for task in tasks}
@@ -101,7 +107,11 @@ def read_back(
     for token, task_id in accepted.items():
         sessions[by_token[token].session_id][token] = task_id
     _check_memories(verdict, stack.redis_url, tenant, sessions)
-    _count_tool_runs(verdict, stack.log_path("tool_worker"), set(ids))
+    _count_tool_runs(verdict, stack.log_path("tool_worker"), set(ids), tool_kills)
+    verdict.redriven = Counter(
+        entry["msg"].rpartition("(")[2].rstrip(")")
+        for entry in _json_lines(stack.log_path("agent_worker"), "re-driving")
+    )
     return verdict
 
 
@@ -201,13 +211,23 @@ def _check_memory(verdict: Verdict, session_id: str, raw: list[str], tasks: dict
             verdict.memory_incomplete.append(task_id)
 
 
-def _count_tool_runs(verdict: Verdict, tool_log: Path, ids: set[str]) -> None:
-    """How many calls a tool worker started more than once (every start is logged)."""
-    starts: Counter[tuple[str, str]] = Counter()
-    for line in tool_log.read_text(errors="replace").splitlines():
-        if not line.startswith("{") or _TOOL_CALL_LOG not in line:
-            continue
-        entry = json.loads(line)
+def _count_tool_runs(verdict: Verdict, tool_log: Path, ids: set[str], kills: list[float]) -> None:
+    """How many calls a tool worker started more than once (every start is logged), and
+    whether a tool worker was killed between their first and last start."""
+    starts: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for entry in _json_lines(tool_log, _TOOL_CALL_LOG):
         if entry.get("task_id") in ids:
-            starts[entry["task_id"], entry.get("call_id", "")] += 1
-    verdict.started_again = sum(1 for count in starts.values() if count > 1)
+            starts[entry["task_id"], entry.get("call_id", "")].append(entry["ts"])
+    for times in starts.values():
+        if len(times) < 2:
+            continue
+        if any(min(times) < kill < max(times) for kill in kills):
+            verdict.started_again_after_kill += 1
+        else:
+            verdict.started_again_no_kill += 1
+
+
+def _json_lines(log: Path, marker: str) -> list[dict[str, Any]]:
+    """The service's JSON log entries (taskyard's own loggers) whose line holds `marker`."""
+    lines = log.read_text(errors="replace").splitlines()
+    return [json.loads(line) for line in lines if line.startswith("{") and marker in line]

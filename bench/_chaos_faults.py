@@ -10,7 +10,6 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 
 import redis
@@ -25,9 +24,10 @@ REDIS_DOWN_S = 1.0  # how long Redis stays down before it is started again
 
 @dataclass
 class FaultLog:
-    """What the chaos did: kills per worker, the seconds each restart took, the Redis fault."""
+    """What the chaos did: when each worker was killed (Unix times, as the services' logs
+    write them), the seconds each restart took, the Redis fault."""
 
-    kills: Counter[str] = field(default_factory=Counter)
+    kills: dict[str, list[float]] = field(default_factory=lambda: {w: [] for w in WORKERS})
     restart_s: list[float] = field(default_factory=list)
     redis: str = ""
 
@@ -77,8 +77,8 @@ class Chaos:
             self._error = exc
 
     def _kill_worker(self, name: str) -> None:
+        self.log.kills[name].append(time.time())
         self.stack.kill(name)
-        self.log.kills[name] += 1
         began = time.monotonic()
         self.stack.restart(name)
         self.log.restart_s.append(time.monotonic() - began)

@@ -34,12 +34,15 @@ What the table counts (one task in exactly one of succeeded, wrong, lost, stuck)
 - stuck: not ended when the drain deadline passed.
 - drain: from the chaos's end (the last worker restarted) to the last task ending.
 
-Tool calls are at least once: a tool worker killed mid-call leaves its job unacked, and it
-runs again (in a fresh kernel: the old one died with its worker). That is counted apart, not
-as a duplicated step: "started more than once" from the tool worker's log (every start is
-logged), and "ran twice in one kernel" from the cells themselves (each cell appends its token
-to a list in its session's kernel and prints how often its token, and any earlier one, is in
-it), which would show a committed call run again where a user could see it.
+Tool calls are at least once, and counted apart, not as duplicated steps: "started more
+than once" from the tool worker's log (every start is logged), split by whether a tool worker
+was killed between the starts (a crash mid-call: its job returns after the visibility
+timeout and runs in a fresh kernel, the old one died with its worker) or not (a duplicate
+delivery while the first was still queued or running: the sweep re-sends what a task
+standing still for TASKYARD_STALL_S waits on, and a job held past the visibility timeout is
+restored); and "ran twice in one kernel" from the cells themselves (each appends its token to
+a list in its session's kernel and prints how often its token, and any earlier one, is in
+it), which shows a committed call run again where the session's later cells can see it.
 """
 
 from __future__ import annotations
@@ -111,7 +114,8 @@ def run_variant(variant: Variant, args: argparse.Namespace) -> None:
         faults = chaos.stop()
         drain = watch_drain(stack.redis_url, submitted.accepted.values(), time.monotonic(),
                             args.drain)  # fmt: skip
-        verdict = read_back(stack, submitted.accepted, tasks, drain.pending)
+        verdict = read_back(stack, submitted.accepted, tasks, drain.pending,
+                            faults.kills["tool_worker"])  # fmt: skip
     finally:
         stack.stop()
     print_variant(variant, verdict, drain, faults, args)
@@ -133,13 +137,17 @@ def print_variant(
               len(verdict.wrong), stuck, drained]  # fmt: skip
     print("| " + " | ".join(map(str, counts)) + " |\n")
     restarts = sorted(faults.restart_s) or [0.0]
-    print(f"- faults: agent worker killed {faults.kills['agent_worker']}x, tool worker "
-          f"{faults.kills['tool_worker']}x (each back in {restarts[0]:.1f}-{restarts[-1]:.1f} s)"
-          f"; Redis: {faults.redis or 'not restarted'}")  # fmt: skip
+    print(f"- faults: agent worker killed {len(faults.kills['agent_worker'])}x, tool worker "
+          f"{len(faults.kills['tool_worker'])}x (each back in {restarts[0]:.1f}-"
+          f"{restarts[-1]:.1f} s); Redis: {faults.redis or 'not restarted'}")  # fmt: skip
     print(f"- tool calls: {verdict.tool_calls} results in transcripts; started more than once "
-          f"(tool worker log): {verdict.started_again}; ran twice in one kernel: "
-          f"{len(verdict.reran_in_kernel)} (a second run's output committed: "
+          f"(tool worker log): {verdict.started_again_after_kill} with a tool worker killed "
+          f"between the starts, {verdict.started_again_no_kill} with none; ran twice in one "
+          f"kernel: {len(verdict.reran_in_kernel)} (a second run's output committed: "
           f"{verdict.rerun_committed})")  # fmt: skip
+    redriven = ", ".join(f"{status} {n}" for status, n in verdict.redriven.most_common())
+    print(f"- the sweep re-sent what {verdict.redriven.total()} standing tasks waited on "
+          f"({redriven or 'none'})")  # fmt: skip
     print(f"- duplicated: {len(verdict.dup_transcript)} in transcripts, "
           f"{len(verdict.dup_memory)} in session memory; succeeded tasks missing from memory: "
           f"{len(verdict.memory_incomplete)}; sessions interleaving two tasks: "
