@@ -48,6 +48,7 @@ it), which shows a committed call run again where the session's later cells can 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import signal
 import sys
@@ -65,7 +66,8 @@ from _chaos_workload import make_tasks, submit_paced
 from services.stack import LocalStack
 
 # Quick recovery: a dead worker's jobs return after 5 s, and a task that stood still for
-# 3 s has what it waits on sent again by a sweep running every second.
+# 3 s has what it waits on sent again by a sweep running every second. The same variables
+# in the environment override these.
 RECOVERY_ENV = {
     "TASKYARD_VISIBILITY_TIMEOUT_S": "5",
     "TASKYARD_STALL_S": "3",
@@ -93,7 +95,8 @@ VARIANTS = {
 def stack_env(sessions: int) -> dict[str, str]:
     # One live sandbox per session, so no session loses its kernel to the per-tenant cap.
     room = str(max(64, sessions))
-    return {**RECOVERY_ENV, "TASKYARD_SANDBOX_MAX_PER_TENANT": room,
+    recovery = {name: os.environ.get(name, value) for name, value in RECOVERY_ENV.items()}
+    return {**recovery, "TASKYARD_SANDBOX_MAX_PER_TENANT": room,
             "TASKYARD_SANDBOX_MAX_PER_WORKER": room}  # fmt: skip
 
 
