@@ -34,7 +34,8 @@ class FaultLog:
 
 class Chaos:
     """Started with `start()`, ended with `stop()`, which returns the log (or raises what
-    broke the chaos thread: a service that would not come back is the run's failure)."""
+    broke the chaos thread: a service that would not come back is the run's failure);
+    `halt()` only ends it, for a run that is failing anyway."""
 
     def __init__(
         self,
@@ -59,11 +60,15 @@ class Chaos:
         self._thread.start()
 
     def stop(self) -> FaultLog:
-        self._stop.set()
-        self._thread.join()
+        self.halt()
         if self._error is not None:
             raise RuntimeError("the chaos thread failed") from self._error
         return self.log
+
+    def halt(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
 
     def _run(self) -> None:
         try:

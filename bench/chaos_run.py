@@ -111,10 +111,10 @@ def run_variant(variant: Variant, args: argparse.Namespace) -> None:
         sandbox_backend="docker", redis_appendfsync=variant.appendfsync,
         extra_env=stack_env(args.sessions),
     ).start()  # fmt: skip
+    tasks = make_tasks(args.tasks, args.sessions)
+    chaos = Chaos(stack, random.Random(args.seed), args.pause, variant.redis_fault,
+                  redis_at_s=args.window / 2)  # fmt: skip
     try:
-        tasks = make_tasks(args.tasks, args.sessions)
-        chaos = Chaos(stack, random.Random(args.seed), args.pause, variant.redis_fault,
-                      redis_at_s=args.window / 2)  # fmt: skip
         began = time.monotonic()
         chaos.start()
         submitted = submit_paced(stack.gateway_url, stack.api_key, tasks, args.window,
@@ -126,6 +126,7 @@ def run_variant(variant: Variant, args: argparse.Namespace) -> None:
         verdict = read_back(stack, submitted.accepted, tasks, drain.pending,
                             faults.kills["tool_worker"])  # fmt: skip
     finally:
+        chaos.halt()  # no kill or restart while the stack stops
         stack.stop()
     print_variant(variant, verdict, drain, faults, args)
     print(f"- submissions: {len(tasks)} sent, {submitted.retries} POSTs sent again, "
