@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+import redis
 
 from shared import keys
 from shared.settings import parse_api_keys
@@ -50,6 +51,9 @@ class LocalStack:
     ports: StackPorts = field(default_factory=StackPorts)
     run_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="taskyard-")))
     api_keys: str = "dev-key=demo"  # the gateway's TASKYARD_API_KEYS
+    # Redis's AOF fsync policy: "everysec" (Redis's default) or "always" (an acknowledged
+    # write survives a SIGKILL of Redis; see the README's Deployment section).
+    redis_appendfsync: str = "everysec"
     sandbox_backend: str = "docker"
     upstreams: str | None = None  # real OpenAI-compatible upstreams; scripted model if None
     model_tokens_per_s: float = 0  # the scripted model's stream pace (0: as fast as it can)
@@ -112,8 +116,9 @@ class LocalStack:
     def commands(self) -> dict[str, list[str]]:
         """Each service's command line, in start order (Redis first)."""
         py, host = sys.executable, "127.0.0.1"
-        redis = [_redis_server(), "--port", str(self.ports.redis), "--bind", host,
-                 "--appendonly", "yes", "--appendfsync", "everysec", "--dir", str(self.run_dir),
+        server = [_redis_server(), "--port", str(self.ports.redis), "--bind", host,
+                 "--appendonly", "yes", "--appendfsync", self.redis_appendfsync,
+                 "--dir", str(self.run_dir),
                  "--save", ""]  # fmt: skip
         model = [py, "-m", "services.scripted_model", "--host", host, "--port",
                  str(self.ports.model), "--tokens-per-s", str(self.model_tokens_per_s)]  # fmt: skip
@@ -129,7 +134,7 @@ class LocalStack:
                  "-c", str(self.tool_concurrency), "-n", "tools@%h", *_CELERY_FLAGS]  # fmt: skip
         beat = [py, "-m", "celery", "-A", "services.agent_worker.worker", "beat",
                 "-s", str(self.run_dir / "beat-schedule"), "-l", "INFO"]  # fmt: skip
-        commands = {"redis": redis, "model": model, "proxy": proxy, "gateway": gateway,
+        commands = {"redis": server, "model": model, "proxy": proxy, "gateway": gateway,
                     "agent_worker": agent, "tool_worker": tools, "beat": beat}  # fmt: skip
         if self.upstreams is not None:
             del commands["model"]  # a real upstream serves the model
@@ -143,6 +148,8 @@ class LocalStack:
         }
         if name in health:
             self._wait_http(name, health[name])
+        elif name == "redis":
+            self._wait_redis()
         elif name.endswith("_worker"):
             self.wait_log(name, "ready.", after=log_offset)
         elif name == "beat":
@@ -181,6 +188,23 @@ class LocalStack:
             time.sleep(0.1)
         raise TimeoutError(f"{name} not ready at {url} after {timeout}s")
 
+    def _wait_redis(self, timeout: float = 60) -> None:
+        """Until Redis answers PING: after a restart, once it has loaded its AOF."""
+        client = redis.Redis.from_url(self.redis_url, socket_timeout=2)
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline:
+                self._check_alive("redis")
+                try:
+                    if client.ping():
+                        return
+                except (redis.ConnectionError, redis.TimeoutError):
+                    pass  # not listening yet, or still loading (BusyLoadingError)
+                time.sleep(0.05)
+        finally:
+            client.close()
+        raise TimeoutError(f"redis not answering on {self.redis_url} after {timeout}s")
+
     def wait_log(self, name: str, marker: str, after: int = 0, timeout: float = 60) -> None:
         """Wait until the service logs `marker` after character `after` of its log."""
         deadline = time.monotonic() + timeout
@@ -204,8 +228,9 @@ class LocalStack:
         self._wait_ready(name, log_offset)
 
     def stop(self) -> None:
-        """Stop every process: workers first (warm shutdown), Redis last."""
-        for name in reversed(list(self.procs)):
+        """Stop every process: workers first (warm shutdown), Redis last (also after restarts,
+        which put a service at the end of `procs`)."""
+        for name in reversed([name for name in self.argvs if name in self.procs]):
             proc = self.procs.pop(name)
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGTERM)

@@ -1,0 +1,27 @@
+"""The local stack's Redis (services/stack.py): run with the fsync policy asked for, and a
+(re)start returns only once Redis answers, so fault tests and the chaos run can use it at once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import redis
+
+from services.stack import LocalStack
+
+
+def test_redis_restarts_with_its_fsync_policy_and_answers_at_once(tmp_path: Path) -> None:
+    stack = LocalStack(run_dir=tmp_path, redis_appendfsync="always")
+    stack.argvs["redis"] = stack.commands()["redis"]  # as if started, then killed
+    stack.log_path("redis").touch()
+    client = redis.Redis.from_url(stack.redis_url, decode_responses=True)
+    try:
+        stack.restart("redis")  # a first start: the same command line, waited on
+        assert client.config_get("appendfsync") == {"appendfsync": "always"}
+        client.set("kept", "1")
+        stack.kill("redis")
+        stack.restart("redis")
+        assert client.get("kept") == "1"  # answering, its AOF loaded
+    finally:
+        client.close()
+        stack.stop()
