@@ -42,7 +42,9 @@ __all__ = [
     "task_webhook_deliveries",
     "task_webhook_lock",
     "tenant_tasks",
+    "tool_call_claim",
     "tool_queue",
+    "tool_worker_claims",
     "webhook_secret",
 ]
 
@@ -86,6 +88,18 @@ def task_events(task_id: str) -> str:
 
 def task_tool_results(task_id: str, step: int) -> str:
     return f"task:{task_id}:step:{step}:results"
+
+
+def tool_call_claim(task_id: str, step: int, call_id: str) -> str:
+    """Held by the tool worker running the call, so a duplicate of its job does not run it
+    again meanwhile (a sweep's re-send, a job restored past its visibility timeout)."""
+    return f"task:{task_id}:step:{step}:call:{call_id}:claim"
+
+
+def tool_worker_claims(worker_label: str) -> str:
+    """The calls a tool worker (by its label) holds claims on: a restarted worker frees its
+    predecessor's at once instead of waiting out their expiry."""
+    return f"tool_worker:{worker_label}:claims"
 
 
 def task_children(task_id: str) -> str:

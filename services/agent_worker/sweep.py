@@ -32,6 +32,7 @@ from shared.webhooks import Deliverer
 __all__ = ["Sweeper"]
 
 log = logging.getLogger("taskyard.sweep")
+_LOCK_S = 120.0  # longer than any sweep takes, even of a backlog under chaos
 
 
 class Sweeper:
@@ -52,8 +53,17 @@ class Sweeper:
         self.webhooks = webhooks
 
     async def run(self) -> list[Job]:
-        if not await self.store.try_lock(keys.SWEEP_LOCK, self.settings.sweep_interval_s):
+        # Sweeps never overlap (two would re-send the same tasks): the lock is held until the
+        # sweep is done, and lapses on its own only should its worker die mid-sweep.
+        hold_s = max(_LOCK_S, self.settings.sweep_interval_s)
+        if not await self.store.try_lock(keys.SWEEP_LOCK, hold_s):
             return []
+        try:
+            return await self._sweep()
+        finally:
+            await self.store.r.delete(keys.SWEEP_LOCK)
+
+    async def _sweep(self) -> list[Job]:
         now = time.time()
         jobs: list[Job] = []
         for task_id in await self.store.overdue(now):

@@ -7,9 +7,16 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from services.gateway.errors import http_error, server_error, validation_error
+from services.gateway.errors import (
+    http_error,
+    server_error,
+    store_unavailable,
+    validation_error,
+)
 from services.gateway.guard import Guard
 from services.gateway.openapi import openapi_document
 from services.gateway.routes import health, sessions, tasks, webhooks
@@ -49,6 +56,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(RedisConnectionError, store_unavailable)  # BusyLoading too
+    app.add_exception_handler(RedisTimeoutError, store_unavailable)
     app.add_exception_handler(Exception, server_error)
     app.include_router(tasks.router)
     app.include_router(sessions.router)

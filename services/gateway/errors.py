@@ -21,6 +21,7 @@ __all__ = [
     "issue",
     "responses",
     "server_error",
+    "store_unavailable",
     "validation_error",
 ]
 
@@ -63,13 +64,14 @@ _WHY = {
 
 
 def responses(*codes: int) -> dict[int | str, dict[str, Any]]:
-    """The `responses=` of a route that may answer these error codes."""
+    """The `responses=` of a route that may answer these error codes (and 503: every route
+    that declares its errors reads Redis)."""
     return {
         code: {
             "model": ValidationErrorBody if code == 422 else ErrorBody,
             "description": _WHY[code],
         }
-        for code in codes
+        for code in sorted({*codes, 503})
     }
 
 
@@ -105,6 +107,15 @@ def _methods_of(request: Request) -> set[str]:
         if match != Match.NONE:
             methods |= getattr(route, "methods", None) or set()
     return methods
+
+
+async def store_unavailable(request: Request, exc: Exception) -> JSONResponse:
+    """503 with Retry-After while Redis does not answer (restarting, loading its data, out of
+    reach past the client's retries): nothing was done, so the same request may be sent
+    again (with its Idempotency-Key, a submission is never made twice)."""
+    log.warning("%s %s: Redis unavailable: %s", request.method, request.url.path, exc)
+    detail = "the task store (Redis) does not answer; retry shortly"
+    return JSONResponse({"detail": detail}, status_code=503, headers={"Retry-After": "1"})
 
 
 async def server_error(request: Request, exc: Exception) -> JSONResponse:

@@ -34,6 +34,7 @@ app = make_celery(settings)
 log = logging.getLogger("taskyard.tool_worker")
 tools = ToolRunner(settings)
 _REAP_EVERY_S = 60.0
+_WORKER = settings.sandbox_worker_label  # whose claims on tool calls are whose
 _MAX_RETRIES = 3
 
 
@@ -85,17 +86,51 @@ def tool_run(self: Task, payload: dict) -> None:
     next step's job with it."""
     job = ToolRunJob.model_validate(payload)
     shared = _shared_store()
-    message = None
-    if not shared.loop.run(shared.store.has_tool_result(job.task_id, job.step, job.call.id)):
-        # A cancel of the task stops the session's running cell (its result is then refused).
-        with shared.cancels.watch(job.task_id, lambda: tools.interrupt(job.session_key)):
-            message = _run_call(self, job)
-        if tools.has_sandbox(job.session_key):
-            shared.loop.run(shared.store.mark_interpreter(job.session_key, settings.sandbox_idle_s))
-    next_step = AgentStepJob(
-        task_id=job.task_id, step=job.step + 1, tenant=job.tenant, session_id=job.session_id
-    )
-    _store_result(shared, job, message, envelope(app, next_step))
+    claimed = _claim(shared, job)
+    try:
+        message = _run_claimed(self, shared, job) if claimed else None
+        next_step = AgentStepJob(
+            task_id=job.task_id, step=job.step + 1, tenant=job.tenant, session_id=job.session_id
+        )
+        _store_result(shared, job, message, envelope(app, next_step))
+    finally:
+        if claimed:  # only once its result is in (or it failed): a duplicate must not run it
+            _release(shared, job)
+
+
+def _run_claimed(task: Task, shared: _Store, job: ToolRunJob) -> AgentMessage:
+    # A cancel of the task stops the session's running cell (its result is then refused).
+    with shared.cancels.watch(job.task_id, lambda: tools.interrupt(job.session_key)):
+        message = _run_call(task, job)
+    if tools.has_sandbox(job.session_key):
+        shared.loop.run(shared.store.mark_interpreter(job.session_key, settings.sandbox_idle_s))
+    return message
+
+
+def _claim(shared: _Store, job: ToolRunJob) -> bool:
+    """Whether this job runs the call: not if its result is in, nor while a duplicate of the
+    job runs it (it would run twice in the session's interpreter). A claim outlives the
+    longest call; a dead worker's lapses then, or at once when the worker starts again."""
+    store = shared.store
+    if shared.loop.run(store.has_tool_result(job.task_id, job.step, job.call.id)):
+        return False
+    ttl_s = settings.stall_s + settings.sandbox_timeout_s
+    claimed = store.claim_call(job.task_id, job.step, job.call.id, _WORKER, ttl_s)
+    if not shared.loop.run(claimed):
+        log.info("tool call already running elsewhere; not run again", extra=_log_extra(job))
+        return False
+    # Its result may have come in between the two checks.
+    if shared.loop.run(store.has_tool_result(job.task_id, job.step, job.call.id)):
+        _release(shared, job)
+        return False
+    return True
+
+
+def _release(shared: _Store, job: ToolRunJob) -> None:
+    try:
+        shared.loop.run(shared.store.release_call(job.task_id, job.step, job.call.id, _WORKER))
+    except (RedisConnectionError, RedisTimeoutError):  # it lapses on its own
+        log.warning("could not release a tool-call claim", extra=_log_extra(job))
 
 
 def _run_call(task: Task, job: ToolRunJob) -> AgentMessage:
@@ -162,6 +197,9 @@ def _start_sandboxes(**_: object) -> None:
         message = f"tool worker: the {backend!r} sandbox backend cannot run here: {exc}"
         raise SystemExit(message) from exc
     log.info("sandboxes (%s) ready; removed %d left by an earlier run", backend, removed)
+    shared = _shared_store()
+    freed = shared.loop.run(shared.store.release_worker_claims(_WORKER))
+    log.info("freed %d tool-call claims held by an earlier run", freed)
 
 
 @signals.worker_ready.connect

@@ -24,6 +24,7 @@ SCRIPTS = (
     "heal_session",
     "publish_live",
     "put_tool_result",
+    "release_claims",
     "release_session",
 )
 

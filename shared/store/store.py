@@ -432,6 +432,27 @@ class TaskStore:
     async def has_tool_result(self, task_id: str, step: int, call_id: str) -> bool:
         return bool(await self.r.hexists(keys.task_tool_results(task_id, step), call_id))
 
+    async def claim_call(
+        self, task_id: str, step: int, call_id: str, worker: str, ttl_s: float
+    ) -> bool:
+        """Claim a tool call for `worker` (its label) to run: False while another holds it
+        (the claim lapses after `ttl_s`, or when that worker starts again)."""
+        claim = keys.tool_call_claim(task_id, step, call_id)
+        if not await self.r.set(claim, worker, nx=True, px=int(ttl_s * 1000)):
+            return False
+        await self.r.sadd(keys.tool_worker_claims(worker), claim)
+        return True
+
+    async def release_call(self, task_id: str, step: int, call_id: str, worker: str) -> None:
+        claim = keys.tool_call_claim(task_id, step, call_id)
+        async with self.r.pipeline(transaction=True) as pipe:
+            await pipe.delete(claim).srem(keys.tool_worker_claims(worker), claim).execute()
+
+    async def release_worker_claims(self, worker: str) -> int:
+        """Free every claim a worker of this label held (it is starting again): their calls
+        can run at once. How many it freed."""
+        return int(await self._run("release_claims", [keys.tool_worker_claims(worker)], [worker]))
+
     async def tool_results(
         self, task_id: str, step: int, calls: Sequence[ToolCall]
     ) -> list[AgentMessage]:

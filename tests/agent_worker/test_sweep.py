@@ -151,3 +151,15 @@ async def test_webhook_deliveries_due_get_a_job_and_are_looked_at_again_later(
     assert [j for j in jobs if isinstance(j, WebhookJob)] == [WebhookJob(task_id="task_due")]
     assert float(redis_client.zscore(keys.WEBHOOKS_DUE, "task_due") or 0) > time.time()
     assert not [j for j in await _sweep(sweeper) if isinstance(j, WebhookJob)]
+
+
+async def test_sweeps_never_overlap_and_one_done_frees_the_next(
+    sweeper: Sweeper, store: TaskStore
+) -> None:
+    record = await _task(store)
+    await asyncio.sleep(STALL_S * 2)
+    assert await store.try_lock(keys.SWEEP_LOCK, 60)  # a sweep is running (however long)
+    assert await sweeper.run() == []
+    await store.r.delete(keys.SWEEP_LOCK)
+    assert await sweeper.run() == [_step(record)]
+    assert not await store.r.exists(keys.SWEEP_LOCK)  # released when done, not left to lapse

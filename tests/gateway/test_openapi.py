@@ -23,15 +23,23 @@ AUTH = {"Authorization": "Bearer key-a"}
 CONFIG = Path(__file__).with_name("schemathesis.toml")
 
 DECLARED = {
-    ("/v1/tasks", "post"): {"202", "401", "409", "413", "422"},
-    ("/v1/tasks", "get"): {"200", "401", "422"},
-    ("/v1/sessions/{session_id}", "get"): {"200", "401", "404", "422"},
-    ("/v1/sessions/{session_id}", "delete"): {"204", "401", "404", "409", "422"},
-    ("/v1/tasks/{task_id}", "get"): {"200", "401", "404"},
-    ("/v1/tasks/{task_id}/events", "get"): {"200", "400", "401", "404"},
-    ("/v1/tasks/{task_id}/cancel", "post"): {"200", "401", "404", "409", "413"},
-    ("/v1/tasks/{task_id}/approvals/{call_id}", "post"): {"200", "401", "404", "409", "413", "422"},
-    ("/v1/webhooks/secret", "get"): {"200", "401"},
+    ("/v1/tasks", "post"): {"202", "401", "409", "413", "422", "503"},
+    ("/v1/tasks", "get"): {"200", "401", "422", "503"},
+    ("/v1/sessions/{session_id}", "get"): {"200", "401", "404", "422", "503"},
+    ("/v1/sessions/{session_id}", "delete"): {"204", "401", "404", "409", "422", "503"},
+    ("/v1/tasks/{task_id}", "get"): {"200", "401", "404", "503"},
+    ("/v1/tasks/{task_id}/events", "get"): {"200", "400", "401", "404", "503"},
+    ("/v1/tasks/{task_id}/cancel", "post"): {"200", "401", "404", "409", "413", "503"},
+    ("/v1/tasks/{task_id}/approvals/{call_id}", "post"): {
+        "200",
+        "401",
+        "404",
+        "409",
+        "413",
+        "422",
+        "503",
+    },
+    ("/v1/webhooks/secret", "get"): {"200", "401", "503"},
     ("/healthz", "get"): {"200"},
     ("/readyz", "get"): {"200", "503"},
 }
