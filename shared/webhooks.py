@@ -15,6 +15,7 @@ day: at least once. Addresses that are loopback, link-local or private are refus
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
@@ -33,7 +34,14 @@ import orjson
 from celery import Celery
 
 from shared import keys
-from shared.actions.web import AddressPolicy, BlockedAddress, GuardedNetwork, GuardedTransport
+from shared.actions.web import (
+    AddressPolicy,
+    BlockedAddress,
+    GuardedNetwork,
+    GuardedTransport,
+    Resolver,
+    SystemResolver,
+)
 from shared.events import EventKind
 from shared.jobs import WebhookJob, envelope
 from shared.settings import Settings
@@ -54,16 +62,27 @@ __all__ = [
 ]
 
 
-def refusal(url: str, policy: AddressPolicy) -> str | None:
-    """Why a webhook URL whose host is an address literal may not be used (checked when the
-    task is submitted; names are checked, as resolved, at each delivery)."""
-    host = urlsplit(url).hostname or ""
+async def refusal(
+    url: str, policy: AddressPolicy, resolver: Resolver | None = None, timeout_s: float = 2.0
+) -> str | None:
+    """Why a webhook URL may not be used: its host is, or resolves to, an address the policy
+    refuses (checked when the task is submitted, and again at each delivery as the name then
+    resolves). A name that does not resolve now is not refused: it may by delivery time."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
     try:
-        address = ip_address(host)
+        addresses = [ip_address(host)]
     except ValueError:
-        return None
-    why = policy.refusal(address)
-    return f"{host} is {why}; set TASKYARD_WEBHOOK_ALLOW_PRIVATE to allow it" if why else None
+        try:
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+            lookup = (resolver or SystemResolver()).resolve(host, port)
+            addresses = await asyncio.wait_for(lookup, timeout_s)
+        except (OSError, ValueError, TimeoutError):
+            return None
+    for address in addresses:
+        if why := policy.refusal(address):
+            return f"{host} is {why}; set TASKYARD_WEBHOOK_ALLOW_PRIVATE to allow it"
+    return None
 
 
 def subscription(record: TaskRecord, celery: Celery) -> dict[str, str]:

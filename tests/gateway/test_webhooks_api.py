@@ -36,6 +36,7 @@ def _delivery_jobs(settings: Settings) -> list[str]:
         ({"url": "http://10.1.2.3/hook"}, "url"),
         ({"url": "http://[::1]/hook"}, "url"),
         ({"url": "http://169.254.169.254/latest"}, "url"),  # cloud metadata
+        ({"url": "http://localhost:9/hook"}, "url"),  # a name resolving to loopback
     ],
 )
 def test_a_bad_webhook_is_422_naming_the_field(

@@ -93,9 +93,10 @@ async def create_task(
     first = AgentStepJob(task_id=record.id, step=0, tenant=tenant, session_id=record.session_id)
     # The first step's job goes onto the broker with the task, atomically (if it holds the
     # session; else it waits its turn).
+    webhook = await _webhook_fields(record, celery, settings)
     created = await store.create(
         record, envelope(celery, first), idempotency_key, fingerprint, reject_if_busy=reject,
-        deadline_s=settings.task_deadline_s, extra=_webhook_fields(record, celery, settings),
+        deadline_s=settings.task_deadline_s, extra=webhook,
     )  # fmt: skip
     if created.outcome == "busy":
         raise HTTPException(status.HTTP_409_CONFLICT, detail="session is running another task")
@@ -104,12 +105,12 @@ async def create_task(
     return TaskAccepted(id=record.id, status=record.status, session_id=record.session_id)
 
 
-def _webhook_fields(record: TaskRecord, celery: Celery, settings: Settings) -> dict[str, str]:
+async def _webhook_fields(record: TaskRecord, celery: Celery, settings: Settings) -> dict[str, str]:
     """The task's webhook subscription, once its URL passes the address policy."""
     if record.webhook is None:
         return {}
     policy = AddressPolicy(allow_private=settings.webhook_allow_private)
-    if why := refusal(record.webhook.url, policy):
+    if why := await refusal(record.webhook.url, policy):
         detail = [issue(["body", "webhook", "url"], why)]
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=detail)
     return subscription(record, celery)
