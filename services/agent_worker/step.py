@@ -17,6 +17,7 @@ from contextlib import aclosing
 from celery import Celery
 
 from services.agent_worker.live_agents import LiveAgents, LiveSession
+from services.agent_worker.metrics import count_tokens
 from services.agent_worker.tokens import TokenBuffer
 from shared.cancel import CancelWatch
 from shared.jobs import AgentStepJob, Job, ToolRunJob, envelope
@@ -136,6 +137,7 @@ class StepRunner:
         if not applied:
             log.info("step already committed", extra={"task_id": record.id, "step": record.step})
             return None, []
+        count_tokens(record.tenant, reply.usage)
         return new, _first_step(record, following)
 
     # -- steps that are not to run -----------------------------------------------------------

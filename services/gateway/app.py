@@ -34,7 +34,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The gateway for `settings` (by default the environment's)."""
     settings = settings or get_settings()
-    setup_logging()
+    setup_logging("gateway")
     load_plugins(settings.plugin_modules)  # user tools and agents are valid task names
     app = FastAPI(
         title="taskyard gateway",

@@ -13,6 +13,7 @@ import uvloop
 from services.llm_proxy.app import ProxyApp
 from services.llm_proxy.config import ProxySettings
 from services.llm_proxy.routing import POLICIES
+from shared.logs import setup_logging
 
 
 def _arguments() -> argparse.Namespace:
@@ -72,7 +73,7 @@ async def _serve(settings: ProxySettings) -> None:
 
 def main() -> None:
     args = _arguments()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    setup_logging("llm_proxy")
     uvloop.run(_serve(_settings(args)))
 
 
