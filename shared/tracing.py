@@ -31,9 +31,16 @@ __all__ = ["JOB_ATTRIBUTES", "job_attributes", "setup_tracing"]
 JOB_ATTRIBUTES = ("taskyard.task_id", "taskyard.session_id", "taskyard.tenant", "taskyard.step")
 
 
-def setup_tracing(service: str, settings: Settings, exporter: SpanExporter | None = None) -> bool:
-    """Export this process's spans (to the OTLP endpoint, or to `exporter`) and instrument
-    Celery, redis and httpx. False, and nothing done, when no endpoint is configured."""
+def setup_tracing(
+    service: str,
+    settings: Settings,
+    *,
+    libraries: bool = True,
+    exporter: SpanExporter | None = None,
+) -> bool:
+    """Export this process's spans (to the OTLP endpoint, or to `exporter`) and, with
+    `libraries`, instrument Celery, redis and httpx. False, and nothing done, when no endpoint
+    is configured."""
     if exporter is None and not settings.otlp_endpoint:
         return False
     if exporter is None:
@@ -41,6 +48,8 @@ def setup_tracing(service: str, settings: Settings, exporter: SpanExporter | Non
     provider = TracerProvider(resource=Resource.create({"service.name": service}))
     provider.add_span_processor(BatchSpanProcessor(exporter))
     trace.set_tracer_provider(provider)
+    if not libraries:
+        return True
     for instrumentor in (CeleryInstrumentor(), RedisInstrumentor(), HTTPXClientInstrumentor()):
         if not instrumentor.is_instrumented_by_opentelemetry:
             instrumentor.instrument()

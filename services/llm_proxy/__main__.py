@@ -14,6 +14,7 @@ from services.llm_proxy.app import ProxyApp
 from services.llm_proxy.config import ProxySettings
 from services.llm_proxy.routing import POLICIES
 from shared.logs import setup_logging
+from shared.tracing import setup_tracing
 
 
 def _arguments() -> argparse.Namespace:
@@ -52,7 +53,7 @@ def _settings(args: argparse.Namespace) -> ProxySettings:
 
 
 async def _serve(settings: ProxySettings) -> None:
-    app = ProxyApp(settings)
+    app = ProxyApp(settings, tracing=setup_tracing("llm_proxy", settings, libraries=False))
     port = await app.start()
     logging.getLogger("services.llm_proxy").info(
         "listening on %s:%d, %d replicas, policy %s",
