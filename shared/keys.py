@@ -25,6 +25,7 @@ __all__ = [
     "task_advanced",
     "task_events",
     "task_tool_results",
+    "tenant_tasks",
     "tool_queue",
 ]
 
@@ -62,6 +63,11 @@ def task_tool_results(task_id: str, step: int) -> str:
 def task_advanced(task_id: str, step: int) -> str:
     """Set by the one tool result that completes a step (and so starts the next one)."""
     return f"task:{task_id}:step:{step}:advanced"
+
+
+def tenant_tasks(tenant: str) -> str:
+    """A tenant's task ids by the time each was created (a sorted set): the task list."""
+    return f"tenant:{tenant}:tasks"
 
 
 def idempotency(tenant: str, key: str) -> str:

@@ -6,20 +6,25 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
+from starlette.exceptions import HTTPException
+from starlette.routing import Match
 
 __all__ = [
     "ErrorBody",
     "Issue",
     "ValidationErrorBody",
+    "http_error",
     "issue",
     "responses",
     "server_error",
     "validation_error",
 ]
 
+_METHODS = ("DELETE", "GET", "HEAD", "PATCH", "POST", "PUT")
 _ECHO_CHARS = 100  # a 422 shows at most this much of what was sent
 
 
@@ -77,6 +82,21 @@ async def validation_error(request: Request, exc: Exception) -> JSONResponse:
     body is never echoed."""
     assert isinstance(exc, RequestValidationError)
     return JSONResponse({"detail": [_issue(error) for error in exc.errors()]}, status_code=422)
+
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    """FastAPI's answer, with a 405's `Allow` naming every method of the path (Starlette names
+    only those of the first route it matched, as when GET and POST are two routes)."""
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 405:
+        allowed = [m for m in _METHODS if _routed(request, m)]
+        exc.headers = {**(exc.headers or {}), "Allow": ", ".join(allowed)}
+    return await http_exception_handler(request, exc)
+
+
+def _routed(request: Request, method: str) -> bool:
+    scope = {**request.scope, "method": method}
+    return any(route.matches(scope)[0] == Match.FULL for route in request.app.router.routes)
 
 
 async def server_error(request: Request, exc: Exception) -> JSONResponse:

@@ -10,7 +10,9 @@ from shared.schema import AgentMessage
 from shared.spec import AgentSpec
 from shared.task import TaskRecord, TaskStatus
 
-__all__ = ["TaskAccepted", "TaskCreate", "TaskPublic"]
+__all__ = ["SystemView", "TaskAccepted", "TaskCreate", "TaskList", "TaskPublic", "TaskSummary"]
+
+_INPUT_PREVIEW = 200  # characters of a task's input a summary shows
 
 
 class TaskCreate(BaseModel):
@@ -68,3 +70,56 @@ class TaskPublic(BaseModel):
             updated_at=record.updated_at,
             messages=messages,
         )
+
+
+class TaskSummary(BaseModel):
+    """A task in a list: what it is and where it stands, without its messages."""
+
+    id: str
+    status: TaskStatus
+    session_id: str
+    step: int
+    input: str = Field(description=f"The first {_INPUT_PREVIEW} characters of the input.")
+    created_at: float
+    updated_at: float
+
+    @classmethod
+    def of(cls, record: TaskRecord) -> TaskSummary:
+        return cls(
+            id=record.id,
+            status=record.status,
+            session_id=record.session_id,
+            step=record.step,
+            input=record.input[:_INPUT_PREVIEW],
+            created_at=record.created_at,
+            updated_at=record.updated_at,
+        )
+
+
+class TaskList(BaseModel):
+    """`GET /v1/tasks`: the newest first; `next_cursor` fetches the page after (null: none)."""
+
+    tasks: list[TaskSummary]
+    next_cursor: str | None
+
+
+class QueueDepth(BaseModel):
+    name: str
+    depth: int
+
+
+class ReplicaState(BaseModel):
+    name: str
+    model: str
+    healthy: bool
+    in_flight: int
+    latency_ms: float
+
+
+class SystemView(BaseModel):
+    """What runs the tasks: the queues' depths, the workers that answered a ping just now,
+    and the LLM proxy's replicas (empty while the proxy does not answer)."""
+
+    queues: list[QueueDepth]
+    workers: list[str]
+    replicas: list[ReplicaState]

@@ -37,6 +37,7 @@ __all__ = [
 
 _IDEMPOTENCY_TTL_S = 24 * 3600
 _RESULTS_TTL_S = 7 * 24 * 3600
+_LIST_SCAN = 10  # pages of a tenant's task list read per `list_tasks` call
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +156,8 @@ class TaskStore:
         """Store a new task and claim its session, pushing `first_step` then (or queue the
         task behind the session's current one), in one atomic step."""
         idem = keys.idempotency(record.tenant, idempotency_key) if idempotency_key else ""
-        keys_ = [*_task_keys(record.id), *_session_keys(record), idem or keys.task(record.id)]
+        keys_ = [*_task_keys(record.id), *_session_keys(record), idem or keys.task(record.id),
+                 keys.tenant_tasks(record.tenant)]  # fmt: skip
         mark = (fingerprint or "-") if idem else ""  # '' tells the script there is no key
         busy = "1" if reject_if_busy else "0"
         queued = dumps({"status": "queued"})
@@ -169,6 +171,43 @@ class TaskStore:
         if reply[0] == "busy":
             return Created("busy")
         return Created("created", record.id, holds_session=reply[1] == "1")
+
+    async def list_tasks(
+        self,
+        tenant: str,
+        limit: int,
+        before: float | None = None,
+        status: TaskStatus | None = None,
+        session_id: str | None = None,
+    ) -> tuple[list[TaskRecord], float | None]:
+        """The tenant's tasks created before the cursor `before` (None: any), newest first,
+        that have `status` and `session_id` where given; and the cursor of the next page
+        (None at the end). At most `_LIST_SCAN` pages are read per call, so a filter that
+        matches little returns a short page with a cursor to go on from."""
+        found: list[TaskRecord] = []
+        upper = "+inf" if before is None else f"({before!r}"
+        for _ in range(_LIST_SCAN):
+            page = await self.r.zrevrangebyscore(
+                keys.tenant_tasks(tenant), upper, "-inf", start=0, num=limit, withscores=True
+            )
+            async with self.r.pipeline(transaction=False) as pipe:
+                for task_id, _score in page:
+                    pipe.hgetall(keys.task(task_id))
+                rows = await pipe.execute()
+            for (_, score), row in zip(page, rows, strict=True):
+                upper = f"({score!r}"
+                record = TaskRecord.from_redis(row) if row else None
+                if (
+                    record
+                    and status in (None, record.status)
+                    and session_id in (None, record.session_id)
+                ):
+                    found.append(record)
+                if len(found) == limit:
+                    return found, score
+            if len(page) < limit:
+                return found, None
+        return found, float(upper[1:])
 
     async def get(self, task_id: str) -> TaskRecord | None:
         fields_ = await self.r.hgetall(keys.task(task_id))

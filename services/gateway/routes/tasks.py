@@ -1,4 +1,4 @@
-"""/v1/tasks: submit a task, read it, follow its events, cancel it."""
+"""/v1/tasks: submit a task, list them, read one, follow its events, cancel it."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import re
 import uuid
 from typing import Annotated
 
-from fastapi import APIRouter, Header, HTTPException, status
+from fastapi import APIRouter, Header, HTTPException, Query, status
 from fastapi.responses import StreamingResponse
+from opentelemetry import trace
 
 from services.gateway.deps import (
     CeleryDep,
@@ -20,7 +21,8 @@ from services.gateway.deps import (
 )
 from services.gateway.errors import issue, responses
 from services.gateway.json_route import JSONRoute
-from services.gateway.models import TaskAccepted, TaskCreate, TaskPublic
+from services.gateway.metrics import TASKS_ACCEPTED
+from services.gateway.models import TaskAccepted, TaskCreate, TaskList, TaskPublic, TaskSummary
 from services.gateway.sse import event_stream
 from shared.actions import openai_tool_schemas
 from shared.agents import AGENTS
@@ -31,11 +33,20 @@ from shared.registry import RegistryError
 from shared.spec import AgentSpec
 from shared.store import TaskStore
 from shared.task import TaskRecord, TaskStatus
+from shared.tracing import job_attributes
 
 router = APIRouter(prefix="/v1/tasks", tags=["tasks"], route_class=JSONRoute)
 
 _ENTRY_ID_PATTERN = r"^\d{1,19}(-\d{1,19})?$"  # 19 digits: always within Redis's 64 bits
 _ENTRY_ID = re.compile(_ENTRY_ID_PATTERN)
+_CURSOR_PATTERN = r"^\d{1,12}(\.\d{1,9})?$"  # a creation time, as `next_cursor` gives it
+# What became of a submitted task, by the store's outcome and whether it holds its session.
+_ACCEPTED = {
+    ("created", True): "queued",
+    ("created", False): "waiting",
+    ("existing", False): "existing",
+    ("busy", False): "rejected",
+}
 _EVENT = {  # one server-sent event (in OpenAPI 3.1, `schema` of an event stream is per event)
     "type": "object",
     "required": ["id", "event", "data"],
@@ -79,10 +90,12 @@ async def create_task(
     first = AgentStepJob(task_id=record.id, step=0, tenant=tenant, session_id=record.session_id)
     # The first step's job goes onto the broker with the task, atomically (if it holds the
     # session; else it waits its turn).
+    trace.get_current_span().set_attributes(job_attributes(record.id, record.session_id, tenant))
     created = await store.create(
         record, envelope(celery, first), idempotency_key, fingerprint, reject_if_busy=reject,
         deadline_s=settings.task_deadline_s,
     )  # fmt: skip
+    TASKS_ACCEPTED.labels(_ACCEPTED[created.outcome, created.holds_session]).inc()
     if created.outcome == "busy":
         raise HTTPException(status.HTTP_409_CONFLICT, detail="session is running another task")
     if created.outcome == "existing":
@@ -101,6 +114,31 @@ async def _existing(store: TaskStore, task_id: str, same_body: bool) -> TaskAcce
             status.HTTP_409_CONFLICT, detail="the key's task is gone; use a new key"
         )
     return TaskAccepted(id=record.id, status=record.status, session_id=record.session_id)
+
+
+@router.get("", response_model=TaskList, responses=responses(401, 422))
+async def list_tasks(
+    tenant: TenantDep,
+    store: StoreDep,
+    limit: Annotated[int, Query(ge=1, le=200, description="Tasks per page.")] = 50,
+    cursor: Annotated[
+        str | None,
+        Query(
+            pattern=_CURSOR_PATTERN, max_length=32, description="A `next_cursor` answered before."
+        ),
+    ] = None,
+    task_status: Annotated[TaskStatus | None, Query(alias="status")] = None,
+    session_id: Annotated[
+        str | None, Query(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")
+    ] = None,
+) -> TaskList:
+    """Your tasks, newest first, optionally of one status or session."""
+    before = float(cursor) if cursor is not None else None
+    records, after = await store.list_tasks(tenant, limit, before, task_status, session_id)
+    return TaskList(
+        tasks=[TaskSummary.of(r) for r in records],
+        next_cursor=None if after is None else repr(after),
+    )
 
 
 @router.get("/{task_id}", response_model=TaskPublic, responses=responses(401, 404))

@@ -1,6 +1,6 @@
 -- Store a new task and take its session (pushing its first step's job), or queue it behind
 -- the session's current task; an idempotency key already used returns the task it created.
--- KEYS: task, events, session lock, session waiting list, idempotency key
+-- KEYS: task, events, session lock, session waiting list, idempotency key, tenant's task list
 -- ARGV: task id, queued event data, fingerprint ('' without a key), key ttl,
 --       '1' to refuse a busy session, store db, broker db, first step's queue and message,
 --       the user's message event data, its deadline (seconds from now), then the task's
@@ -18,6 +18,7 @@ end
 local holder = redis.call('GET', KEYS[3])
 if ARGV[5] == '1' and holder and holder ~= ARGV[1] then return {'busy'} end
 redis.call('HSET', KEYS[1], unpack(ARGV, 12))
+redis.call('ZADD', KEYS[6], now(), ARGV[1])
 add_event(KEYS[2], 'status', ARGV[2])
 add_event(KEYS[2], 'message', ARGV[10])
 moved(KEYS[1])
