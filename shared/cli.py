@@ -130,7 +130,7 @@ def _tasks(args: argparse.Namespace) -> int:
         listed = client.list_tasks(args.limit, args.status, args.session)
     now = time.time()
     for task in listed["tasks"]:
-        text = task["input"].splitlines()[0][:50] if task["input"] else ""
+        text = (task.get("input") or "").partition("\n")[0][:50]
         age = _age(now - task["created_at"])
         print(f"{task['id']}  {task['status']:<16} {age:>4}  {task['session_id'][:20]:<20}  {text}")
     return 0

@@ -116,6 +116,16 @@ class TaskyardClient:
     def cancel(self, task_id: str) -> dict[str, Any]:
         return self._json("POST", f"/v1/tasks/{task_id}/cancel")
 
+    def approve(
+        self, task_id: str, call_id: str, arguments: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Let a call held for approval run (with `arguments` instead of the model's)."""
+        return self._json("POST", _approval_path(task_id, call_id), json=_approval(arguments))
+
+    def deny(self, task_id: str, call_id: str, reason: str | None = None) -> dict[str, Any]:
+        """Refuse a call held for approval; the model reads the reason as its result."""
+        return self._json("POST", _approval_path(task_id, call_id), json=_denial(reason))
+
     def events(self, task_id: str, last_event_id: str | None = None) -> Iterator[Event]:
         """Every event of the task until its final one, resuming after a dropped connection
         (`_RECONNECTS` tries in a row, with backoff, before `GatewayUnreachable`)."""
@@ -186,6 +196,15 @@ class AsyncTaskyardClient:
 
     async def cancel(self, task_id: str) -> dict[str, Any]:
         return await self._json("POST", f"/v1/tasks/{task_id}/cancel")
+
+    async def approve(
+        self, task_id: str, call_id: str, arguments: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        path = _approval_path(task_id, call_id)
+        return await self._json("POST", path, json=_approval(arguments))
+
+    async def deny(self, task_id: str, call_id: str, reason: str | None = None) -> dict[str, Any]:
+        return await self._json("POST", _approval_path(task_id, call_id), json=_denial(reason))
 
     async def events(self, task_id: str, last_event_id: str | None = None) -> AsyncIterator[Event]:
         resume = _Resume(last_event_id)
@@ -288,6 +307,21 @@ def _auth(api_key: str) -> dict[str, str]:
 
 def _events_path(task_id: str) -> str:
     return f"/v1/tasks/{task_id}/events"
+
+
+def _approval_path(task_id: str, call_id: str) -> str:
+    return f"/v1/tasks/{task_id}/approvals/{call_id}"
+
+
+def _approval(arguments: dict[str, Any] | None) -> dict[str, Any]:
+    body: dict[str, Any] = {"decision": "approve"}
+    if arguments is not None:
+        body["arguments"] = arguments
+    return body
+
+
+def _denial(reason: str | None) -> dict[str, Any]:
+    return {"decision": "deny", "reason": reason}
 
 
 def _submission(

@@ -28,9 +28,8 @@ CHROMIUM_ARGS = [
 ]  # fmt: skip
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "dashboard.png"
 APPROVALS_ROUTE = "/v1/tasks/{task_id}/approvals/{call_id}"
-# The agent of a task whose code needs a person's approval (issue 9's contract; the integrator
-# adjusts the field's name if approvals land with another).
-APPROVAL_AGENT = {"tools": ["IPythonInterpreter"], "require_approval": ["IPythonInterpreter"]}
+# The agent of a task whose code waits for a person's approval (issue 9's approval policy).
+APPROVAL_AGENT = {"approval": {"tools": ["IPythonInterpreter"]}}
 WAIT_MS = 30_000
 
 

@@ -42,7 +42,7 @@ async function refreshTasks() {
     row.classList.toggle("selected", task.id === state.following?.taskId);
     cell(row, task.status, `badge status-${task.status}`);
     cell(row, age(now - task.created_at), "age");
-    cell(row, task.input.split("\n")[0], "input");
+    cell(row, (task.input ?? task.id).split("\n")[0], "input");
     cell(row, task.session_id, "session");
     row.addEventListener("click", () => open(task.id));
     return row;
@@ -99,7 +99,10 @@ async function open(taskId) {
   state.following = { taskId, controller };
   $("#transcript-title").textContent = `Transcript of ${taskId}`;
   const decide = (callId, approved) =>
-    api(`/v1/tasks/${taskId}/approvals/${encodeURIComponent(callId)}`, { method: "POST", body: { approved } });
+    api(`/v1/tasks/${taskId}/approvals/${encodeURIComponent(callId)}`, {
+      method: "POST",
+      body: { decision: approved ? "approve" : "deny" },
+    });
   const transcript = new Transcript($("#transcript"), decide);
   $("#transcript").dataset.taskId = taskId;
   try {

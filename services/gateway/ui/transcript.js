@@ -33,7 +33,7 @@ export class Transcript {
 
   handle(event) {
     const render = { status: this.status, token: this.token, message: this.message,
-                     approval_requested: this.approval }[event.kind];
+                     approval_requested: this.approval, approval_decided: this.decided }[event.kind];
     if (render) render.call(this, event.data);
   }
 
@@ -102,26 +102,40 @@ export class Transcript {
   }
 
   approval(data) {
-    const call = data.call || data;
-    const callId = data.call_id || call.id;
+    for (const call of data.calls || []) this.root.append(this.approvalCard(call));
+  }
+
+  approvalCard(call) {
     const card = el("div", "msg approval");
-    card.dataset.callId = callId;
-    card.append(el("div", "sender", `approve ${call.name || "this call"}?`), code(callCode(call.parameters)));
+    card.dataset.callId = call.id;
+    card.append(el("div", "sender", `approve ${call.tool}?`), code(callCode(call.arguments)));
     const approve = el("button", "approve", "Approve");
     const deny = el("button", "deny", "Deny");
+    const decided = el("div", "decided");
     const answer = async (approved) => {
       approve.disabled = deny.disabled = true;
       try {
-        await this.decide(callId, approved);
-        card.append(el("div", "decided", approved ? "approved" : "denied"));
+        const { state } = await this.decide(call.id, approved);
+        decided.textContent = state;
       } catch (error) {
         approve.disabled = deny.disabled = false;
-        card.append(el("div", "decided failed", String(error.message)));
+        decided.textContent = String(error.message);
       }
     };
     approve.addEventListener("click", () => answer(true));
     deny.addEventListener("click", () => answer(false));
-    card.append(approve, deny);
-    this.root.append(card);
+    card.append(approve, deny, decided);
+    return card;
+  }
+
+  decided(data) {
+    // Decided here, from another tab, by the CLI, or by the approval timeout.
+    const card = [...this.root.querySelectorAll(".msg.approval")].find(
+      (node) => node.dataset.callId === data.call_id,
+    );
+    if (!card) return;
+    card.querySelectorAll("button").forEach((button) => { button.disabled = true; });
+    card.querySelector(".decided").textContent =
+      data.reason ? `${data.state}: ${data.reason}` : data.state;
   }
 }
