@@ -78,6 +78,10 @@ class Processes:
     def start_scripted(self, name: str, flags: list[str]) -> str:
         """A scripted model replica on a free port; returns its root URL."""
         argv = [python(), "-m", "services.scripted_model", "--port", "0", *flags]
+        return self.start_listening(name, argv)
+
+    def start_listening(self, name: str, argv: list[str]) -> str:
+        """A child that prints "listening on <url>" first; returns the URL."""
         child = self.start(name, argv)
         line = self._read_line(name, child, timeout_s=30.0)
         return line.removeprefix("listening on ").strip()

@@ -13,15 +13,20 @@ def proxy_available() -> bool:
 
 
 def start_taskyard_proxy(
-    procs: Processes, name: str, upstreams: list[str], policy: str | None = None
+    procs: Processes,
+    name: str,
+    upstreams: list[str],
+    policy: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> str:
-    """Start the proxy in front of replica root URLs (default policy unless one is named)."""
+    """Start the proxy in front of replica root URLs (default policy unless one is named),
+    with more TASKYARD_* settings in `env`."""
     port = free_port()
     argv = [python(), "-m", "services.llm_proxy", "--host", "127.0.0.1", "--port", str(port)]
     argv += ["--upstreams", ",".join(f"{url}/v1" for url in upstreams)]
     if policy is not None:
         argv += ["--policy", policy]
-    procs.start(name, argv)
+    procs.start(name, argv, env)
     url = f"http://127.0.0.1:{port}"
     procs.wait_http(name, f"{url}/healthz", timeout_s=60.0)
     return url

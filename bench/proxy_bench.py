@@ -6,7 +6,8 @@ One run, one machine, the same scripted replicas (`services.scripted_model`, no 
 
 1. Overhead and throughput: one client (added latency), 50 clients (requests/s), one streaming
    client (added time to first byte) against the replica directly, through taskyard's proxy
-   (one worker process) and through LiteLLM's proxy (one worker, its own virtualenv).
+   (one worker process), through it with tracing on (spans exported over OTLP/HTTP to a sink
+   that keeps nothing) and through LiteLLM's proxy (one worker, its own virtualenv).
 2. Routing quality: 4 replicas modelling vLLM's prefix cache, many multi-turn sessions that
    share a few system prompts, sent with `X-Session-ID`, through taskyard's proxy with round
    robin (the baseline), least outstanding requests (full run only) and its default routing,
@@ -40,6 +41,7 @@ from _wrk import wrk_available, wrk_load
 
 MODEL = "scripted"
 LOADGEN = Path(__file__).resolve().parent / "_loadgen.py"
+OTLP_SINK = Path(__file__).resolve().parent / "_otlp_sink.py"
 TASKYARD_KEY = os.environ.get("TASKYARD_LLM_API_KEY", "taskyard")
 BLOCK_TOKENS = 16
 # The reference: no proxy, session i sent straight to replica i mod N (sticky and balanced).
@@ -147,8 +149,12 @@ def overhead_targets(procs: Processes, workdir: Path, skip_litellm: bool) -> lis
     replica = procs.start_scripted("replica", [])
     targets = [Target("direct", replica, {})]
     if proxy_available():
-        url = start_taskyard_proxy(procs, "taskyard", [replica])
-        targets.append(Target("taskyard", url, {"authorization": f"Bearer {TASKYARD_KEY}"}))
+        auth = {"authorization": f"Bearer {TASKYARD_KEY}"}
+        targets.append(Target("taskyard", start_taskyard_proxy(procs, "taskyard", [replica]), auth))
+        sink = procs.start_listening("otlp_sink", [python(), str(OTLP_SINK)])
+        env = {"TASKYARD_OTLP_ENDPOINT": sink}
+        traced = start_taskyard_proxy(procs, "traced", [replica], env=env)
+        targets.append(Target("traced", traced, auth))
     else:
         print("! taskyard proxy: services/llm_proxy/__main__.py not found; skipped")
     if not skip_litellm:

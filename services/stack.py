@@ -42,6 +42,10 @@ class StackPorts:
     model: int = field(default_factory=free_port)
     proxy: int = field(default_factory=free_port)
     gateway: int = field(default_factory=free_port)
+    # Prometheus metrics of the services without an HTTP port of their own.
+    agent_metrics: int = field(default_factory=free_port)
+    tool_metrics: int = field(default_factory=free_port)
+    beat_metrics: int = field(default_factory=free_port)
 
 
 @dataclass
@@ -78,6 +82,21 @@ class LocalStack:
     @property
     def redis_url(self) -> str:
         return f"redis://127.0.0.1:{self.ports.redis}"
+
+    @property
+    def metrics_urls(self) -> dict[str, str]:
+        """Where each service serves its Prometheus metrics."""
+        own = {name: f"http://127.0.0.1:{port}/metrics" for name, port in self._metrics_ports()}
+        return {
+            "gateway": f"{self.gateway_url}/metrics",
+            "proxy": f"http://127.0.0.1:{self.ports.proxy}/metrics",
+            **own,
+        }
+
+    def _metrics_ports(self) -> list[tuple[str, int]]:
+        ports = self.ports
+        return [("agent_worker", ports.agent_metrics), ("tool_worker", ports.tool_metrics),
+                ("beat", ports.beat_metrics)]  # fmt: skip
 
     def env(self) -> dict[str, str]:
         upstreams = self.upstreams or f"http://127.0.0.1:{self.ports.model}/v1"
@@ -158,9 +177,13 @@ class LocalStack:
     def _spawn(self, name: str, argv: list[str]) -> None:
         self.argvs[name] = argv
         log = open(self.log_path(name), "ab")  # noqa: SIM115 - the process owns it until stop()
+        metrics = dict(self._metrics_ports())
+        env = self.env()
+        if name in metrics:
+            env["TASKYARD_METRICS_PORT"] = str(metrics[name])
         self.procs[name] = subprocess.Popen(
             argv,
-            env=self.env(),
+            env=env,
             cwd=_REPO,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -3,13 +3,19 @@ reliable work on Redis: late acks, requeue on a lost worker, one message prefetc
 
 from __future__ import annotations
 
-from celery import Celery
+from celery import Celery, signals
 from kombu import Queue
 
 from shared import keys
 from shared.settings import Settings
 
 __all__ = ["make_celery"]
+
+
+@signals.setup_logging.connect
+def _keep_json_logs(**_: object) -> None:
+    """Celery configures no logging while a receiver is connected here: its lines (a worker's
+    "ready.", beat's schedule) go through `shared.logs`, set up by the service's module."""
 
 
 def make_celery(settings: Settings, tool_names: list[str] | None = None) -> Celery:

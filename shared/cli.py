@@ -1,4 +1,8 @@
-"""`taskyard`: run the local stack with a demo task, submit tasks, follow them live."""
+"""`taskyard`: run the local stack with a demo task, submit tasks, list them, follow them live.
+
+An error is one line on stderr with the gateway's reason, and its own exit code: 1 a task
+that did not succeed, 2 bad usage or settings, 3 the API key, 4 no such task, 5 a request the
+gateway cannot take, 6 no gateway answering, 7 the gateway failed."""
 
 from __future__ import annotations
 
@@ -13,7 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from shared.client import TaskyardClient
+from shared.client import (
+    GatewayUnreachable,
+    InvalidRequest,
+    NotFound,
+    ServerError,
+    TaskyardClient,
+    TaskyardError,
+    Unauthorized,
+)
 from shared.events import EventKind
 from shared.settings import Settings, env_name
 from shared.transcript import TranscriptPrinter
@@ -24,19 +36,43 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 DEMO_TASK = "What is the square root of 2, to 12 decimal places? Use Python."
+# Exit codes by error, after 1 (a task that did not succeed) and 2 (bad usage, argparse's).
+EXIT_CODES: dict[type[TaskyardError], int] = {
+    Unauthorized: 3,
+    NotFound: 4,
+    InvalidRequest: 5,
+    GatewayUnreachable: 6,
+    ServerError: 7,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    return args.run(args)
+    try:
+        return args.run(args)
+    except TaskyardError as exc:
+        print(f"taskyard: {exc.reason}", file=sys.stderr)
+        return EXIT_CODES[type(exc)]
+    except KeyboardInterrupt:
+        return 130
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="taskyard", description=__doc__)
-    parser.add_argument(
-        "--gateway", default=os.environ.get("TASKYARD_GATEWAY_URL", "http://127.0.0.1:8000")
+    parser = argparse.ArgumentParser(
+        prog="taskyard",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--api-key", default=os.environ.get("TASKYARD_API_KEY", "dev-key"))
+    parser.add_argument(
+        "--gateway",
+        default=os.environ.get("TASKYARD_URL", "http://127.0.0.1:8000"),
+        help="the gateway's URL (env TASKYARD_URL; default %(default)s)",
+    )
+    parser.add_argument(
+        "--api-key",
+        default=os.environ.get("TASKYARD_API_KEY", "dev-key"),
+        help="your API key (env TASKYARD_API_KEY; default dev-key, the local stack's)",
+    )
     sub = parser.add_subparsers(required=True)
 
     up = sub.add_parser("up", help="start the local stack, run the demo task, stay up")
@@ -74,6 +110,20 @@ def _parser() -> argparse.ArgumentParser:
     get = sub.add_parser("get", help="print a task's status and result")
     get.add_argument("task_id")
     get.set_defaults(run=_get)
+
+    tasks = sub.add_parser("tasks", help="list your recent tasks, newest first")
+    tasks.add_argument("--status", default=None, help="only tasks in this status")
+    tasks.add_argument("--session", default=None, help="only tasks of this session")
+    tasks.add_argument("--limit", type=int, default=20, help="how many (default %(default)s)")
+    tasks.set_defaults(run=_tasks)
+
+    follow = sub.add_parser("follow", help="reattach to a task: its transcript so far, then live")
+    follow.add_argument("task_id")
+    follow.add_argument(
+        "--ask", action=argparse.BooleanOptionalAction, default=None,
+        help="ask for a decision on each call held for approval (default: when interactive)",
+    )  # fmt: skip
+    follow.set_defaults(run=_follow_task)
     return parser
 
 
@@ -104,29 +154,54 @@ def _ask(client: TaskyardClient, task_id: str, call: dict[str, Any]) -> None:
 
 
 def _submit(args: argparse.Namespace) -> int:
-    client = TaskyardClient(args.gateway, args.api_key)
-    accepted = client.submit(args.text, session_id=args.session, agent=args.agent)
-    print(f"task {accepted['id']} (session {accepted['session_id']})", flush=True)
-    ask = sys.stdin.isatty() if args.ask is None else args.ask
-    return 0 if args.no_follow else _follow(client, accepted["id"], ask)
+    with TaskyardClient(args.gateway, args.api_key) as client:
+        accepted = client.submit(args.text, session_id=args.session, agent=args.agent)
+        print(f"task {accepted['id']} (session {accepted['session_id']})", flush=True)
+        ask = sys.stdin.isatty() if args.ask is None else args.ask
+        return 0 if args.no_follow else _follow(client, accepted["id"], ask)
 
 
 def _approve(args: argparse.Namespace) -> int:
-    client = TaskyardClient(args.gateway, args.api_key)
-    print(client.approve(args.task_id, args.call_id, args.arguments)["state"])
+    with TaskyardClient(args.gateway, args.api_key) as client:
+        print(client.approve(args.task_id, args.call_id, args.arguments)["state"])
     return 0
 
 
 def _deny(args: argparse.Namespace) -> int:
-    client = TaskyardClient(args.gateway, args.api_key)
-    print(client.deny(args.task_id, args.call_id, args.reason)["state"])
+    with TaskyardClient(args.gateway, args.api_key) as client:
+        print(client.deny(args.task_id, args.call_id, args.reason)["state"])
     return 0
 
 
 def _get(args: argparse.Namespace) -> int:
-    task = TaskyardClient(args.gateway, args.api_key).get(args.task_id)
+    with TaskyardClient(args.gateway, args.api_key) as client:
+        task = client.get(args.task_id)
     print(f"{task['id']}: {task['status']}\nresult: {task['result']}\nerror: {task['error']}")
     return 0
+
+
+def _tasks(args: argparse.Namespace) -> int:
+    with TaskyardClient(args.gateway, args.api_key) as client:
+        listed = client.list_tasks(args.limit, args.status, args.session)
+    now = time.time()
+    for task in listed["tasks"]:
+        text = (task.get("input") or "").partition("\n")[0][:50]
+        age = _age(now - task["created_at"])
+        print(f"{task['id']}  {task['status']:<16} {age:>4}  {task['session_id'][:20]:<20}  {text}")
+    return 0
+
+
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(max(seconds, 0))}s"
+
+
+def _follow_task(args: argparse.Namespace) -> int:
+    ask = sys.stdin.isatty() if args.ask is None else args.ask
+    with TaskyardClient(args.gateway, args.api_key) as client:
+        return _follow(client, args.task_id, ask)
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -1,28 +1,93 @@
-"""The Python client for the gateway: submit a task, read it, follow its events live."""
+"""The Python client for the gateway: submit tasks, list and read them, follow their events
+live. `TaskyardClient` blocks, `AsyncTaskyardClient` is its twin; both build the same requests
+and read the same answers (the helpers below), only the I/O differs.
+
+Events are read per the server-sent events specification (httpx-sse: multi-line data, `data:`
+with or without a space, comments), and a dropped stream is resumed by `Last-Event-ID`.
+
+Errors, one class per reason (each carries the server's own words in `reason`):
+
+    TaskyardError
+    ├── Unauthorized        401: missing or unknown API key
+    ├── NotFound            404: no such task for this key
+    ├── InvalidRequest      400, 409, 413, 422: the request cannot be taken as it is
+    ├── ServerError         5xx (and any other answer the gateway should not give)
+    └── GatewayUnreachable  no answer at all: refused, timed out, dropped
+"""
 
 from __future__ import annotations
 
-import json
+import asyncio
 import time
-from collections.abc import Iterator
+import uuid
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
+import orjson
+from httpx_sse import ServerSentEvent, aconnect_sse, connect_sse
 
 from shared.events import Event, EventKind
 
-__all__ = ["TaskyardClient"]
+__all__ = [
+    "AsyncTaskyardClient",
+    "GatewayUnreachable",
+    "InvalidRequest",
+    "NotFound",
+    "ServerError",
+    "TaskyardClient",
+    "TaskyardError",
+    "Unauthorized",
+]
 
 _RECONNECTS = 5
+_UNAVAILABLE_RETRIES = 5  # 503s (Redis restarting) a safe request is sent again after
+
+
+class TaskyardError(Exception):
+    """The gateway refused the request, or could not be reached; `reason` says why."""
+
+    def __init__(self, reason: str, status: int | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.status = status
+
+
+class Unauthorized(TaskyardError):
+    """401: the API key is missing or unknown."""
+
+
+class NotFound(TaskyardError):
+    """404: no such task for this API key."""
+
+
+class InvalidRequest(TaskyardError):
+    """400, 409, 413, 422: the request is not valid, or not in the task's current state."""
+
+
+class ServerError(TaskyardError):
+    """A 5xx answer, or another the gateway does not give by design."""
+
+
+class GatewayUnreachable(TaskyardError):
+    """No answer: the connection was refused, timed out or dropped."""
+
+
+_BY_STATUS: dict[int, type[TaskyardError]] = {
+    401: Unauthorized,
+    404: NotFound,
+    400: InvalidRequest,
+    409: InvalidRequest,
+    413: InvalidRequest,
+    422: InvalidRequest,
+}
 
 
 class TaskyardClient:
-    """A thin client over the gateway's HTTP API."""
+    """A thin, blocking client over the gateway's HTTP API."""
 
     def __init__(self, base_url: str, api_key: str, timeout: float = 30.0) -> None:
-        self.http = httpx.Client(
-            base_url=base_url, headers={"Authorization": f"Bearer {api_key}"}, timeout=timeout
-        )
+        self.http = httpx.Client(base_url=base_url, headers=_auth(api_key), timeout=timeout)
 
     def submit(
         self,
@@ -32,81 +97,306 @@ class TaskyardClient:
         idempotency_key: str | None = None,
         webhook: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        body: dict[str, Any] = {"input": text}
-        if session_id:
-            body["session_id"] = session_id
-        if agent:
-            body["agent"] = agent
-        if webhook:
-            body["webhook"] = webhook
-        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
-        resp = self.http.post("/v1/tasks", json=body, headers=headers)
-        resp.raise_for_status()
-        return resp.json()
+        """Submit a task; its id, status and session. Without an `idempotency_key` one is
+        made, so a submission retried after a 503 is never made twice."""
+        body, headers = _submission(text, session_id, agent, idempotency_key, webhook)
+        return self._json("POST", "/v1/tasks", json=body, headers=headers)
 
     def get(self, task_id: str) -> dict[str, Any]:
-        resp = self.http.get(f"/v1/tasks/{task_id}")
-        resp.raise_for_status()
-        return resp.json()
+        """The task's status, result and messages."""
+        return self._json("GET", f"/v1/tasks/{task_id}")
 
-    def events(self, task_id: str, last_event_id: str | None = None) -> Iterator[Event]:
-        """Every event of the task until its final one, resuming after a dropped connection
-        (`_RECONNECTS` tries in a row, with backoff, before the error is raised)."""
-        failures = 0
-        while True:
-            headers = {"Last-Event-ID": last_event_id} if last_event_id else {}
-            try:
-                for event in self._stream(task_id, headers):
-                    last_event_id, failures = event.id, 0
-                    yield event
-                    if event.is_final:
-                        return
-            except httpx.TransportError:
-                failures += 1
-                if failures > _RECONNECTS:
-                    raise
-                time.sleep(min(0.1 * 2**failures, 2.0))
+    def list_tasks(
+        self,
+        limit: int = 20,
+        status: str | None = None,
+        session_id: str | None = None,
+        cursor: str | None = None,
+    ) -> dict[str, Any]:
+        """Your tasks, newest first: ``{"tasks": [...], "next_cursor": ...}``."""
+        params = _list_params(limit, status, session_id, cursor)
+        return self._json("GET", "/v1/tasks", params=params)
 
-    def _stream(self, task_id: str, headers: dict[str, str]) -> Iterator[Event]:
-        path = f"/v1/tasks/{task_id}/events"
-        with self.http.stream("GET", path, headers=headers, timeout=None) as resp:
-            resp.raise_for_status()
-            fields: dict[str, str] = {}
-            for line in resp.iter_lines():
-                if line:
-                    name, _, value = line.partition(": ")
-                    fields[name] = value
-                elif "data" in fields:
-                    yield Event(
-                        id=fields["id"],
-                        kind=EventKind(fields["event"]),
-                        data=json.loads(fields["data"]),
-                    )
-                    fields = {}
+    def cancel(self, task_id: str) -> dict[str, Any]:
+        return self._json("POST", f"/v1/tasks/{task_id}/cancel")
 
     def approve(
         self, task_id: str, call_id: str, arguments: dict[str, Any] | None = None
     ) -> dict[str, Any]:
         """Let a call held for approval run (with `arguments` instead of the model's)."""
-        body: dict[str, Any] = {"decision": "approve"}
-        if arguments is not None:
-            body["arguments"] = arguments
-        return self._decide(task_id, call_id, body)
+        return self._json("POST", _approval_path(task_id, call_id), json=_approval(arguments))
 
     def deny(self, task_id: str, call_id: str, reason: str | None = None) -> dict[str, Any]:
         """Refuse a call held for approval; the model reads the reason as its result."""
-        return self._decide(task_id, call_id, {"decision": "deny", "reason": reason})
+        return self._json("POST", _approval_path(task_id, call_id), json=_denial(reason))
 
-    def _decide(self, task_id: str, call_id: str, body: dict[str, Any]) -> dict[str, Any]:
-        resp = self.http.post(f"/v1/tasks/{task_id}/approvals/{call_id}", json=body)
-        resp.raise_for_status()
-        return resp.json()
+    def events(self, task_id: str, last_event_id: str | None = None) -> Iterator[Event]:
+        """Every event of the task until its final one, resuming after a dropped connection
+        (`_RECONNECTS` tries in a row, with backoff, before `GatewayUnreachable`)."""
+        resume = _Resume(last_event_id)
+        while not resume.done:
+            try:
+                with connect_sse(
+                    self.http, "GET", _events_path(task_id), headers=resume.headers(), timeout=None
+                ) as source:
+                    if source.response.is_error:
+                        source.response.read()
+                        _raise_for(source.response)
+                    for sse in source.iter_sse():
+                        if (event := resume.take(sse)) is not None:
+                            yield event
+                            if event.is_final:
+                                return
+            except httpx.TransportError as exc:
+                time.sleep(resume.failed(exc))
+
+    def _json(self, method: str, path: str, **kwargs: Any) -> Any:
+        for attempt in range(_UNAVAILABLE_RETRIES + 1):
+            try:
+                response = self.http.request(method, path, **kwargs)
+            except httpx.TransportError as exc:
+                raise _unreachable(exc) from exc
+            if (wait := _retry_after(response, method, kwargs, attempt)) is None:
+                break
+            time.sleep(wait)
+        _raise_for(response)
+        return response.json() if response.content else None
+
+    def session(self, session_id: str, offset: int = 0, limit: int = 100) -> dict[str, Any]:
+        """A page of the session's messages, its tasks, what runs it, its interpreter."""
+        params = {"offset": offset, "limit": limit}
+        return self._json("GET", f"/v1/sessions/{session_id}", params=params)
+
+    def delete_session(self, session_id: str, force: bool = False) -> None:
+        """Forget the session (409 while a task runs it, unless `force` cancels that task)."""
+        self._json("DELETE", f"/v1/sessions/{session_id}", params=_force(force))
 
     def webhook_secret(self) -> str:
         """What this tenant's webhook deliveries are signed with (`shared.webhooks.verify`)."""
-        resp = self.http.get("/v1/webhooks/secret")
-        resp.raise_for_status()
-        return resp.json()["secret"]
+        return self._json("GET", "/v1/webhooks/secret")["secret"]
 
     def close(self) -> None:
         self.http.close()
+
+    def __enter__(self) -> TaskyardClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncTaskyardClient:
+    """The async twin of `TaskyardClient`: the same methods, awaited (`events` is iterated
+    with ``async for``)."""
+
+    def __init__(self, base_url: str, api_key: str, timeout: float = 30.0) -> None:
+        self.http = httpx.AsyncClient(base_url=base_url, headers=_auth(api_key), timeout=timeout)
+
+    async def submit(
+        self,
+        text: str,
+        session_id: str | None = None,
+        agent: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
+        webhook: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        body, headers = _submission(text, session_id, agent, idempotency_key, webhook)
+        return await self._json("POST", "/v1/tasks", json=body, headers=headers)
+
+    async def get(self, task_id: str) -> dict[str, Any]:
+        return await self._json("GET", f"/v1/tasks/{task_id}")
+
+    async def list_tasks(
+        self,
+        limit: int = 20,
+        status: str | None = None,
+        session_id: str | None = None,
+        cursor: str | None = None,
+    ) -> dict[str, Any]:
+        params = _list_params(limit, status, session_id, cursor)
+        return await self._json("GET", "/v1/tasks", params=params)
+
+    async def cancel(self, task_id: str) -> dict[str, Any]:
+        return await self._json("POST", f"/v1/tasks/{task_id}/cancel")
+
+    async def approve(
+        self, task_id: str, call_id: str, arguments: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        path = _approval_path(task_id, call_id)
+        return await self._json("POST", path, json=_approval(arguments))
+
+    async def deny(self, task_id: str, call_id: str, reason: str | None = None) -> dict[str, Any]:
+        return await self._json("POST", _approval_path(task_id, call_id), json=_denial(reason))
+
+    async def events(self, task_id: str, last_event_id: str | None = None) -> AsyncIterator[Event]:
+        resume = _Resume(last_event_id)
+        while not resume.done:
+            try:
+                async with aconnect_sse(
+                    self.http, "GET", _events_path(task_id), headers=resume.headers(), timeout=None
+                ) as source:
+                    if source.response.is_error:
+                        await source.response.aread()
+                        _raise_for(source.response)
+                    async for sse in source.aiter_sse():
+                        if (event := resume.take(sse)) is not None:
+                            yield event
+                            if event.is_final:
+                                return
+            except httpx.TransportError as exc:
+                await asyncio.sleep(resume.failed(exc))
+
+    async def _json(self, method: str, path: str, **kwargs: Any) -> Any:
+        for attempt in range(_UNAVAILABLE_RETRIES + 1):
+            try:
+                response = await self.http.request(method, path, **kwargs)
+            except httpx.TransportError as exc:
+                raise _unreachable(exc) from exc
+            if (wait := _retry_after(response, method, kwargs, attempt)) is None:
+                break
+            await asyncio.sleep(wait)
+        _raise_for(response)
+        return response.json() if response.content else None
+
+    async def session(self, session_id: str, offset: int = 0, limit: int = 100) -> dict[str, Any]:
+        params = {"offset": offset, "limit": limit}
+        return await self._json("GET", f"/v1/sessions/{session_id}", params=params)
+
+    async def delete_session(self, session_id: str, force: bool = False) -> None:
+        await self._json("DELETE", f"/v1/sessions/{session_id}", params=_force(force))
+
+    async def webhook_secret(self) -> str:
+        return (await self._json("GET", "/v1/webhooks/secret"))["secret"]
+
+    async def close(self) -> None:
+        await self.http.aclose()
+
+    async def __aenter__(self) -> AsyncTaskyardClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+# -- what both clients share ---------------------------------------------------------------
+
+
+class _Resume:
+    """Where a followed stream stands: the last event id, the reconnects in a row."""
+
+    def __init__(self, last_event_id: str | None) -> None:
+        self.last_event_id = last_event_id
+        self.failures = 0
+        self.done = False
+
+    def headers(self) -> dict[str, str]:
+        return {"Last-Event-ID": self.last_event_id} if self.last_event_id else {}
+
+    def take(self, sse: ServerSentEvent) -> Event | None:
+        """The event, or None for a kind this client does not know (as a browser's
+        EventSource ignores events nobody listens to)."""
+        self.last_event_id, self.failures = sse.id or self.last_event_id, 0
+        if sse.event not in _KINDS:
+            return None
+        event = Event(id=sse.id, kind=EventKind(sse.event), data=orjson.loads(sse.data))
+        self.done = event.is_final
+        return event
+
+    def failed(self, exc: httpx.TransportError) -> float:
+        """Seconds to wait before reconnecting; raises once the tries are used up."""
+        self.failures += 1
+        if self.failures > _RECONNECTS:
+            raise _unreachable(exc) from exc
+        return min(0.1 * 2**self.failures, 2.0)
+
+
+_KINDS = frozenset(kind.value for kind in EventKind)
+
+
+def _raise_for(response: httpx.Response) -> None:
+    """Raise the error an answer (its body read) means, if it is one."""
+    if response.is_success:
+        return
+    kind = _BY_STATUS.get(response.status_code, ServerError)
+    raise kind(_reason(response), response.status_code)
+
+
+def _reason(response: httpx.Response) -> str:
+    """The server's reason: its `detail` sentence, or each invalid field and why."""
+    try:
+        detail = response.json()["detail"]
+    except (ValueError, KeyError, TypeError):
+        return f"HTTP {response.status_code}: {response.text[:200] or response.reason_phrase}"
+    if isinstance(detail, list):
+        return "; ".join(f"{'.'.join(map(str, i['loc']))}: {i['msg']}" for i in detail)
+    return str(detail)
+
+
+def _unreachable(exc: httpx.TransportError) -> GatewayUnreachable:
+    where = exc.request.url.copy_with(path="/", query=None) if exc.request else "the gateway"
+    return GatewayUnreachable(f"cannot reach the gateway at {where}: {exc or type(exc).__name__}")
+
+
+def _auth(api_key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {api_key}"}
+
+
+def _events_path(task_id: str) -> str:
+    return f"/v1/tasks/{task_id}/events"
+
+
+def _approval_path(task_id: str, call_id: str) -> str:
+    return f"/v1/tasks/{task_id}/approvals/{call_id}"
+
+
+def _approval(arguments: dict[str, Any] | None) -> dict[str, Any]:
+    body: dict[str, Any] = {"decision": "approve"}
+    if arguments is not None:
+        body["arguments"] = arguments
+    return body
+
+
+def _denial(reason: str | None) -> dict[str, Any]:
+    return {"decision": "deny", "reason": reason}
+
+
+def _submission(
+    text: str,
+    session_id: str | None,
+    agent: dict[str, Any] | None,
+    idempotency_key: str | None,
+    webhook: dict[str, Any] | None,
+) -> tuple[dict[str, Any], dict[str, str]]:
+    body: dict[str, Any] = {"input": text}
+    if session_id:
+        body["session_id"] = session_id
+    if agent:
+        body["agent"] = agent
+    if webhook:
+        body["webhook"] = webhook
+    return body, {"Idempotency-Key": idempotency_key or uuid.uuid4().hex}
+
+
+def _retry_after(
+    response: httpx.Response, method: str, request: dict[str, Any], attempt: int
+) -> float | None:
+    """Seconds to wait before sending a request again that met a 503 (Redis restarting):
+    only a read, or a submission under its Idempotency-Key, is safe to send twice."""
+    safe = method == "GET" or "Idempotency-Key" in request.get("headers", {})
+    if response.status_code != 503 or not safe or attempt >= _UNAVAILABLE_RETRIES:
+        return None
+    try:
+        return min(float(response.headers.get("retry-after", 1)), 10.0)
+    except ValueError:
+        return 1.0
+
+
+def _force(force: bool) -> dict[str, str]:
+    return {"force": "true"} if force else {}
+
+
+def _list_params(
+    limit: int, status: str | None, session_id: str | None, cursor: str | None
+) -> dict[str, str | int]:
+    given = {"limit": limit, "status": status, "session_id": session_id, "cursor": cursor}
+    return {k: v for k, v in given.items() if v is not None}

@@ -6,6 +6,10 @@ protocol 2) inside kombu's Redis transport wrapping, ready to be pushed onto its
 The store pushes envelopes from inside its Lua scripts, so a step's commit and the jobs it
 starts are one atomic write: no crash can land between them, and no job is sent twice. (The
 broker therefore lives on the store's Redis server; another database number is fine.)
+
+No Celery signal fires for an envelope, so Celery's tracing instrumentation cannot add the
+trace context to it: `envelope` puts the current one (`traceparent`) into the message's
+headers itself, where the instrumentation on the consuming side looks for it.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any
 
 import orjson
 from celery import Celery
+from opentelemetry.propagate import inject
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared import keys
@@ -153,6 +158,7 @@ def envelope(celery: Celery, job: Job) -> Envelope:
         task_id, name, args=[job.payload()], kwargs={}, ignore_result=True,
         argsrepr=_describe(job), kwargsrepr="{}",
     )  # fmt: skip
+    inject(message.headers)  # the trace goes on with the job (nothing is added when it is off)
     properties = {
         **message.properties,
         "delivery_mode": 2,

@@ -167,6 +167,13 @@ class Settings(BaseSettings):
     # Where user-defined agents and actions live: comma-separated importable module names.
     plugin_modules: str = ""
 
+    # Observability. Celery workers and beat serve Prometheus metrics on this address (port 0:
+    # none); the gateway and the proxy serve /metrics on their own port.
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = Field(default=0, ge=0, le=65535)
+    # OpenTelemetry traces go to this OTLP/HTTP endpoint (http://collector:4318); empty: off.
+    otlp_endpoint: str = ""
+
     @field_validator("api_keys")
     @classmethod
     def _key_tenant_pairs(cls, value: str) -> str:
@@ -183,6 +190,13 @@ class Settings(BaseSettings):
     @classmethod
     def _http_url(cls, value: str, info: ValidationInfo) -> str:
         _check_url(value, _HTTP_SCHEMES, _env(info))
+        return value
+
+    @field_validator("otlp_endpoint")
+    @classmethod
+    def _optional_http_url(cls, value: str, info: ValidationInfo) -> str:
+        if value:
+            _check_url(value, _HTTP_SCHEMES, _env(info))
         return value
 
     @field_validator("proxy_upstreams")

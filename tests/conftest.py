@@ -12,6 +12,10 @@ from pathlib import Path
 
 import pytest
 import redis
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from services.stack import free_port
 from shared.settings import Settings
@@ -91,3 +95,22 @@ def sandbox_image() -> str:
     env = {**os.environ, "SANDBOX_IMAGE": image}
     subprocess.run(["bash", str(root / "scripts/build_sandbox_image.sh")], check=True, env=env)
     return image
+
+
+@pytest.fixture(scope="session")
+def _span_exporter() -> InMemorySpanExporter:
+    # OpenTelemetry takes one global tracer provider per process: set it once, for every test
+    # that records spans.
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    return exporter
+
+
+@pytest.fixture
+def spans(_span_exporter: InMemorySpanExporter) -> Iterator[InMemorySpanExporter]:
+    """Spans finished in this process during the test, in memory."""
+    _span_exporter.clear()
+    yield _span_exporter
+    _span_exporter.clear()

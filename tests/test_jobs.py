@@ -10,6 +10,8 @@ from collections.abc import Iterator
 import pytest
 import redis
 from celery import Celery
+from opentelemetry import trace
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from shared.jobs import AgentStepJob, ToolRunJob, enqueue, envelope
 from shared.schema import ToolCall
@@ -57,3 +59,13 @@ def test_an_envelope_is_what_kombu_puts_on_the_broker(
 def test_tool_jobs_go_to_their_tools_queue(celery: Celery) -> None:
     assert envelope(celery, CALL).queue == "tools.WebBrowser"
     assert envelope(celery, STEP).queue == "agent"
+
+
+def test_an_envelope_carries_the_current_trace(celery: Celery, spans: InMemorySpanExporter) -> None:
+    # No Celery signal fires for an envelope: the trace context is stamped by `envelope`.
+    assert "traceparent" not in json.loads(envelope(celery, STEP).message)["headers"]
+    with trace.get_tracer("test").start_as_current_span("commit") as span:
+        headers = json.loads(envelope(celery, STEP).message)["headers"]
+    context = span.get_span_context()
+    _, trace_id, span_id, _ = headers["traceparent"].split("-")
+    assert (trace_id, span_id) == (f"{context.trace_id:032x}", f"{context.span_id:016x}")

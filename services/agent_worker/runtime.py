@@ -12,6 +12,7 @@ from celery import Celery
 from services.agent_worker.children import ChildStarter
 from services.agent_worker.compaction import Compactor
 from services.agent_worker.live_agents import LiveAgents
+from services.agent_worker.model_calls import ObservedModel
 from services.agent_worker.step import StepRunner
 from services.agent_worker.sweep import Sweeper
 from shared.agents import AsyncAgent, build_agent, default_llm
@@ -54,7 +55,8 @@ class AgentRuntime:
         return runner
 
     def _build(self, spec: AgentSpec) -> AsyncAgent:
-        return build_agent(spec, self.settings, llm=default_llm(spec, self.settings, self.http))
+        llm = ObservedModel(default_llm(spec, self.settings, self.http))
+        return build_agent(spec, self.settings, llm=llm)
 
     def run_step(self, job: AgentStepJob) -> list[Job]:
         return self.loop.run(self.runner.run(job))

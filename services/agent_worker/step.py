@@ -18,6 +18,7 @@ from celery import Celery
 
 from services.agent_worker.compaction import Compactor, PromptSize
 from services.agent_worker.live_agents import LiveAgents, LiveSession
+from services.agent_worker.metrics import count_tokens
 from services.agent_worker.tokens import TokenBuffer
 from shared.cancel import CancelWatch, cancel_children
 from shared.events import EventKind
@@ -143,6 +144,7 @@ class StepRunner:
         if not applied:
             log.info("step already committed", extra={"task_id": record.id, "step": record.step})
             return None, []
+        count_tokens(record.tenant, reply.usage)
         return new, _first_step(record, following)
 
     def _send_or_hold(self, commit: StepCommit, calls: list[ToolCall]) -> None:

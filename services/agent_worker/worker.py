@@ -12,22 +12,28 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from celery import Task, signals
+from opentelemetry import trace
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from services.agent_worker.metrics import STEP_SECONDS
 from services.agent_worker.runtime import AgentRuntime
 from shared import keys
 from shared.celery_app import make_celery
 from shared.jobs import AgentStepJob, ChildJob, Job, WebhookJob, enqueue
 from shared.llms import LLMError
-from shared.logs import setup_logging
+from shared.logs import bind_job, setup_logging
+from shared.metrics import serve_metrics
 from shared.registry import load_plugins
 from shared.settings import get_settings
+from shared.tracing import job_attributes, setup_tracing
 
 settings = get_settings()
-setup_logging()
+setup_logging("agent_worker")
+setup_tracing("agent_worker", settings)
 load_plugins(settings.plugin_modules)
 app = make_celery(settings)
 # Celery beat (`celery -A services.agent_worker.worker beat`) sends the sweep.
@@ -58,11 +64,20 @@ def runtime() -> AgentRuntime:
 def agent_step(self: Task, payload: dict) -> None:
     """Run one step of a task, then send the jobs it leads to."""
     job = AgentStepJob.model_validate(payload)
-    try:
-        jobs = runtime().run_step(job)
-    except Exception as exc:
-        jobs = _retry_or_fail(self, job, exc)
-    send(jobs)
+    ids = {"task_id": job.task_id, "session_id": job.session_id, "tenant": job.tenant}
+    trace.get_current_span().set_attributes(job_attributes(**ids, step=job.step))
+    # "retry" until known otherwise: a retry leaves by the exception Celery's retry raises.
+    started, outcome = time.perf_counter(), "retry"
+    with bind_job(**ids, step=job.step):
+        try:
+            jobs = runtime().run_step(job)
+            outcome = "done"
+        except Exception as exc:
+            jobs = _retry_or_fail(self, job, exc)
+            outcome = "failed"
+        finally:
+            STEP_SECONDS.labels(outcome).observe(time.perf_counter() - started)
+        send(jobs)
 
 
 @app.task(
@@ -100,15 +115,20 @@ def send(jobs: list[Job]) -> None:
 def _retry_or_fail(task: Task, job: AgentStepJob, exc: Exception) -> list[Job]:
     """Retry a transient upstream error with backoff (the task stays accepted meanwhile);
     end the task with the reason on anything else, never dropping it silently."""
-    extra = {"task_id": job.task_id, "session_id": job.session_id, "step": job.step}
     if isinstance(exc, LLMError) and exc.transient:
         if task.request.retries >= _MAX_RETRIES:
             reason = f"model upstream unavailable after {_MAX_RETRIES} retries: {exc}"
             return runtime().fail(job, reason)
-        log.warning("model upstream error, retrying: %s", exc, extra=extra)
+        log.warning("model upstream error, retrying: %s", exc)
         raise task.retry(exc=exc, countdown=min(2**task.request.retries, 30)) from exc
-    log.exception("agent step failed", extra=extra)
+    log.exception("agent step failed")
     return runtime().fail(job, f"agent step failed: {type(exc).__name__}: {exc}")
+
+
+@signals.worker_init.connect
+@signals.beat_init.connect
+def _serve_metrics(**_: object) -> None:
+    serve_metrics(settings)
 
 
 @signals.worker_shutdown.connect

@@ -1,12 +1,17 @@
-"""The gateway's FastAPI app: wiring only. Run: uvicorn services.gateway.app:app"""
+"""The gateway's FastAPI app: wiring only. Run: uvicorn services.gateway.app:app
+
+It also serves the dashboard (`/ui`, static files) and its Prometheus metrics (`/metrics`)."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
+from fastapi.staticfiles import StaticFiles
+from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -18,11 +23,15 @@ from services.gateway.errors import (
     validation_error,
 )
 from services.gateway.guard import Guard
+from services.gateway.metrics import RequestMetrics
 from services.gateway.openapi import openapi_document
-from services.gateway.routes import health, sessions, tasks, webhooks
+from services.gateway.routes import health, metrics, sessions, system, tasks, webhooks
 from shared.logs import setup_logging
 from shared.registry import load_plugins
 from shared.settings import Settings, get_settings
+from shared.tracing import setup_tracing
+
+UI_DIR = Path(__file__).with_name("ui")
 
 __all__ = ["app", "create_app"]
 
@@ -32,7 +41,10 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     # Async Redis clients live on the app's event loop: made on first use, closed here.
     app.state.stores = {}
     app.state.hubs = {}
+    app.state.system = None
     yield
+    if app.state.system is not None:
+        await app.state.system.close()
     for hub in app.state.hubs.values():
         await hub.close()
     for store in app.state.stores.values():
@@ -42,7 +54,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The gateway for `settings` (by default the environment's)."""
     settings = settings or get_settings()
-    setup_logging()
+    setup_logging("gateway")
+    tracing = setup_tracing("gateway", settings)
     load_plugins(settings.plugin_modules)  # user tools and agents are valid task names
     app = FastAPI(
         title="taskyard gateway",
@@ -54,6 +67,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(
         Guard, tenants=settings.tenants_by_key(), max_body_bytes=settings.gateway_max_body_bytes
     )
+    app.add_middleware(RequestMetrics)  # outside the guard: refused requests count too
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RedisConnectionError, store_unavailable)  # BusyLoading too
@@ -62,7 +76,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(tasks.router)
     app.include_router(sessions.router)
     app.include_router(webhooks.router)
+    app.include_router(system.router)
     app.include_router(health.router)
+    app.include_router(metrics.router)
+    app.mount("/ui", StaticFiles(directory=UI_DIR, html=True), name="ui")
+    if tracing:
+        # Each request a span; not one per SSE chunk sent.
+        FastAPIInstrumentor.instrument_app(
+            app, excluded_urls="/healthz,/readyz,/metrics,/ui", exclude_spans=["receive", "send"]
+        )
     app.openapi = lambda: openapi_document(app)  # type: ignore[method-assign]
     return app
 

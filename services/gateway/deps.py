@@ -13,6 +13,7 @@ from fastapi import Depends, HTTPException, Path, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from services.gateway.event_hub import HUB_READ_TIMEOUT_S, EventHub
+from services.gateway.system import SystemProbe
 from shared.celery_app import make_celery
 from shared.settings import Settings
 from shared.store import TaskStore
@@ -24,6 +25,7 @@ __all__ = [
     "OwnedTaskDep",
     "SettingsDep",
     "StoreDep",
+    "SystemDep",
     "TenantDep",
     "app_settings",
 ]
@@ -78,6 +80,16 @@ async def get_hub(
     return hubs[settings.redis_url]
 
 
+async def get_system(
+    request: Request, settings: SettingsDep, celery: Annotated[Celery, Depends(get_celery)]
+) -> SystemProbe:
+    """The app's view of the queues, workers and replicas (the lifespan closes it)."""
+    if request.app.state.system is None:
+        broker = aioredis.Redis.from_url(settings.broker_url, client_name=CLIENT_NAME)
+        request.app.state.system = SystemProbe(broker, celery, settings.llm_base_url)
+    return request.app.state.system
+
+
 _bearer = HTTPBearer(auto_error=False)  # declares the scheme in the OpenAPI document
 
 
@@ -92,6 +104,7 @@ StoreDep = Annotated[TaskStore, Depends(get_store)]
 HubDep = Annotated[EventHub, Depends(get_hub)]
 CeleryDep = Annotated[Celery, Depends(get_celery)]
 TenantDep = Annotated[str, Depends(get_tenant)]
+SystemDep = Annotated[SystemProbe, Depends(get_system)]
 
 _TASK_ID = re.compile(TASK_ID_PATTERN)
 _TaskIdPath = Path(

@@ -10,11 +10,14 @@ from shared.schema import AgentMessage
 from shared.spec import AgentSpec, WebhookSpec
 from shared.task import SESSION_ID_PATTERN, TaskRecord, TaskStatus
 
+_INPUT_PREVIEW = 200  # characters of a task's input a summary shows
+
 __all__ = [
     "ApprovalDecided",
     "ApprovalPublic",
     "Interpreter",
     "SessionPublic",
+    "SystemView",
     "TaskAccepted",
     "TaskCreate",
     "TaskList",
@@ -60,6 +63,7 @@ class TaskSummary(BaseModel):
     status: TaskStatus
     session_id: str
     step: int
+    input: str = Field(description=f"The first {_INPUT_PREVIEW} characters of the input.")
     error: str | None
     created_at: float
     updated_at: float
@@ -68,7 +72,8 @@ class TaskSummary(BaseModel):
     def of(cls, record: TaskRecord) -> TaskSummary:
         return cls(
             id=record.id, status=record.status, session_id=record.session_id, step=record.step,
-            error=record.error, created_at=record.created_at, updated_at=record.updated_at,
+            input=record.input[:_INPUT_PREVIEW], error=record.error,
+            created_at=record.created_at, updated_at=record.updated_at,
         )  # fmt: skip
 
 
@@ -188,3 +193,25 @@ class SessionPublic(BaseModel):
     running: str | None = Field(description="The task holding the session now, if any.")
     waiting: list[str] = Field(description="Tasks waiting their turn, oldest first.")
     interpreter: Interpreter | None
+
+
+class QueueDepth(BaseModel):
+    name: str
+    depth: int
+
+
+class ReplicaState(BaseModel):
+    name: str
+    model: str
+    healthy: bool
+    in_flight: int
+    latency_ms: float
+
+
+class SystemView(BaseModel):
+    """What runs the tasks: the queues' depths, the workers that answered a ping just now,
+    and the LLM proxy's replicas (empty while the proxy does not answer)."""
+
+    queues: list[QueueDepth]
+    workers: list[str]
+    replicas: list[ReplicaState]

@@ -13,6 +13,8 @@ import uvloop
 from services.llm_proxy.app import ProxyApp
 from services.llm_proxy.config import ProxySettings
 from services.llm_proxy.routing import POLICIES
+from shared.logs import setup_logging
+from shared.tracing import setup_tracing
 
 
 def _arguments() -> argparse.Namespace:
@@ -51,7 +53,7 @@ def _settings(args: argparse.Namespace) -> ProxySettings:
 
 
 async def _serve(settings: ProxySettings) -> None:
-    app = ProxyApp(settings)
+    app = ProxyApp(settings, tracing=setup_tracing("llm_proxy", settings, libraries=False))
     port = await app.start()
     logging.getLogger("services.llm_proxy").info(
         "listening on %s:%d, %d replicas, policy %s",
@@ -72,7 +74,7 @@ async def _serve(settings: ProxySettings) -> None:
 
 def main() -> None:
     args = _arguments()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    setup_logging("llm_proxy")
     uvloop.run(_serve(_settings(args)))
 
 

@@ -7,6 +7,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 import orjson
+from opentelemetry.trace import StatusCode
 
 from services.llm_proxy.admission import WaitQueue
 from services.llm_proxy.config import PoolSpec, ProxySettings, load_pool
@@ -21,6 +22,7 @@ from services.llm_proxy.ratelimit import RateLimiter
 from services.llm_proxy.routing import make_policy
 from services.llm_proxy.sync import RedisSync
 from services.llm_proxy.tenants import TenantDirectory
+from services.llm_proxy.tracing import server_span
 from services.llm_proxy.usage import UsageLedger
 
 __all__ = ["ProxyApp"]
@@ -36,8 +38,11 @@ Endpoint = Callable[[Request, Connection], Awaitable[None]]
 class ProxyApp:
     """One proxy instance; `await start()` serves it, `await stop()` ends it."""
 
-    def __init__(self, settings: ProxySettings, pool_spec: PoolSpec | None = None) -> None:
+    def __init__(
+        self, settings: ProxySettings, pool_spec: PoolSpec | None = None, tracing: bool = False
+    ) -> None:
         self.settings = settings
+        self.tracing = tracing  # spans per completion request (`shared.tracing` set up)
         self.pool = Pool(pool_spec or load_pool(settings), settings)
         self.queues = {
             name: WaitQueue(settings.proxy_queue_size, settings.proxy_queue_timeout_s)
@@ -151,10 +156,28 @@ class ProxyApp:
         parsed = parse_request(request.body, chat, session, self.settings.proxy_prefix_chars)
         self.limiter.admit(tenant)
         task_id = headers.get(b"x-task-id")
+        job = Job(conn, path, parsed, tenant, task_id.decode() if task_id else None, session)
+        if self.tracing:
+            await self._traced(job, request)
+        else:
+            await self._forward(job)
+
+    async def _forward(self, job: Job) -> None:
         assert self._forwarder is not None
-        await self._forwarder.forward(
-            Job(conn, path, parsed, tenant, task_id.decode() if task_id else None, session)
-        )
+        await self._forwarder.forward(job)
+
+    async def _traced(self, job: Job, request: Request) -> None:
+        job.span = span = server_span(request, job.path.decode().lstrip("/"))
+        try:
+            await self._forward(job)
+        except ProxyError as exc:
+            span.set_status(StatusCode.ERROR, str(exc))
+            span.set_attribute("http.response.status_code", exc.status)
+            raise
+        else:
+            span.set_attribute("http.response.status_code", job.client.status)
+        finally:
+            span.end()
 
     async def _models(self, request: Request, conn: Connection) -> None:
         windows = self.pool.context_lengths()

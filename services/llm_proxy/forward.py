@@ -13,6 +13,7 @@ import enum
 from dataclasses import dataclass
 
 import orjson
+from opentelemetry.trace import Span
 
 from services.llm_proxy.admission import WaitQueue
 from services.llm_proxy.errors import ModelNotFound, NoReplica, UpstreamFailed
@@ -25,6 +26,7 @@ from services.llm_proxy.ratelimit import RateLimiter
 from services.llm_proxy.routing import RoutingPolicy
 from services.llm_proxy.streaming import StreamRelay
 from services.llm_proxy.tenants import Tenant
+from services.llm_proxy.tracing import upstream_span
 from services.llm_proxy.upstream import UpstreamConnection, UpstreamError, UpstreamTimeout
 from services.llm_proxy.usage import UsageLedger, tokens_of, usage_header
 
@@ -60,6 +62,8 @@ class Job:
     failures: int = 0
     # The last retryable answer (429, 502, 503, 504), shown if no replica does better.
     last_refusal: tuple[int, list[tuple[bytes, bytes]], bytes] | None = None
+    span: Span | None = None  # the request's, when tracing is on
+    trace_header: bytes = b""  # the current attempt's `traceparent` line, when tracing is on
 
 
 class Forwarder:
@@ -144,11 +148,19 @@ class Forwarder:
     ) -> Outcome:
         replica.in_flight += 1
         self._metrics.replica_requests[replica.name] += 1
+        span = None
+        if job.span is not None:
+            span, job.trace_header = upstream_span(job.span, replica)
+        outcome = Outcome.RETRY
         try:
-            return await self._exchange_with_retry_on_stale(job, replica, body, last_group)
+            outcome = await self._exchange_with_retry_on_stale(job, replica, body, last_group)
+            return outcome
         finally:
             replica.in_flight -= 1
             self._queues[group.name].notify()
+            if span is not None:
+                span.set_attribute("taskyard.outcome", outcome.value)
+                span.end()
 
     async def _exchange_with_retry_on_stale(
         self, job: Job, replica: Replica, body: bytes, last_group: bool
@@ -257,7 +269,7 @@ class Forwarder:
     @staticmethod
     def _request_bytes(job: Job, replica: Replica, body: bytes) -> bytes:
         path = replica.spec.base_path.encode() + job.path
-        extra = b""
+        extra = job.trace_header
         if job.session_id:
             extra += b"x-session-id: " + job.session_id + b"\r\n"
         return b"POST %s HTTP/1.1\r\n%s%scontent-length: %d\r\n\r\n%s" % (

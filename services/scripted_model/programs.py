@@ -11,7 +11,7 @@ _NUMBER = r"-?\d+(?:\.\d+)?"
 _SQUARE_ROOT = re.compile(
     rf"square root of\s+({_NUMBER})(?:.*?\b(\d+)\s+decimal(?: place)?s?)?", re.IGNORECASE
 )
-_ARITHMETIC = re.compile(rf"({_NUMBER})\s*([-+*/])\s*({_NUMBER})")
+_ARITHMETIC = re.compile(rf"({_NUMBER})\s*(\*\*|//|[-+*/%])\s*({_NUMBER})")
 
 
 def program_for(question: str) -> str:

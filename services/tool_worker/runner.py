@@ -23,6 +23,11 @@ class ToolRunner:
         self._sandboxes: SandboxProvider | None = None
         self._executor: ActionExecutor | None = None
 
+    @property
+    def sandboxes(self) -> SandboxProvider | None:
+        """The sandbox provider, once made."""
+        return self._sandboxes
+
     def run(self, call: ToolCall, session_key: str) -> AgentMessage:
         """Run the call for the session ("tenant:session_id"); failures of the tool come back
         in the `ActionReturn`, and the reply quotes the call's id."""

@@ -8,27 +8,33 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 
 from celery import Task, signals
+from opentelemetry import trace
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from services.tool_worker.metrics import TOOL_CALL_SECONDS, watch_sandboxes
 from services.tool_worker.runner import ToolRunner
 from shared import keys
 from shared.cancel import CancelWatch
 from shared.celery_app import make_celery
 from shared.jobs import AgentStepJob, Envelope, ToolRunJob, envelope
-from shared.logs import setup_logging
+from shared.logs import bind_job, setup_logging
 from shared.loop import LoopThread
+from shared.metrics import serve_metrics
 from shared.registry import load_plugins
 from shared.sandbox import SandboxError
 from shared.schema import ActionReturn, ActionStatusCode, AgentMessage, ToolCall
 from shared.settings import get_settings
 from shared.store import TaskStore, ToolResultStored
 from shared.text import replace_lone_surrogates
+from shared.tracing import job_attributes, setup_tracing
 
 settings = get_settings()
-setup_logging()
+setup_logging("tool_worker")
+setup_tracing("tool_worker", settings)
 load_plugins(settings.plugin_modules)
 app = make_celery(settings)
 log = logging.getLogger("taskyard.tool_worker")
@@ -85,10 +91,19 @@ def tool_run(self: Task, payload: dict) -> None:
     """Run one tool call of a task's step; the result that completes the step pushes the
     next step's job with it."""
     job = ToolRunJob.model_validate(payload)
+    ids = {"task_id": job.task_id, "session_id": job.session_id, "tenant": job.tenant}
+    trace.get_current_span().set_attributes(
+        {**job_attributes(**ids, step=job.step), "taskyard.tool": job.call.name}
+    )
+    with bind_job(**ids, step=job.step, tool=job.call.name, call_id=job.call.id):
+        _run_job(self, job)
+
+
+def _run_job(task: Task, job: ToolRunJob) -> None:
     shared = _shared_store()
     claimed = _claim(shared, job)
     try:
-        message = _run_claimed(self, shared, job) if claimed else None
+        message = _run_claimed(task, shared, job) if claimed else None
         next_step = AgentStepJob(
             task_id=job.task_id, step=job.step + 1, tenant=job.tenant, session_id=job.session_id
         )
@@ -101,7 +116,7 @@ def tool_run(self: Task, payload: dict) -> None:
 def _run_claimed(task: Task, shared: _Store, job: ToolRunJob) -> AgentMessage:
     # A cancel of the task stops the session's running cell (its result is then refused).
     with shared.cancels.watch(job.task_id, lambda: tools.interrupt(job.session_key)):
-        message = _run_call(task, job)
+        message = _timed_call(task, job)
     if tools.has_sandbox(job.session_key):
         shared.loop.run(shared.store.mark_interpreter(job.session_key, settings.sandbox_idle_s))
     return message
@@ -117,7 +132,7 @@ def _claim(shared: _Store, job: ToolRunJob) -> bool:
     ttl_s = settings.stall_s + settings.sandbox_timeout_s
     claimed = store.claim_call(job.task_id, job.step, job.call.id, _WORKER, ttl_s)
     if not shared.loop.run(claimed):
-        log.info("tool call already running elsewhere; not run again", extra=_log_extra(job))
+        log.info("tool call already running elsewhere; not run again")
         return False
     # Its result may have come in between the two checks.
     if shared.loop.run(store.has_tool_result(job.task_id, job.step, job.call.id)):
@@ -130,19 +145,30 @@ def _release(shared: _Store, job: ToolRunJob) -> None:
     try:
         shared.loop.run(shared.store.release_call(job.task_id, job.step, job.call.id, _WORKER))
     except (RedisConnectionError, RedisTimeoutError):  # it lapses on its own
-        log.warning("could not release a tool-call claim", extra=_log_extra(job))
+        log.warning("could not release a tool-call claim")
+
+
+def _timed_call(task: Task, job: ToolRunJob) -> AgentMessage:
+    started, outcome = time.perf_counter(), "crashed"
+    try:
+        message = _run_call(task, job)
+        failed = isinstance(message.content, ActionReturn) and message.content.errmsg
+        outcome = "error" if failed else "ok"
+        return message
+    finally:
+        elapsed = time.perf_counter() - started
+        TOOL_CALL_SECONDS.labels(job.call.name, outcome).observe(elapsed)
 
 
 def _run_call(task: Task, job: ToolRunJob) -> AgentMessage:
-    extra = _log_extra(job)
-    log.info("tool call %s", job.call.name, extra=extra)
+    log.info("tool call %s", job.call.name)
     try:
         return tools.run(job.call, job.session_key)
     except Exception as exc:  # the worker's own trouble: retry, then tell the model
         if task.request.retries < _MAX_RETRIES:
-            log.warning("tool call failed, retrying: %s", exc, extra=extra)
+            log.warning("tool call failed, retrying: %s", exc)
             raise task.retry(exc=exc, countdown=2**task.request.retries) from exc
-        log.exception("tool call failed for good", extra=extra)
+        log.exception("tool call failed for good")
         return _worker_error(job.call, exc, "the tool could not run")
 
 
@@ -163,7 +189,7 @@ def _store_result(
     except Exception as exc:
         if message is None:
             raise  # nothing of the tool's failed here: Redis did
-        log.exception("tool result could not be stored; the model is told", extra=_log_extra(job))
+        log.exception("tool result could not be stored; the model is told")
         return put(_worker_error(job.call, exc, "its result could not be stored"))
 
 
@@ -181,11 +207,6 @@ def _worker_error(call: ToolCall, exc: Exception, what: str) -> AgentMessage:
     return AgentMessage.tool_result(call, ret)
 
 
-def _log_extra(job: ToolRunJob) -> dict[str, object]:
-    return {"task_id": job.task_id, "session_id": job.session_id, "step": job.step,
-            "call_id": job.call.id}  # fmt: skip
-
-
 @signals.worker_init.connect
 def _start_sandboxes(**_: object) -> None:
     """Fail fast: a worker whose sandboxes cannot run must not take tool jobs."""
@@ -200,6 +221,12 @@ def _start_sandboxes(**_: object) -> None:
     shared = _shared_store()
     freed = shared.loop.run(shared.store.release_worker_claims(_WORKER))
     log.info("freed %d tool-call claims held by an earlier run", freed)
+
+
+@signals.worker_init.connect
+def _serve_metrics(**_: object) -> None:
+    watch_sandboxes(lambda: tools.sandboxes)
+    serve_metrics(settings)
 
 
 @signals.worker_ready.connect

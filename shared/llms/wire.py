@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import orjson
+from opentelemetry.propagate import inject
 
 from shared.llms.base import ChatMessages, ChatResult
 from shared.llms.errors import LLMError
@@ -31,12 +32,14 @@ DONE = "[DONE]"  # the data of the last event of an OpenAI stream
 def request_headers(
     api_key: str, session_id: int | str | None, task_id: str | None
 ) -> dict[str, str]:
-    """Auth, JSON, and ``X-Session-ID`` (routing affinity) / ``X-Task-ID`` (usage per task)."""
+    """Auth, JSON, ``X-Session-ID`` (routing affinity) / ``X-Task-ID`` (usage per task), and
+    the current trace context (``traceparent``, when tracing is on and a span is current)."""
     headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
     if session_id is not None:
         headers["X-Session-ID"] = str(session_id)
     if task_id is not None:
         headers["X-Task-ID"] = str(task_id)
+    inject(headers)
     return headers
 
 

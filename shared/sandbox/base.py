@@ -37,6 +37,17 @@ class CodeSandbox(Protocol):
 class SandboxProvider(Protocol):
     """Hands out one sandbox per session key, and reaps idle ones."""
 
+    starts: int  # kernels started so far, for sessions and the warm pool (metrics)
+
+    @property
+    def warm(self) -> int:
+        """Started kernels waiting in the warm pool."""
+        ...
+
+    def sessions(self) -> list[str]:
+        """Keys of the sessions that hold a sandbox."""
+        ...
+
     def get(self, session_key: str) -> CodeSandbox: ...
 
     def interrupt(self, session_key: str) -> bool:

@@ -28,6 +28,9 @@ class WarmPool:
             self._filler.start()
             self._wanted.set()
 
+    def __len__(self) -> int:
+        return len(self._ready)
+
     def take(self, session_key: str) -> KernelChannel:
         """A started kernel: a warm one if there is one, else one started now."""
         with self._lock:

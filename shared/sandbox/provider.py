@@ -58,7 +58,8 @@ class KernelSandboxProvider:
         limits: SandboxLimits | None = None,
         interrupt_grace_s: float = INTERRUPT_GRACE_S,
     ) -> None:
-        self._start_kernel = start
+        self.starts = 0
+        self._start_kernel = start = self._counted(start)
         self._pool = WarmPool(start, pool_size)
         self._idle_s = idle_s
         self._limits = limits or SandboxLimits()
@@ -66,6 +67,18 @@ class KernelSandboxProvider:
         self._sessions: dict[str, KernelSandbox] = {}
         self._forgotten: OrderedDict[str, str] = OrderedDict()
         self._lock = threading.Lock()
+
+    def _counted(self, start: StartKernel) -> StartKernel:
+        def start_counted(session_key: str | None) -> KernelChannel:
+            self.starts += 1
+            return start(session_key)
+
+        return start_counted
+
+    @property
+    def warm(self) -> int:
+        """Started kernels waiting in the warm pool."""
+        return len(self._pool)
 
     def get(self, session_key: str) -> KernelSandbox:
         """The session's sandbox; its kernel starts (or leaves the pool) on the first run."""

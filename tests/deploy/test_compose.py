@@ -4,13 +4,21 @@ real module, every vLLM replica has a GPU and is in the proxy's pool, Redis keep
 from __future__ import annotations
 
 import importlib.util
+import json
+import re
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import yaml
+from prometheus_client import REGISTRY
 
+import services.agent_worker.metrics
+import services.gateway.metrics  # noqa: F401 - registers the gateway's metrics
 from services.llm_proxy.config import ProxySettings, load_pool
+from services.llm_proxy.metrics import Metrics
+from services.tool_worker.metrics import SandboxCollector
 from shared import keys
 from shared.actions import action_queue
 from shared.settings import Settings
@@ -108,3 +116,78 @@ def test_the_agent_worker_runs_on_gevent_within_its_broker_connections() -> None
     settings = Settings(**given)  # also checks the broker shares the store's server
     # Every greenlet may ack at once: kombu's pool must hold them (else jobs are lost).
     assert concurrency <= settings.broker_max_connections
+
+
+# -- the monitoring profile ----------------------------------------------------------------
+
+TASKYARD_SERVICES = ("gateway", "llm_proxy", "agent_worker", "tool_worker", "beat")
+
+
+def _served_metrics_port(name: str) -> int:
+    """Where a service serves /metrics: the gateway and the proxy on their own port, the
+    Celery workers and beat on TASKYARD_METRICS_PORT."""
+    command = _command(name)
+    if "--port" in command:
+        return int(command[command.index("--port") + 1])
+    env = COMPOSE["x-taskyard"]["environment"] | _env(SERVICES[name])
+    assert env["TASKYARD_METRICS_HOST"] == "0.0.0.0"  # reachable from Prometheus's container
+    return int(env["TASKYARD_METRICS_PORT"])
+
+
+def test_prometheus_scrapes_every_service_where_it_serves_metrics() -> None:
+    for name in ("prometheus", "grafana", "jaeger", "flower"):
+        assert SERVICES[name]["profiles"] == ["monitoring"]
+    host_path, mounted = SERVICES["prometheus"]["volumes"][0].split(":")[:2]
+    assert mounted == "/etc/prometheus/prometheus.yml"
+    config = yaml.safe_load((ROOT / host_path).read_text())
+    targets = {
+        sd["names"][0]: sd["port"]
+        for job in config["scrape_configs"]
+        for sd in job.get("dns_sd_configs", [])
+    }
+    assert targets == {name: _served_metrics_port(name) for name in TASKYARD_SERVICES}
+
+
+def test_the_gateways_processes_share_their_metrics() -> None:
+    gateway = SERVICES["gateway"]
+    assert int(gateway["command"][gateway["command"].index("--workers") + 1]) > 1
+    directory = _env(gateway)["PROMETHEUS_MULTIPROC_DIR"]
+    assert any(mount.split(":")[0] == directory for mount in gateway["tmpfs"])  # empty per start
+
+
+def _exported_metric_names() -> set[str]:
+    """Every sample name the services can export, from their metric definitions (the agent
+    worker's, the gateway's and the tool worker's are on the default registry once imported)."""
+    provider = SimpleNamespace(sessions=list, warm=0, starts=0)
+    collectors = [REGISTRY, SandboxCollector(lambda: provider),
+                  Metrics(SimpleNamespace(replicas=[]), {})]  # fmt: skip
+    suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}
+    return {
+        family.name + suffix
+        for collector in collectors
+        for family in collector.collect()
+        for suffix in suffixes.get(family.type, ("",))
+    }
+
+
+def test_the_grafana_dashboard_plots_metrics_the_services_export() -> None:
+    volumes = dict(v.split(":")[:2][::-1] for v in SERVICES["grafana"]["volumes"])
+    dashboards = ROOT / volumes["/var/lib/grafana/dashboards"]
+    provisioning = ROOT / volumes["/etc/grafana/provisioning"]
+    board = json.loads((dashboards / "taskyard.json").read_text())
+    datasource = yaml.safe_load((provisioning / "datasources/prometheus.yaml").read_text())
+    (source,) = datasource["datasources"]
+    assert source["url"] == "http://prometheus:9090" and source["uid"] == "prometheus"
+    exported = _exported_metric_names()
+    plotted = {
+        name
+        for panel in board["panels"]
+        for target in panel["targets"]
+        for name in re.findall(r"\btaskyard_\w+", target["expr"])
+    }
+    assert len(board["panels"]) >= 10
+    assert plotted and plotted <= exported, plotted - exported
+    for figure in ("taskyard_queue_depth", "taskyard_agent_step_seconds_bucket",
+                   "taskyard_model_call_seconds_bucket", "taskyard_tool_call_seconds_bucket",
+                   "taskyard_tokens_total", "taskyard_sandboxes"):  # fmt: skip
+        assert figure in plotted

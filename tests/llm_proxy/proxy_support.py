@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from collections.abc import Callable
 
 import httpx
 import openai
+from prometheus_client.parser import text_string_to_metric_families
 
 from services.llm_proxy.testing import ProxyProcess
 
@@ -102,14 +104,18 @@ def chat(
     return reply.choices[0].message.content or "", raw.headers["x-scripted-replica"]
 
 
-def metric(proxy: ProxyProcess, line_prefix: str, absent: float | None = None) -> float:
-    """The value of the first /metrics line that starts with `line_prefix`; `absent` if none
-    does (a counter not yet incremented), else the test fails."""
-    for line in httpx.get(f"{proxy.url}/metrics").text.splitlines():
-        if line.startswith(line_prefix):
-            return float(line.rsplit(" ", 1)[1])
+def metric(proxy: ProxyProcess, selector: str, absent: float | None = None) -> float:
+    """The value of the first /metrics sample `selector` names: a sample name, optionally with
+    some of its labels in any order (``name{kind="retry"}``); `absent` if none matches (a
+    counter not yet incremented), else the test fails."""
+    name, _, rest = selector.partition("{")
+    wanted = dict(re.findall(r'(\w+)="([^"]*)"', rest))
+    for family in text_string_to_metric_families(httpx.get(f"{proxy.url}/metrics").text):
+        for sample in family.samples:
+            if sample.name == name and wanted.items() <= sample.labels.items():
+                return sample.value
     if absent is None:
-        raise AssertionError(f"no metric line starts with {line_prefix!r}")
+        raise AssertionError(f"no metric sample matches {selector!r}")
     return absent
 
 

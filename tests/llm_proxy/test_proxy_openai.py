@@ -88,11 +88,9 @@ def test_health_ready_and_metrics(replicas: ReplicaFactory, proxy: ProxyFactory)
     ready = httpx.get(f"{px.url}/readyz").json()
     assert ready["healthy_replicas"] == 2
     metrics = httpx.get(f"{px.url}/metrics").text
-    assert 'taskyard_proxy_requests_total{endpoint="chat",status="200"} 1' in metrics
-    assert "taskyard_proxy_replica_in_flight" in metrics
-    assert "taskyard_proxy_replica_healthy" in metrics
-    assert 'taskyard_proxy_tokens_total{tenant="default",kind="completion"}' in metrics
-    assert 'taskyard_proxy_request_seconds_count{endpoint="chat"} 1' in metrics
+    assert metric(px, 'taskyard_proxy_requests_total{endpoint="chat",status="200"}') == 1
+    assert metric(px, 'taskyard_proxy_tokens_total{tenant="default",kind="completion"}') > 0
+    assert metric(px, 'taskyard_proxy_request_seconds_count{endpoint="chat"}') == 1
     families = {family.name for family in text_string_to_metric_families(metrics)}
     assert {
         "taskyard_proxy_requests",

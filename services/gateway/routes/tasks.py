@@ -1,4 +1,4 @@
-"""/v1/tasks: submit a task, read it, follow its events, cancel it."""
+"""/v1/tasks: submit a task, list them, read one, follow its events, cancel it."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Annotated
 from celery import Celery
 from fastapi import APIRouter, Header, HTTPException, Path, Query, status
 from fastapi.responses import StreamingResponse
+from opentelemetry import trace
 
 from services.gateway.deps import (
     CeleryDep,
@@ -21,6 +22,7 @@ from services.gateway.deps import (
 )
 from services.gateway.errors import issue, responses
 from services.gateway.json_route import JSONRoute
+from services.gateway.metrics import TASKS_ACCEPTED
 from services.gateway.models import (
     ApprovalDecided,
     TaskAccepted,
@@ -43,12 +45,20 @@ from shared.spec import AgentSpec
 from shared.store import TaskStore, listing
 from shared.store.listing import CURSOR_PATTERN
 from shared.task import SESSION_ID_PATTERN, TaskRecord, TaskStatus
+from shared.tracing import job_attributes
 from shared.webhooks import deliveries, refusal, subscription
 
 router = APIRouter(prefix="/v1/tasks", tags=["tasks"], route_class=JSONRoute)
 
 _ENTRY_ID_PATTERN = r"^\d{1,19}(-\d{1,19})?$"  # 19 digits: always within Redis's 64 bits
 _ENTRY_ID = re.compile(_ENTRY_ID_PATTERN)
+# What became of a submitted task, by the store's outcome and whether it holds its session.
+_ACCEPTED = {
+    ("created", True): "queued",
+    ("created", False): "waiting",
+    ("existing", False): "existing",
+    ("busy", False): "rejected",
+}
 _EVENT = {  # one server-sent event (in OpenAPI 3.1, `schema` of an event stream is per event)
     "type": "object",
     "required": ["id", "event", "data"],
@@ -94,10 +104,12 @@ async def create_task(
     # The first step's job goes onto the broker with the task, atomically (if it holds the
     # session; else it waits its turn).
     webhook = await _webhook_fields(record, celery, settings)
+    trace.get_current_span().set_attributes(job_attributes(record.id, record.session_id, tenant))
     created = await store.create(
         record, envelope(celery, first), idempotency_key, fingerprint, reject_if_busy=reject,
         deadline_s=settings.task_deadline_s, extra=webhook,
     )  # fmt: skip
+    TASKS_ACCEPTED.labels(_ACCEPTED[created.outcome, created.holds_session]).inc()
     if created.outcome == "busy":
         raise HTTPException(status.HTTP_409_CONFLICT, detail="session is running another task")
     if created.outcome == "existing":

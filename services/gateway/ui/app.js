@@ -1,0 +1,162 @@
+// The dashboard: sign in with an API key, the tenant's tasks live (status and age), a task's
+// transcript as it streams, sessions, the queues, the workers and the model replicas.
+
+import { ApiError, api, credentials, follow } from "./api.js";
+import { Transcript } from "./transcript.js";
+
+const TASKS_EVERY_MS = 2000;
+const SYSTEM_EVERY_MS = 3000;
+const $ = (selector) => document.querySelector(selector);
+
+const state = { session: null, following: null, timers: [] };
+
+function showError(error) {
+  const box = $("#error");
+  box.textContent = error ? String(error.message || error) : "";
+  box.hidden = !error;
+  if (error instanceof ApiError && error.status === 401) signOut();
+}
+
+function cell(row, text, className) {
+  const td = document.createElement("td");
+  td.textContent = text;
+  if (className) td.className = className;
+  row.append(td);
+}
+
+function age(seconds) {
+  for (const [unit, size] of [["d", 86400], ["h", 3600], ["m", 60]]) {
+    if (seconds >= size) return `${Math.floor(seconds / size)}${unit}`;
+  }
+  return `${Math.max(0, Math.floor(seconds))}s`;
+}
+
+async function refreshTasks() {
+  const params = new URLSearchParams({ limit: "50" });
+  if (state.session) params.set("session_id", state.session);
+  const { tasks } = await api(`/v1/tasks?${params}`);
+  const now = Date.now() / 1000;
+  const rows = tasks.map((task) => {
+    const row = document.createElement("tr");
+    row.dataset.taskId = task.id;
+    row.classList.toggle("selected", task.id === state.following?.taskId);
+    cell(row, task.status, `badge status-${task.status}`);
+    cell(row, age(now - task.created_at), "age");
+    cell(row, (task.input ?? task.id).split("\n")[0], "input");
+    cell(row, task.session_id, "session");
+    row.addEventListener("click", () => open(task.id));
+    return row;
+  });
+  $("#tasks tbody").replaceChildren(...rows);
+  if (!state.session) showSessions(tasks);
+}
+
+function showSessions(tasks) {
+  const counts = new Map();
+  for (const task of tasks) counts.set(task.session_id, (counts.get(task.session_id) || 0) + 1);
+  const items = [...counts].map(([session, count]) => {
+    const item = document.createElement("li");
+    item.textContent = `${session} (${count} task${count > 1 ? "s" : ""})`;
+    item.dataset.session = session;
+    item.addEventListener("click", () => pickSession(session));
+    return item;
+  });
+  $("#sessions").replaceChildren(...items);
+}
+
+function pickSession(session) {
+  state.session = session;
+  $("#all-sessions").hidden = !session;
+  refreshTasks().catch(showError);
+}
+
+async function refreshSystem() {
+  const view = await api("/v1/system");
+  $("#queues tbody").replaceChildren(...view.queues.map((queue) => {
+    const row = document.createElement("tr");
+    cell(row, queue.name);
+    cell(row, String(queue.depth), "number");
+    return row;
+  }));
+  $("#workers").replaceChildren(...(view.workers.length ? view.workers : ["none answering"]).map((name) => {
+    const item = document.createElement("li");
+    item.textContent = name;
+    return item;
+  }));
+  $("#replicas tbody").replaceChildren(...view.replicas.map((replica) => {
+    const row = document.createElement("tr");
+    cell(row, `${replica.name} (${replica.model})`);
+    cell(row, replica.healthy ? "healthy" : "down", replica.healthy ? "healthy" : "down");
+    cell(row, String(replica.in_flight), "number");
+    cell(row, `${replica.latency_ms.toFixed(1)} ms`, "number");
+    return row;
+  }));
+}
+
+async function open(taskId) {
+  state.following?.controller.abort();
+  const controller = new AbortController();
+  state.following = { taskId, controller };
+  $("#transcript-title").textContent = `Transcript of ${taskId}`;
+  const decide = (callId, approved) =>
+    api(`/v1/tasks/${taskId}/approvals/${encodeURIComponent(callId)}`, {
+      method: "POST",
+      body: { decision: approved ? "approve" : "deny" },
+    });
+  const transcript = new Transcript($("#transcript"), decide);
+  $("#transcript").dataset.taskId = taskId;
+  try {
+    for await (const event of follow(taskId, controller.signal)) transcript.handle(event);
+  } catch (error) {
+    if (!controller.signal.aborted) showError(error);
+  }
+}
+
+async function submit(event) {
+  event.preventDefault();
+  const body = { input: $("#task-input").value };
+  const session = $("#task-session").value.trim();
+  if (session) body.session_id = session;
+  try {
+    const task = await api("/v1/tasks", { method: "POST", body });
+    $("#task-input").value = "";
+    await refreshTasks();
+    open(task.id);
+  } catch (error) {
+    showError(error);
+  }
+}
+
+function every(ms, refresh) {
+  const run = () => refresh().then(() => showError(null), showError);
+  run();
+  state.timers.push(setInterval(run, ms));
+}
+
+function signIn(key) {
+  credentials.set(key);
+  $("#sign-in").hidden = true;
+  $("#signed-in").hidden = false;
+  $("#app").hidden = false;
+  every(TASKS_EVERY_MS, refreshTasks);
+  every(SYSTEM_EVERY_MS, refreshSystem);
+}
+
+function signOut() {
+  credentials.clear();
+  state.timers.forEach(clearInterval);
+  state.timers = [];
+  state.following?.controller.abort();
+  $("#sign-in").hidden = false;
+  $("#signed-in").hidden = true;
+  $("#app").hidden = true;
+}
+
+$("#sign-in").addEventListener("submit", (event) => {
+  event.preventDefault();
+  signIn($("#api-key").value.trim());
+});
+$("#sign-out").addEventListener("click", signOut);
+$("#new-task").addEventListener("submit", submit);
+$("#all-sessions").addEventListener("click", () => pickSession(null));
+if (credentials.key) signIn(credentials.key);

@@ -1,0 +1,66 @@
+"""Each model call of the agent worker: a client span, a child of the step's, whose context
+the request carries to the model server as `traceparent`; and its duration counted."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import aiohttp
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+from opentelemetry import trace
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
+from prometheus_client import REGISTRY
+
+from services.agent_worker.model_calls import ObservedModel
+from shared.llms import AsyncOpenAIChat
+
+CHUNK = (
+    b'data: {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m", '
+    b'"choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": "stop"}]}\n\n'
+    b"data: [DONE]\n\n"
+)
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[tuple[str, list[dict[str, str]]]]:
+    seen: list[dict[str, str]] = []
+
+    async def complete(request: web.Request) -> web.StreamResponse:
+        seen.append(dict(request.headers))
+        reply = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await reply.prepare(request)
+        await reply.write(CHUNK)
+        return reply
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", complete)
+    async with TestServer(app, host="127.0.0.1") as test_server:
+        yield str(test_server.make_url("/v1")), seen
+
+
+def _calls() -> float:
+    labels = {"model": "m", "outcome": "ok"}
+    return REGISTRY.get_sample_value("taskyard_model_call_seconds_count", labels) or 0
+
+
+async def test_a_call_is_a_child_span_and_its_context_goes_with_the_request(
+    server: tuple[str, list[dict[str, str]]], spans: InMemorySpanExporter
+) -> None:
+    url, seen = server
+    before = _calls()
+    async with aiohttp.ClientSession() as session:
+        model = ObservedModel(AsyncOpenAIChat(url, "m", session=session))
+        with trace.get_tracer("test").start_as_current_span("step") as step:
+            snapshots = [s async for s in model.stream_chat([], session_id="s1", task_id="t1")]
+    assert snapshots[-1] == "hi"
+    (call,) = [s for s in spans.get_finished_spans() if s.kind == SpanKind.CLIENT]
+    assert call.parent.span_id == step.get_span_context().span_id
+    assert call.attributes["taskyard.task_id"] == "t1"
+    assert call.attributes["taskyard.session_id"] == "s1"
+    trace_id, span_id = f"{call.context.trace_id:032x}", f"{call.context.span_id:016x}"
+    flags = f"{call.context.trace_flags:02x}"
+    assert seen[0]["traceparent"] == f"00-{trace_id}-{span_id}-{flags}"
+    assert _calls() == before + 1
