@@ -94,19 +94,23 @@ async def http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
     headers = dict(exc.headers or {})
     if exc.status_code == 405:
-        headers["Allow"] = ", ".join(sorted(_methods_of(request)))
+        headers["Allow"] = ", ".join(_methods_of(request))
     if exc.status_code == 204 or exc.status_code < 200:
         return Response(status_code=exc.status_code, headers=headers)
     return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=headers)
 
 
-def _methods_of(request: Request) -> set[str]:
-    methods: set[str] = set()
-    for route in request.app.routes:
-        match, _ = route.matches(request.scope)
-        if match != Match.NONE:
-            methods |= getattr(route, "methods", None) or set()
-    return methods
+_METHODS = ("DELETE", "GET", "HEAD", "PATCH", "POST", "PUT")
+
+
+def _methods_of(request: Request) -> list[str]:
+    """Every method some route answers at the request's path."""
+    return [m for m in _METHODS if _routed(request, m)]
+
+
+def _routed(request: Request, method: str) -> bool:
+    scope = {**request.scope, "method": method}
+    return any(route.matches(scope)[0] == Match.FULL for route in request.app.router.routes)
 
 
 async def store_unavailable(request: Request, exc: Exception) -> JSONResponse:

@@ -19,7 +19,7 @@ FIRST = (
     b": keep-alive\n\n"
     b'id: 1-0\nevent: status\ndata: {"status": "running"}\n\n'
     b'id: 2-0\nevent: message\ndata: {"sender": "assistant",\ndata:"content": "two\\nlines"}\n\n'
-    b'id: 3-0\nevent: approval_requested\ndata: {"call_id": "c1"}\n\n'
+    b'id: 3-0\nevent: from_a_newer_server\ndata: {"call_id": "c1"}\n\n'
 )
 # After a reconnect with Last-Event-ID 3-0: the final status, with CRLF line ends.
 RESUMED = b'id: 4-0\r\nevent: status\r\ndata: {"status": "succeeded"}\r\n\r\n'
