@@ -112,7 +112,9 @@ class LiveAgents:
         agent = self.build(record.spec) if duplicate else self._agent(record, spec_key)
         agent.reset(record.session_id)
         offsets: dict[str, int] = {}
-        compacted = await store.compaction(*key)
+        main = start.memories.get("memory")
+        read_whole = main is not None and main.offset == 0  # the compaction came along
+        compacted = start.compaction if read_whole else await store.compaction(*key)
         for path, memory in agent.named_memories().items():
             tail = start.memories.get(path)
             whole = tail is not None and tail.offset == 0

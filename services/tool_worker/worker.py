@@ -28,7 +28,7 @@ from shared.registry import load_plugins
 from shared.sandbox import SandboxError
 from shared.schema import ActionReturn, ActionStatusCode, AgentMessage, ToolCall
 from shared.settings import get_settings
-from shared.store import TaskStore, ToolResultStored
+from shared.store import CallClaim, TaskStore, ToolResultStored
 from shared.text import replace_lone_surrogates
 from shared.tracing import job_attributes, setup_tracing
 
@@ -101,44 +101,44 @@ def tool_run(self: Task, payload: dict) -> None:
 
 def _run_job(task: Task, job: ToolRunJob) -> None:
     shared = _shared_store()
+    next_step = envelope(app, AgentStepJob(
+        task_id=job.task_id, step=job.step + 1, tenant=job.tenant, session_id=job.session_id
+    ))  # fmt: skip
     claimed = _claim(shared, job)
-    try:
-        message = _run_claimed(task, shared, job) if claimed else None
-        next_step = AgentStepJob(
-            task_id=job.task_id, step=job.step + 1, tenant=job.tenant, session_id=job.session_id
-        )
-        _store_result(shared, job, message, envelope(app, next_step))
-    finally:
-        if claimed:  # only once its result is in (or it failed): a duplicate must not run it
-            _release(shared, job)
-
-
-def _run_claimed(task: Task, shared: _Store, job: ToolRunJob) -> AgentMessage:
-    # A cancel of the task stops the session's running cell (its result is then refused).
-    with shared.cancels.watch(job.task_id, lambda: tools.interrupt(job.session_key)):
-        message = _timed_call(task, job)
-    if tools.has_sandbox(job.session_key):
-        shared.loop.run(shared.store.mark_interpreter(job.session_key, settings.sandbox_idle_s))
-    return message
-
-
-def _claim(shared: _Store, job: ToolRunJob) -> bool:
-    """Whether this job runs the call: not if its result is in, nor while a duplicate of the
-    job runs it (it would run twice in the session's interpreter). A claim outlives the
-    longest call; a dead worker's lapses then, or at once when the worker starts again."""
-    store = shared.store
-    if shared.loop.run(store.has_tool_result(job.task_id, job.step, job.call.id)):
-        return False
-    ttl_s = settings.stall_s + settings.sandbox_timeout_s
-    claimed = store.claim_call(job.task_id, job.step, job.call.id, _WORKER, ttl_s)
-    if not shared.loop.run(claimed):
+    if claimed == "busy":  # a duplicate of this job runs it now, and will store its result
         log.info("tool call already running elsewhere; not run again")
-        return False
-    # Its result may have come in between the two checks.
-    if shared.loop.run(store.has_tool_result(job.task_id, job.step, job.call.id)):
-        _release(shared, job)
-        return False
-    return True
+        return
+    if claimed == "done":  # only look whether the step's results are complete
+        _store_result(shared, job, None, next_step)
+        return
+    try:
+        message = _run_claimed(task, job)
+        # Its claim is freed with its result: until then a duplicate must not run it.
+        _store_result(shared, job, message, next_step, _claim_of(job))
+    except BaseException:
+        _release(shared, job)  # its retry (or a re-send) may run it
+        raise
+
+
+def _run_claimed(task: Task, job: ToolRunJob) -> AgentMessage:
+    # A cancel of the task stops the session's running cell (its result is then refused).
+    with _shared_store().cancels.watch(job.task_id, lambda: tools.interrupt(job.session_key)):
+        return _timed_call(task, job)
+
+
+def _claim(shared: _Store, job: ToolRunJob) -> str:
+    """Whether this job runs the call (`claimed`): not if its result is in (`done`), nor
+    while a duplicate of the job runs it (`busy`: it would run twice in the session's
+    interpreter). A claim outlives the longest call; a dead worker's lapses then, or at once
+    when the worker starts again."""
+    ttl_s = settings.stall_s + settings.sandbox_timeout_s
+    claim = shared.store.claim_call(job.task_id, job.step, job.call.id, _WORKER, ttl_s)
+    return shared.loop.run(claim)
+
+
+def _claim_of(job: ToolRunJob) -> CallClaim:
+    session = job.session_key if tools.has_sandbox(job.session_key) else None
+    return CallClaim(_WORKER, session, settings.sandbox_idle_s)
 
 
 def _release(shared: _Store, job: ToolRunJob) -> None:
@@ -173,7 +173,11 @@ def _run_call(task: Task, job: ToolRunJob) -> AgentMessage:
 
 
 def _store_result(
-    shared: _Store, job: ToolRunJob, message: AgentMessage | None, next_step: Envelope
+    shared: _Store,
+    job: ToolRunJob,
+    message: AgentMessage | None,
+    next_step: Envelope,
+    claim: CallClaim | None = None,
 ) -> ToolResultStored:
     """Store the call's result (None: only check the step's results), with the next step's
     job if it completes the step. A result that cannot be stored (a value no JSON encoder
@@ -181,7 +185,7 @@ def _store_result(
 
     def put(result: AgentMessage | None) -> ToolResultStored:
         store = shared.store
-        stored = store.put_tool_result(job.task_id, job.step, job.call.id, result, next_step)
+        stored = store.put_tool_result(job.task_id, job.step, job.call.id, result, next_step, claim)
         return shared.loop.run(stored)
 
     try:

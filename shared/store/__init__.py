@@ -1,6 +1,7 @@
 """The Redis store every service shares (see `store.py`); Lua scripts under `lua/`."""
 
 from shared.store.store import (
+    CallClaim,
     Created,
     MemoryTail,
     StepCommit,
@@ -9,4 +10,12 @@ from shared.store.store import (
     ToolResultStored,
 )
 
-__all__ = ["Created", "MemoryTail", "StepCommit", "StepStart", "TaskStore", "ToolResultStored"]
+__all__ = [
+    "CallClaim",
+    "Created",
+    "MemoryTail",
+    "StepCommit",
+    "StepStart",
+    "TaskStore",
+    "ToolResultStored",
+]

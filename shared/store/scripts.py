@@ -17,6 +17,7 @@ __all__ = ["SCRIPTS", "source"]
 _DIR = Path(__file__).with_name("lua")
 SCRIPTS = (
     "begin_step",
+    "claim_call",
     "commit_step",
     "create_task",
     "decide_approval",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 import redis.asyncio as aioredis
@@ -28,6 +28,7 @@ from shared.task import TERMINAL, TaskRecord, TaskStatus
 from shared.text import replace_lone_surrogates
 
 __all__ = [
+    "CallClaim",
     "Created",
     "MemoryTail",
     "StepCommit",
@@ -38,6 +39,17 @@ __all__ = [
 
 _IDEMPOTENCY_TTL_S = 24 * 3600
 _RESULTS_TTL_S = 7 * 24 * 3600
+
+
+@dataclass(frozen=True, slots=True)
+class CallClaim:
+    """A tool worker's claim on the call whose result it stores: freed with the write, which
+    also marks the session's interpreter alive (`session_key`, when the call used one) for
+    `interpreter_idle_s`."""
+
+    worker: str
+    session_key: str | None = None
+    interpreter_idle_s: float = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +82,9 @@ class StepStart:
     results: dict[str, AgentMessage] = field(default_factory=dict)
     epoch: str = "0"
     memories: dict[str, MemoryTail] = field(default_factory=dict)
+    # Read along when a memory was read whole: how many of the session's first messages a
+    # summary replaces for the model, and that summary (None: never compacted).
+    compaction: tuple[int, AgentMessage] | None = None
 
     def inputs(self) -> list[AgentMessage]:
         """The step's input: the user's message first, then the tool results in call order."""
@@ -218,10 +233,11 @@ class TaskStore:
         paths = list(offsets)
         memories = [keys.session_memory(tenant, session_id, p) for p in paths]
         keys_ = [*_task_keys(task_id), keys.task_tool_results(task_id, step - 1),
-                 keys.session_epoch(tenant, session_id), *memories]  # fmt: skip
+                 keys.session_epoch(tenant, session_id),
+                 keys.session_compaction(tenant, session_id), *memories]  # fmt: skip
         running = dumps({"status": "running"})
-        args = [str(step), running, _now(), epoch, *(offsets[p] for p in paths),
-                self.db, self.broker_db]  # fmt: skip
+        args = [str(step), running, _now(), epoch, self.db, self.broker_db,
+                *(offsets[p] for p in paths)]  # fmt: skip
         reply = await self._run("begin_step", keys_, args)
         if not reply[0]:
             return None
@@ -236,7 +252,8 @@ class TaskStore:
             path: MemoryTail(int(offset), [AgentMessage.model_validate_json(m) for m in raw])
             for path, (offset, raw) in zip(paths, reply[4], strict=True)
         }
-        return StepStart(record, True, began, results, reply[3], tails)
+        compaction = _compaction(_pairs(reply[5])) if reply[5] else None
+        return StepStart(record, True, began, results, reply[3], tails, compaction)
 
     async def commit_step(self, commit: StepCommit) -> tuple[bool, str | None]:
         """Apply one step exactly once. Returns (False, None) if the step was applied already
@@ -305,9 +322,7 @@ class TaskStore:
         """The session's latest compaction: how many of its first messages a summary
         replaces for the model, and that summary."""
         saved = await self.r.hgetall(keys.session_compaction(tenant, session_id))
-        if not saved:
-            return None
-        return int(saved["upto"]), AgentMessage.model_validate_json(saved["summary"])
+        return _compaction(saved) if saved else None
 
     async def save_compaction(
         self, tenant: str, session_id: str, upto: int, summary: AgentMessage
@@ -328,11 +343,6 @@ class TaskStore:
         """A session whose lock nobody live holds passes to its next waiting task (returned)."""
         keys_ = [keys.session_lock(tenant, session_id), keys.session_waiting(tenant, session_id)]
         return await self._run("heal_session", keys_, []) or None
-
-    async def mark_interpreter(self, session_key: str, idle_s: float) -> None:
-        """The session's interpreter lives (until the tool worker's idle reaping)."""
-        state = dumps({"alive": True, "last_used": time.time()})
-        await self.r.set(keys.session_sandbox(session_key), state, ex=max(1, int(idle_s)))
 
     # -- the sweep's view --------------------------------------------------------------------
 
@@ -376,21 +386,24 @@ class TaskStore:
         call_id: str,
         message: AgentMessage | None,
         next_step: Envelope | None = None,
+        claim: CallClaim | None = None,
     ) -> ToolResultStored:
         """Store one call's result (first write wins) and publish it, while the task lives;
         with no message, only look whether the step's results are complete. The caller whose
-        result completes the step pushes `next_step`, in the same atomic step."""
+        result completes the step pushes `next_step`, in the same atomic step; a worker that
+        claimed the call frees its `claim` there too (and marks its interpreter alive)."""
         raw = message.model_dump_json() if message is not None else ""
         job = [next_step.queue, next_step.message] if next_step else ["", ""]
-        reply = await self._run(
-            "put_tool_result",
-            [
-                keys.task_tool_results(task_id, step),
-                *_task_keys(task_id),
-                keys.task_advanced(task_id, step),
-            ],
-            [str(step), call_id, raw, _RESULTS_TTL_S, self.db, self.broker_db, *job],
-        )
+        keys_ = [keys.task_tool_results(task_id, step), *_task_keys(task_id),
+                 keys.task_advanced(task_id, step)]  # fmt: skip
+        args = [str(step), call_id, raw, _RESULTS_TTL_S, self.db, self.broker_db, *job]
+        if claim is not None:
+            alive = dumps({"alive": True, "last_used": time.time()}) if claim.session_key else ""
+            keys_ += [keys.tool_call_claim(task_id, step, call_id),
+                      keys.tool_worker_claims(claim.worker),
+                      keys.session_sandbox(claim.session_key or "-")]  # fmt: skip
+            args += [claim.worker, alive, max(1, int(claim.interpreter_idle_s))]
+        reply = await self._run("put_tool_result", keys_, args)
         if reply[0] == "ended":
             return ToolResultStored(False, False, live=False)
         return ToolResultStored(reply[0] == "complete", reply[1] == "1")
@@ -434,16 +447,16 @@ class TaskStore:
 
     async def claim_call(
         self, task_id: str, step: int, call_id: str, worker: str, ttl_s: float
-    ) -> bool:
-        """Claim a tool call for `worker` (its label) to run: False while another holds it
-        (the claim lapses after `ttl_s`, or when that worker starts again)."""
+    ) -> Literal["claimed", "done", "busy"]:
+        """Claim a tool call for `worker` (its label) to run, in one round trip: `done` if its
+        result is in, `busy` while another holds it (a claim lapses after `ttl_s`, when that
+        worker starts again, or as its result is stored)."""
         claim = keys.tool_call_claim(task_id, step, call_id)
-        if not await self.r.set(claim, worker, nx=True, px=int(ttl_s * 1000)):
-            return False
-        await self.r.sadd(keys.tool_worker_claims(worker), claim)
-        return True
+        keys_ = [keys.task_tool_results(task_id, step), claim, keys.tool_worker_claims(worker)]
+        return await self._run("claim_call", keys_, [call_id, worker, int(ttl_s * 1000)])
 
     async def release_call(self, task_id: str, step: int, call_id: str, worker: str) -> None:
+        """Free a claim without storing a result (the call failed; a retry may run it)."""
         claim = keys.tool_call_claim(task_id, step, call_id)
         async with self.r.pipeline(transaction=True) as pipe:
             await pipe.delete(claim).srem(keys.tool_worker_claims(worker), claim).execute()
@@ -469,6 +482,10 @@ def outage_retry(retries: int) -> Retry:
 
 def _pending(call: ToolCall) -> str:
     return dumps({"state": "pending", "call": call.model_dump(mode="json")})
+
+
+def _compaction(saved: Mapping[str, str]) -> tuple[int, AgentMessage]:
+    return int(saved["upto"]), AgentMessage.model_validate_json(saved["summary"])
 
 
 def _task_keys(task_id: str) -> list[str]:

@@ -126,6 +126,19 @@ async def test_begin_step_reads_only_new_memory_and_marks_running_once(
     assert await store.begin_step("task_missing", 0, "acme", "s1", {}, "0") is None
 
 
+async def test_a_memory_read_whole_brings_the_sessions_compaction_along(
+    store: TaskStore, redis_client: redis.Redis
+) -> None:
+    _rpush(redis_client, [AgentMessage(content=f"m{i}") for i in range(5)])
+    summary = AgentMessage(sender="system", content="what came before, in short")
+    await store.save_compaction("acme", "s1", 3, summary)
+    record = await _created(store)
+    whole = await store.begin_step(record.id, 0, "acme", "s1", {"memory": 0}, "0")
+    assert whole is not None and whole.compaction == (3, summary)
+    tail = await store.begin_step(record.id, 0, "acme", "s1", {"memory": 5}, "0")
+    assert tail is not None and tail.compaction is None  # a warm agent has it already
+
+
 def _rpush(client: redis.Redis, messages: list[AgentMessage]) -> None:
     client.rpush(keys.session_memory("acme", "s1"), *(m.model_dump_json() for m in messages))
 

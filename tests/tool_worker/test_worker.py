@@ -13,7 +13,7 @@ from services.tool_worker import worker
 from shared import keys
 from shared.jobs import Envelope, ToolRunJob
 from shared.schema import ActionReturn, ActionStatusCode, AgentMessage, ToolCall
-from shared.store import StepCommit
+from shared.store import CallClaim, StepCommit
 from shared.task import TaskRecord, TaskStatus
 
 CALL = ToolCall(id="c1", name="IPythonInterpreter", parameters={"command": "print(1)"})
@@ -72,30 +72,29 @@ def test_a_storable_result_is_stored_as_it_is(shared: worker._Store) -> None:
 def test_a_call_another_copy_runs_is_not_run_again(shared: worker._Store) -> None:
     job = _waiting_for(shared, CALL)
     store, run = shared.store, shared.loop.run
-    assert run(store.claim_call(job.task_id, 0, CALL.id, "elsewhere", 60))
-    assert not worker._claim(shared, job)  # a duplicate while the first copy runs
+    assert run(store.claim_call(job.task_id, 0, CALL.id, "elsewhere", 60)) == "claimed"
+    assert worker._claim(shared, job) == "busy"  # a duplicate while the first copy runs
     run(store.release_call(job.task_id, 0, CALL.id, "elsewhere"))
-    assert worker._claim(shared, job)  # the first copy failed: a retry may run it
-    worker._release(shared, job)
-    worker._store_result(
-        shared,
-        job,
-        AgentMessage.tool_result(
-            CALL, ActionReturn(type=CALL.name, result=[{"type": "text", "content": "1"}])
-        ),
-        NEXT,
+    assert worker._claim(shared, job) == "claimed"  # the first copy failed: a retry may run it
+    fine = AgentMessage.tool_result(
+        CALL, ActionReturn(type=CALL.name, result=[{"type": "text", "content": "1"}])
     )
-    assert not worker._claim(shared, job)  # its result is in
+    claim = CallClaim(worker._WORKER, "t:s", 60)
+    assert worker._store_result(shared, job, fine, NEXT, claim).advance
+    assert worker._claim(shared, job) == "done"  # its result is in
+    claim_key = keys.tool_call_claim(job.task_id, 0, CALL.id)
+    assert not run(store.r.exists(claim_key))  # freed with the result
+    assert run(store.r.ttl(keys.session_sandbox("t:s"))) > 0  # the interpreter marked alive
 
 
 def test_a_restarted_worker_frees_only_the_claims_it_still_holds(shared: worker._Store) -> None:
     store, run = shared.store, shared.loop.run
-    assert run(store.claim_call("task_a", 0, "c1", "w1", 60))
-    assert run(store.claim_call("task_b", 0, "c1", "w1", 0.05))
+    assert run(store.claim_call("task_a", 0, "c1", "w1", 60)) == "claimed"
+    assert run(store.claim_call("task_b", 0, "c1", "w1", 0.05)) == "claimed"
     redis_ = shared.store.r
     run(asyncio.sleep(0.1))  # task_b's claim lapsed ...
-    assert run(store.claim_call("task_b", 0, "c1", "w2", 60))  # ... and w2 took it
+    assert run(store.claim_call("task_b", 0, "c1", "w2", 60)) == "claimed"  # ... w2 took it
     assert run(store.release_worker_claims("w1")) == 1
-    assert run(store.claim_call("task_a", 0, "c1", "w3", 60))  # free at once
-    assert not run(store.claim_call("task_b", 0, "c1", "w3", 60))  # still w2's
+    assert run(store.claim_call("task_a", 0, "c1", "w3", 60)) == "claimed"  # free at once
+    assert run(store.claim_call("task_b", 0, "c1", "w3", 60)) == "busy"  # still w2's
     assert run(redis_.exists(keys.tool_worker_claims("w1"))) == 0

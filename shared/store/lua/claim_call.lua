@@ -1,0 +1,8 @@
+-- Claim a tool call for a worker to run, unless its result is in or another worker holds it.
+-- KEYS: the step's results, the call's claim, the worker's claims set
+-- ARGV: call id, the worker's label, the claim's lifetime (ms)
+-- Returns 'done', 'busy' or 'claimed'.
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return 'done' end
+if not redis.call('SET', KEYS[2], ARGV[2], 'NX', 'PX', ARGV[3]) then return 'busy' end
+redis.call('SADD', KEYS[3], KEYS[2])
+return 'claimed'
