@@ -46,11 +46,15 @@ class Outcome(StrEnum):
 async def decide(
     store: TaskStore, celery: Celery, record: TaskRecord, call_id: str, decision: Decision
 ) -> Outcome:
-    """Apply `decision` to the held call `call_id` of the task's current step."""
+    """Apply `decision` to the held call `call_id` of the task's current step. A call decided
+    before is `DECIDED` also once its step is over (the task may have moved on the moment
+    the decision let it); a call never held is `UNKNOWN`."""
     step = record.step - 1
     held = (await store.approvals(record.id, step)).get(call_id) if step >= 0 else None
     if held is None:
-        return Outcome.UNKNOWN
+        return (
+            Outcome.DECIDED if await store.was_held(record.id, step, call_id) else Outcome.UNKNOWN
+        )
     if held["state"] != "pending":
         return Outcome.DECIDED
     call = ToolCall.model_validate(held["call"])

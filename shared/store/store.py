@@ -414,6 +414,13 @@ class TaskStore:
         raw = await self.r.hgetall(keys.task_approvals(task_id, step))
         return {call_id: orjson.loads(state) for call_id, state in raw.items()}
 
+    async def was_held(self, task_id: str, before_step: int, call_id: str) -> bool:
+        """Whether a step of the task before `before_step` held `call_id` for approval."""
+        async with self.r.pipeline(transaction=False) as pipe:
+            for step in range(max(0, before_step)):
+                pipe.hexists(keys.task_approvals(task_id, step), call_id)
+            return any(await pipe.execute())
+
     async def decide_approval(
         self,
         record: TaskRecord,

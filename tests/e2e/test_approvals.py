@@ -55,7 +55,7 @@ def test_an_approved_call_runs_and_the_task_answers(client: TaskyardClient) -> N
     assert task["status"] == "succeeded" and "42" in task["result"]
     again = client.http.post(f"/v1/tasks/{task_id}/approvals/{call_id}",
                              json={"decision": "approve"})  # fmt: skip
-    assert again.status_code == 404  # its step is over: nothing of it waits any more
+    assert again.status_code == 409  # decided before, though its step is over now
 
 
 def test_edited_arguments_are_what_runs(client: TaskyardClient) -> None:

@@ -242,3 +242,12 @@ async def test_jobs_go_to_the_broker_with_their_write_only(
     await store.put_tool_result(first.id, 0, "a", _result("a"), again)  # redelivered
     assert _broker_queue(redis_server, "q") == ["step 1", "first step"]  # newest first
     assert await store.r.exists("q") == 0  # nothing landed in the store's database
+
+
+async def test_a_call_held_in_an_earlier_step_is_known(
+    store: TaskStore, redis_client: redis.Redis
+) -> None:
+    redis_client.hset(keys.task_approvals("task_x", 1), "c1", '{"state": "denied"}')
+    assert await store.was_held("task_x", 3, "c1")  # its step is over, but it was held
+    assert not await store.was_held("task_x", 1, "c1")  # only steps before the one given
+    assert not await store.was_held("task_x", 3, "c2")
