@@ -37,6 +37,7 @@ from docker.types import LogConfig
 
 from shared.sandbox.channel import OutputTail, ReplyLines, describe_exit, encode_line, wait_readable
 from shared.sandbox.errors import KernelGone, SandboxUnavailable
+from shared.sandbox.demand import PoolBounds
 from shared.sandbox.provider import KernelSandboxProvider, SandboxLimits
 from shared.settings import Settings, get_settings
 
@@ -266,7 +267,9 @@ class DockerSandboxProvider(KernelSandboxProvider):
         self.worker_label = settings.sandbox_worker_label
         super().__init__(
             self._start_kernel,
-            pool_size=settings.sandbox_warm_pool if pool_size is None else pool_size,
+            pool=PoolBounds.from_settings(settings)
+            if pool_size is None
+            else PoolBounds.fixed(pool_size),
             idle_s=settings.sandbox_idle_s if idle_s is None else idle_s,
             limits=limits or SandboxLimits.from_settings(settings),
             interrupt_grace_s=settings.sandbox_interrupt_grace_s,

@@ -27,6 +27,7 @@ from shared.sandbox.cgroups import CgroupLimits, CgroupTree, SandboxCgroup, find
 from shared.sandbox.channel import OutputTail, ReplyLines, describe_exit, encode_line, wait_readable
 from shared.sandbox.errors import KernelGone, SandboxUnavailable
 from shared.sandbox.launchers import LAUNCHERS, LaunchSpec, explain_failure, parse_size
+from shared.sandbox.demand import PoolBounds
 from shared.sandbox.provider import KernelSandboxProvider, SandboxLimits
 from shared.settings import Settings, get_settings
 
@@ -194,7 +195,9 @@ class LocalSandboxProvider(KernelSandboxProvider):
         )
         super().__init__(
             self._start_kernel,
-            pool_size=settings.sandbox_warm_pool if pool_size is None else pool_size,
+            pool=PoolBounds.from_settings(settings)
+            if pool_size is None
+            else PoolBounds.fixed(pool_size),
             idle_s=settings.sandbox_idle_s if idle_s is None else idle_s,
             limits=limits or SandboxLimits.from_settings(settings),
             interrupt_grace_s=settings.sandbox_interrupt_grace_s,
