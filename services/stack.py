@@ -88,6 +88,8 @@ class LocalStack:
             "TASKYARD_SANDBOX_BACKEND": self.sandbox_backend,
             # The stack's own: a (re)started tool worker removes every sandbox of its label.
             "TASKYARD_SANDBOX_WORKER_LABEL": f"stack-{self.run_dir.name}",
+            # Written by the tool worker, served by the gateway: one directory on this machine.
+            "TASKYARD_ARTIFACTS_DIR": str(self.run_dir / "artifacts"),
             **self.extra_env,
         }
 

@@ -7,12 +7,15 @@ import os
 import signal
 import sys
 import time
+import uuid
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
 from shared.client import TaskyardClient
+from shared.events import EventKind
 from shared.settings import Settings, env_name
 from shared.transcript import TranscriptPrinter
 
@@ -47,29 +50,85 @@ def _parser() -> argparse.ArgumentParser:
     submit.add_argument("text")
     submit.add_argument("--session", default=None, help="session id (shares memory, interpreter)")
     submit.add_argument("--no-follow", action="store_true", help="print the id and return")
+    submit.add_argument(
+        "--file", action="append", default=[], type=Path, metavar="LOCAL",
+        help="upload this file to the session first and tell the task it is there (repeatable)",
+    )  # fmt: skip
+    submit.add_argument(
+        "--artifacts", type=Path, metavar="DIR",
+        help="save what the task's tools make (figures, tables) into DIR as they come",
+    )  # fmt: skip
     submit.set_defaults(run=_submit)
 
     get = sub.add_parser("get", help="print a task's status and result")
     get.add_argument("task_id")
     get.set_defaults(run=_get)
+
+    upload = sub.add_parser("upload", help="put a file into a session's sandbox")
+    upload.add_argument("local", type=Path)
+    upload.add_argument("--session", required=True)
+    upload.add_argument("--as", dest="path", help="its path in the sandbox (default: its name)")
+    upload.set_defaults(run=_upload)
+
+    files = sub.add_parser("files", help="list the files in a session's sandbox")
+    files.add_argument("--session", required=True)
+    files.set_defaults(run=_files)
+
+    download = sub.add_parser("download", help="copy a file out of a session's sandbox")
+    download.add_argument("path")
+    download.add_argument("--session", required=True)
+    download.add_argument("-o", "--output", type=Path, help="where (default: its name, here)")
+    download.set_defaults(run=_download)
     return parser
 
 
-def _follow(client: TaskyardClient, task_id: str) -> int:
+def _follow(client: TaskyardClient, task_id: str, artifacts: Path | None = None) -> int:
     status = "unknown"
     show = TranscriptPrinter(sys.stdout)
+    saved = 0
     for event in client.events(task_id):
         show(event)
+        if artifacts is not None and event.kind == EventKind.ARTIFACT:
+            print(f"    saved {client.save_artifact(event.data['url'], artifacts)}", flush=True)
+            saved += 1
         if event.is_final:
             status = event.data["status"]
+    if artifacts is not None:
+        print(f"{saved} artifact(s) saved in {artifacts.resolve()}", flush=True)
     return 0 if status == "succeeded" else 1
 
 
 def _submit(args: argparse.Namespace) -> int:
     client = TaskyardClient(args.gateway, args.api_key)
-    accepted = client.submit(args.text, session_id=args.session)
+    session = args.session or (uuid.uuid4().hex if args.file else None)
+    for local in args.file:
+        uploaded = client.upload(session, local)
+        print(f"uploaded {local} as {uploaded['path']} ({uploaded['size']} bytes)", flush=True)
+    names = [local.name for local in args.file]
+    accepted = client.submit(args.text, session_id=session, files=names)
     print(f"task {accepted['id']} (session {accepted['session_id']})", flush=True)
-    return 0 if args.no_follow else _follow(client, accepted["id"])
+    return 0 if args.no_follow else _follow(client, accepted["id"], args.artifacts)
+
+
+def _upload(args: argparse.Namespace) -> int:
+    client = TaskyardClient(args.gateway, args.api_key)
+    uploaded = client.upload(args.session, args.local, args.path)
+    print(f"{uploaded['path']}: {uploaded['size']} bytes in session {args.session}")
+    return 0
+
+
+def _files(args: argparse.Namespace) -> int:
+    for info in TaskyardClient(args.gateway, args.api_key).files(args.session):
+        print(f"{info['size']:>12}  {info['path']}")
+    return 0
+
+
+def _download(args: argparse.Namespace) -> int:
+    data = TaskyardClient(args.gateway, args.api_key).download(args.session, args.path)
+    target = args.output or Path(Path(args.path).name)
+    target.write_bytes(data)
+    print(f"{args.path}: {len(data)} bytes to {target}")
+    return 0
 
 
 def _get(args: argparse.Namespace) -> int:

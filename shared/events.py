@@ -22,6 +22,9 @@ class EventKind(StrEnum):
     STATUS = "status"  # data: {"status", "reason"?, "result"?}
     MESSAGE = "message"  # data: an AgentMessage
     TOKEN = "token"  # data: {"delta": text, "sender": name} while the model streams
+    # data: a file a tool made, kept with the task: an `Artifact` without its bytes (name,
+    # mime, kind, size, width, height, url), and the "call_id" and "step" that made it
+    ARTIFACT = "artifact"
 
 
 class Event(BaseModel):

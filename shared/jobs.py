@@ -11,9 +11,10 @@ broker therefore lives on the store's Redis server; another database number is f
 from __future__ import annotations
 
 import base64
+import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 from celery import Celery
@@ -27,6 +28,7 @@ __all__ = [
     "AgentStepJob",
     "Envelope",
     "Job",
+    "SessionFilesJob",
     "ToolRunJob",
     "enqueue",
     "enqueue_agent_step",
@@ -68,7 +70,29 @@ class ToolRunJob(_Job):
         return f"{self.tenant}:{self.session_id}"
 
 
-Job = AgentStepJob | ToolRunJob
+class SessionFilesJob(_Job):
+    """Read or write a session's working directory for the gateway (see `shared.files.transfer`):
+    ``write`` the upload staged under `request_id` to `path`, ``read`` the file at `path`,
+    ``list`` them all. It goes on the interpreter's queue, whose workers hold the sandboxes;
+    found after `expires_at` (Unix time: the gateway stopped waiting) it does nothing."""
+
+    request_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    tenant: str
+    session_id: str
+    op: Literal["write", "read", "list"]
+    path: str | None = None
+    expires_at: float
+
+    @property
+    def session_key(self) -> str:
+        return f"{self.tenant}:{self.session_id}"
+
+    @property
+    def expired(self) -> bool:
+        return time.time() > self.expires_at
+
+
+Job = AgentStepJob | ToolRunJob | SessionFilesJob
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,15 +103,22 @@ class Envelope:
     message: str
 
 
+FILES_TOOL = "IPythonInterpreter"  # the tool whose workers hold the sessions' sandboxes
+
+
 def _route(job: Job) -> tuple[str, str]:
     """The Celery task name and the queue of a job."""
     if isinstance(job, ToolRunJob):
         return keys.TOOL_RUN_TASK, action_queue(job.call.name)
+    if isinstance(job, SessionFilesJob):
+        return keys.FILES_TASK, action_queue(FILES_TOOL)
     return keys.AGENT_STEP_TASK, keys.AGENT_QUEUE
 
 
 def _describe(job: Job) -> str:
     # What Celery's logs and Flower show for the job, instead of its whole payload.
+    if isinstance(job, SessionFilesJob):
+        return f"files {job.op} {job.session_key} {job.request_id}"
     call = f" {job.call.name}#{job.call.id}" if isinstance(job, ToolRunJob) else ""
     return f"{job.task_id} step {job.step}{call}"
 

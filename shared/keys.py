@@ -8,6 +8,7 @@ __all__ = [
     "AGENT_QUEUE",
     "AGENT_STEP_TASK",
     "CANCEL_CHANNEL",
+    "FILES_TASK",
     "LIVE_TASKS",
     "SWEEP_LOCK",
     "SWEEP_TASK",
@@ -15,6 +16,10 @@ __all__ = [
     "TOOL_RUN_TASK",
     "browser_page",
     "browser_results",
+    "files_download",
+    "files_reply",
+    "files_staged",
+    "files_upload",
     "gateway_wake",
     "idempotency",
     "session_epoch",
@@ -31,6 +36,7 @@ __all__ = [
 AGENT_QUEUE = "agent"
 AGENT_STEP_TASK = "agent.step"
 TOOL_RUN_TASK = "tools.run"
+FILES_TASK = "tools.files"  # a session's files: on the interpreter's queue, beside its cells
 TOOL_QUEUE_PREFIX = "tools."
 # Pub/sub: the id of every cancelled task, so workers stop what they run for it at once.
 CANCEL_CHANNEL = "taskyard:cancelled"
@@ -103,3 +109,23 @@ def browser_results(session_key: str) -> str:
 def browser_page(session_key: str, url: str) -> str:
     """A page the WebBrowser tool opened for a session, keyed by a hash of its URL."""
     return f"session:{session_key}:browser:page:{hashlib.sha256(url.encode()).hexdigest()}"
+
+
+def files_upload(request_id: str) -> str:
+    """An upload's bytes, staged for the tool worker that writes them into the sandbox."""
+    return f"files:{request_id}:upload"
+
+
+def files_staged(tenant: str, session_id: str) -> str:
+    """Bytes of the session's uploads staged and not yet taken (its quota in Redis)."""
+    return f"session:{tenant}:{session_id}:files:staged"
+
+
+def files_reply(request_id: str) -> str:
+    """The list a files request's answer is pushed onto (the gateway pops it)."""
+    return f"files:{request_id}:reply"
+
+
+def files_download(request_id: str) -> str:
+    """A file read's bytes, set just before its answer."""
+    return f"files:{request_id}:download"

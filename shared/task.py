@@ -9,10 +9,19 @@ from enum import StrEnum
 
 from pydantic import BaseModel, Field, field_serializer
 
+from shared.files.info import FileInfo, human_size
 from shared.schema import AgentMessage, ToolCall
 from shared.spec import AgentSpec
 
-__all__ = ["TASK_ID_PATTERN", "TERMINAL", "TaskRecord", "TaskStatus", "new_task_id"]
+__all__ = [
+    "SESSION_ID_MAX",
+    "SESSION_ID_PATTERN",
+    "TASK_ID_PATTERN",
+    "TERMINAL",
+    "TaskRecord",
+    "TaskStatus",
+    "new_task_id",
+]
 
 
 class TaskStatus(StrEnum):
@@ -32,6 +41,8 @@ TERMINAL = frozenset(
 
 
 TASK_ID_PATTERN = r"^task_[0-9a-f]{32}$"  # what `new_task_id` makes, and nothing else
+SESSION_ID_PATTERN = r"^[A-Za-z0-9_.:-]+$"  # a caller's session id (its tenant is separate)
+SESSION_ID_MAX = 128
 
 
 def new_task_id() -> str:
@@ -51,6 +62,7 @@ class TaskRecord(BaseModel):
     result: str | None = None
     error: str | None = None
     pending_calls: list[ToolCall] = Field(default_factory=list)  # the current step's tool calls
+    files: list[FileInfo] = Field(default_factory=list)  # uploaded files the input refers to
     prompt_tokens: int = 0
     completion_tokens: int = 0
     created_at: float = Field(default_factory=time.time)
@@ -62,8 +74,13 @@ class TaskRecord(BaseModel):
         return spec.model_dump(mode="json", exclude_unset=True)
 
     def user_message(self) -> AgentMessage:
-        """The task's input as the message that starts it."""
-        return AgentMessage(sender="user", content=self.input)
+        """The task's input as the message that starts it; the files it names are listed
+        after it, so the model knows they are in the working directory."""
+        if not self.files:
+            return AgentMessage(sender="user", content=self.input)
+        named = ", ".join(f"{f.path} ({human_size(f.size)})" for f in self.files)
+        note = f"Files uploaded for this task, in the working directory: {named}."
+        return AgentMessage(sender="user", content=f"{self.input}\n\n{note}")
 
     @property
     def terminal(self) -> bool:
@@ -86,6 +103,7 @@ _JSON_FIELDS = frozenset(
     {
         "spec",
         "pending_calls",
+        "files",
         "step",
         "prompt_tokens",
         "completion_tokens",

@@ -11,7 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from services.gateway.errors import server_error, validation_error
 from services.gateway.guard import Guard
 from services.gateway.openapi import openapi_document
-from services.gateway.routes import health, tasks
+from services.gateway.routes import artifacts, files, health, tasks
 from shared.logs import setup_logging
 from shared.registry import load_plugins
 from shared.settings import Settings, get_settings
@@ -24,9 +24,12 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     # Async Redis clients live on the app's event loop: made on first use, closed here.
     app.state.stores = {}
     app.state.hubs = {}
+    app.state.transfers = {}
     yield
     for hub in app.state.hubs.values():
         await hub.close()
+    for transfer in app.state.transfers.values():
+        await transfer.r.aclose()
     for store in app.state.stores.values():
         await store.close()
 
@@ -44,11 +47,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.add_middleware(
-        Guard, tenants=settings.tenants_by_key(), max_body_bytes=settings.gateway_max_body_bytes
+        Guard,
+        tenants=settings.tenants_by_key(),
+        max_body_bytes=settings.gateway_max_body_bytes,
+        large=[files.upload_limit(settings)],
     )
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(Exception, server_error)
     app.include_router(tasks.router)
+    app.include_router(artifacts.router)
+    app.include_router(files.router)
     app.include_router(health.router)
     app.openapi = lambda: openapi_document(app)  # type: ignore[method-assign]
     return app

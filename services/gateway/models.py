@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from shared.sandbox.kernel.files import MAX_PATH_CHARS, path_parts
 from shared.schema import AgentMessage
 from shared.spec import AgentSpec
-from shared.task import TaskRecord, TaskStatus
+from shared.task import SESSION_ID_MAX, SESSION_ID_PATTERN, TaskRecord, TaskStatus
 
 __all__ = ["TaskAccepted", "TaskCreate", "TaskPublic"]
 
@@ -22,14 +23,34 @@ class TaskCreate(BaseModel):
     session_id: str | None = Field(
         default=None,
         min_length=1,
-        max_length=128,
-        pattern=r"^[A-Za-z0-9_.:-]+$",
+        max_length=SESSION_ID_MAX,
+        pattern=SESSION_ID_PATTERN,
         description="Tasks of one session share memory and interpreter; a new one if unset.",
+    )
+    files: list[Annotated[str, Field(min_length=1, max_length=MAX_PATH_CHARS)]] = Field(
+        default_factory=list,
+        max_length=32,
+        description="Files uploaded to the session (`POST /v1/sessions/{session_id}/files`) "
+        "that the task works on, by path; the model is told they are in its working "
+        "directory. Needs `session_id`.",
     )
     agent: AgentSpec = Field(default_factory=AgentSpec)
     if_session_busy: Literal["wait", "reject"] = Field(
         default="wait", description="When the session runs another task: queue behind it, or 409."
     )
+
+    @field_validator("files")
+    @classmethod
+    def _paths_in_the_working_directory(cls, paths: list[str]) -> list[str]:
+        for path in paths:
+            path_parts(path)  # its ValueError says what is wrong
+        return paths
+
+    @model_validator(mode="after")
+    def _files_live_in_a_session(self) -> TaskCreate:
+        if self.files and self.session_id is None:
+            raise ValueError("files are a session's: give the session_id they were uploaded to")
+        return self
 
 
 class TaskAccepted(BaseModel):

@@ -40,6 +40,12 @@ class ToolRunner:
         self._sandboxes.check()
         return removed
 
+    def sandboxes(self) -> SandboxProvider:
+        """The worker's sandbox provider (made on first use): sessions' files are there too."""
+        self._ready()
+        assert self._sandboxes is not None
+        return self._sandboxes
+
     def _ready(self) -> ActionExecutor:
         with self._lock:
             if self._executor is None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from shared.settings import Settings
 
-__all__ = ["Demand", "PoolBounds"]
+__all__ = ["Demand", "PoolBounds", "pool_bounds"]
 
 
 @dataclass(frozen=True)
@@ -69,3 +69,8 @@ class Demand:
             self._seconds.popleft()
         busiest = max((takes for _, takes in self._seconds), default=0)
         return min(max(busiest, self._bounds.minimum), self._bounds.maximum)
+
+
+def pool_bounds(settings: Settings, size: int | None = None) -> PoolBounds:
+    """The settings' pool, or a pool of exactly `size` kernels when one is given."""
+    return PoolBounds.from_settings(settings) if size is None else PoolBounds.fixed(size)

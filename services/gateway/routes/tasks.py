@@ -19,6 +19,7 @@ from services.gateway.deps import (
     TenantDep,
 )
 from services.gateway.errors import issue, responses
+from services.gateway.file_deps import SessionFilesDep
 from services.gateway.json_route import JSONRoute
 from services.gateway.models import TaskAccepted, TaskCreate, TaskPublic
 from services.gateway.sse import event_stream
@@ -56,23 +57,28 @@ _EVENT_STREAM = {
     "",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=TaskAccepted,
-    responses=responses(401, 409, 413, 422),
-)
+    responses=responses(401, 409, 413, 422, 503, 504,
+                        why={503: "The session's sandbox cannot list the task's `files`."}),
+)  # fmt: skip
 async def create_task(
     body: TaskCreate,
     tenant: TenantDep,
     store: StoreDep,
     celery: CeleryDep,
     settings: SettingsDep,
+    files: SessionFilesDep,
     idempotency_key: Annotated[str | None, Header(min_length=1, max_length=256)] = None,
 ) -> TaskAccepted:
-    """Accept a task: store it and enqueue its first step (or queue it behind its session)."""
+    """Accept a task: store it and enqueue its first step (or queue it behind its session).
+    The `files` it names must be in the session's sandbox (asked of its tool worker)."""
     _check_registered(body.agent)
+    session_id = body.session_id or uuid.uuid4().hex
     record = TaskRecord(
         tenant=tenant,
-        session_id=body.session_id or uuid.uuid4().hex,
+        session_id=session_id,
         input=body.input,
         spec=body.agent,
+        files=await files.attached(tenant, session_id, body.files),
     )
     fingerprint = hashlib.sha256(body.model_dump_json().encode()).hexdigest()
     reject = body.if_session_busy == "reject"
