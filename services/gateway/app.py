@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 
-from services.gateway.errors import server_error, validation_error
+from services.gateway.errors import method_not_allowed, server_error, validation_error
 from services.gateway.guard import Guard
 from services.gateway.openapi import openapi_document
 from services.gateway.routes import artifacts, files, health, tasks
@@ -53,6 +53,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         large=[files.upload_limit(settings)],
     )
     app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(405, method_not_allowed)
     app.add_exception_handler(Exception, server_error)
     app.include_router(tasks.router)
     app.include_router(artifacts.router)

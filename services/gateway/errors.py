@@ -10,12 +10,14 @@ from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
+from starlette.routing import Match, Route
 
 __all__ = [
     "ErrorBody",
     "Issue",
     "ValidationErrorBody",
     "issue",
+    "method_not_allowed",
     "responses",
     "server_error",
     "validation_error",
@@ -80,6 +82,19 @@ async def validation_error(request: Request, exc: Exception) -> JSONResponse:
     body is never echoed."""
     assert isinstance(exc, RequestValidationError)
     return JSONResponse({"detail": [_issue(error) for error in exc.errors()]}, status_code=422)
+
+
+async def method_not_allowed(request: Request, exc: Exception) -> JSONResponse:
+    """405 whose `Allow` names every method of the path: a path served by several routes (GET
+    and POST of a session's files) would otherwise name only the first route's."""
+    methods = {
+        method
+        for route in request.app.router.routes
+        if isinstance(route, Route) and route.matches(request.scope)[0] != Match.NONE
+        for method in route.methods or ()
+    }
+    headers = {"Allow": ", ".join(sorted(methods))}
+    return JSONResponse({"detail": "Method Not Allowed"}, status_code=405, headers=headers)
 
 
 async def server_error(request: Request, exc: Exception) -> JSONResponse:
