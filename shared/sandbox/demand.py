@@ -1,7 +1,8 @@
 """How many kernels the warm pool keeps started: a pure decision over recent session starts.
 
-The target is the most sessions that took a kernel within any one second of the last
-`window_s` seconds, kept within [minimum, maximum]. A burst of twenty new sessions in a second
+The target is the most sessions that took a kernel within any one-second span of the last
+`window_s` seconds (a sliding span: a burst across a second's boundary counts whole), kept
+within [minimum, maximum]. A burst of twenty new sessions in a second
 makes the pool hold twenty until a minute passes without such a burst; then it shrinks back.
 Why the busiest second and not the average: bursts are what empty a pool, and a pool sized to
 the average of a bursty minute is empty again at the next burst.
@@ -9,7 +10,6 @@ the average of a bursty minute is empty again at the next burst.
 
 from __future__ import annotations
 
-import math
 import time
 from collections import deque
 from collections.abc import Callable
@@ -47,28 +47,34 @@ class PoolBounds:
 
 
 class Demand:
-    """Takes per second over a sliding window, and the pool size they call for."""
+    """Session starts over a sliding window, and the pool size they call for."""
 
     def __init__(self, bounds: PoolBounds, clock: Callable[[], float] = time.monotonic) -> None:
         self._bounds = bounds
         self._clock = clock
-        self._seconds: deque[list[int]] = deque()  # [second, takes in it], oldest first
+        # When sessions took kernels, oldest first. Past `maximum` in one second the target
+        # is the maximum anyway, so a bounded memory of them loses nothing that counts.
+        self._takes: deque[float] = deque(maxlen=max(1000, 100 * bounds.maximum))
 
     def record(self) -> None:
         """One session took a kernel now."""
-        second = math.floor(self._clock())
-        if self._seconds and self._seconds[-1][0] == second:
-            self._seconds[-1][1] += 1
-        else:
-            self._seconds.append([second, 1])
+        self._takes.append(self._clock())
 
     def target(self) -> int:
         """Kernels to keep started now."""
-        oldest = math.floor(self._clock() - self._bounds.window_s)
-        while self._seconds and self._seconds[0][0] < oldest:
-            self._seconds.popleft()
-        busiest = max((takes for _, takes in self._seconds), default=0)
-        return min(max(busiest, self._bounds.minimum), self._bounds.maximum)
+        oldest = self._clock() - self._bounds.window_s
+        while self._takes and self._takes[0] < oldest:
+            self._takes.popleft()
+        return min(max(self._busiest_second(), self._bounds.minimum), self._bounds.maximum)
+
+    def _busiest_second(self) -> int:
+        """The most takes within one second of each other (two pointers over the times)."""
+        busiest, first = 0, 0
+        for last, at in enumerate(self._takes):
+            while at - self._takes[first] >= 1.0:
+                first += 1
+            busiest = max(busiest, last - first + 1)
+        return busiest
 
 
 def pool_bounds(settings: Settings, size: int | None = None) -> PoolBounds:

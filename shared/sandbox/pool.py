@@ -3,8 +3,12 @@
 It keeps as many started kernels as `Demand` asks for (the busiest second of new sessions in
 the last minute, within the configured bounds), started by up to `starters` threads at once:
 a burst is refilled in parallel, not one kernel after another. When demand falls, the kernels
-over the target are stopped, oldest first. A session that finds the pool empty starts its own
-kernel (a cold start) rather than wait in line behind the pool's.
+over the target are stopped, oldest first.
+
+A session that finds the pool empty while the pool is starting kernels waits for the next one
+rather than start its own: the kernel already under way is ready sooner, and twenty sessions
+each starting a container at once on a small machine make every one of them slow (the engine
+is the bottleneck: see `make bench`). With no start under way it starts its own (a cold start).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ log = logging.getLogger(__name__)
 
 _RECHECK_S = 1.0  # starters look at the target this often: it falls as time passes
 _FAILURE_PAUSE_S = 2.0  # after a kernel failed to start: a broken engine is not hammered
+_HANDOFF_WAIT_S = 30.0  # the longest a session waits on the pool before starting its own
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,7 @@ class WarmPool:
         self._demand = Demand(bounds, clock)
         self._ready: deque[KernelChannel] = deque()
         self._starting = 0
+        self._failing = False  # the last start failed: nobody waits on the pool then
         self._changed = threading.Condition()
         self._closed = False
         starters = bounds.starters if bounds.enabled else 0
@@ -56,7 +62,8 @@ class WarmPool:
             thread.start()
 
     def take(self, session_key: str) -> KernelChannel:
-        """A started kernel: a warm one if there is one, else one started now."""
+        """A started kernel: a warm one, else the next the pool is starting, else one started
+        now for the session."""
         with self._changed:
             self._demand.record()
             self._changed.notify_all()  # the target may have grown
@@ -82,16 +89,24 @@ class WarmPool:
             channel.close()
 
     def _pop(self) -> KernelChannel | None:
+        """A ready kernel, waiting for one while the pool is starting some."""
+        deadline = time.monotonic() + _HANDOFF_WAIT_S
         with self._changed:
+            while not self._ready and self._starting and not (self._failing or self._closed):
+                if not self._changed.wait(deadline - time.monotonic()):
+                    break
             return self._ready.popleft() if self._ready else None
 
     def _keep_filled(self) -> None:
         """One starter: start a kernel while the pool is short, stop one while it is over."""
         while (work := self._next_work()) is not None:
-            if work is True:
-                self._keep(self._start_one())
-            else:
+            if work is not True:
                 work.close()  # over the target
+                continue
+            channel = self._start_one()
+            self._keep(channel)
+            if channel is None:
+                time.sleep(_FAILURE_PAUSE_S)  # a broken engine is not hammered
 
     def _next_work(self) -> KernelChannel | Literal[True] | None:
         """A kernel to stop, True to start one, or None once closed; waits for either."""
@@ -112,12 +127,14 @@ class WarmPool:
         except Exception:
             # A failing engine must not kill the pool; sessions then start their own.
             log.exception("warm pool: could not start a kernel")
-            time.sleep(_FAILURE_PAUSE_S)
             return None
 
     def _keep(self, channel: KernelChannel | None) -> None:
+        """Add a started kernel to the pool (None: the start failed), waking who waits."""
         with self._changed:
             self._starting -= 1
+            self._failing = channel is None
+            self._changed.notify_all()
             if channel is not None and not self._closed:
                 self._ready.append(channel)
                 return
