@@ -10,7 +10,7 @@ from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
-from starlette.routing import Match, Route
+from starlette.routing import Match
 
 __all__ = [
     "ErrorBody",
@@ -24,6 +24,7 @@ __all__ = [
 ]
 
 _ECHO_CHARS = 100  # a 422 shows at most this much of what was sent
+_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 
 
 class ErrorBody(BaseModel):
@@ -87,13 +88,15 @@ async def validation_error(request: Request, exc: Exception) -> JSONResponse:
 async def method_not_allowed(request: Request, exc: Exception) -> JSONResponse:
     """405 whose `Allow` names every method of the path: a path served by several routes (GET
     and POST of a session's files) would otherwise name only the first route's."""
-    methods = {
+    methods = [
         method
-        for route in request.app.router.routes
-        if isinstance(route, Route) and route.matches(request.scope)[0] != Match.NONE
-        for method in route.methods or ()
-    }
-    headers = {"Allow": ", ".join(sorted(methods))}
+        for method in _METHODS
+        if any(
+            route.matches({**request.scope, "method": method})[0] == Match.FULL
+            for route in request.app.router.routes
+        )
+    ]
+    headers = {"Allow": ", ".join(methods)}
     return JSONResponse({"detail": "Method Not Allowed"}, status_code=405, headers=headers)
 
 

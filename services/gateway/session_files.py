@@ -7,6 +7,7 @@ serve 503, no tool worker in time 504."""
 from __future__ import annotations
 
 import time
+from typing import Literal
 
 from celery import Celery
 from fastapi import HTTPException, status
@@ -20,6 +21,7 @@ from shared.settings import Settings
 __all__ = ["SessionFiles"]
 
 _NOT_FOUND = {"no_session", "not_found", "not_a_file"}  # of a read: nothing there to serve
+FileOp = Literal["write", "read", "list"]
 
 
 class SessionFiles:
@@ -73,7 +75,7 @@ class SessionFiles:
         return [have[path] for path in paths]
 
     def _job(
-        self, tenant: str, session_id: str, op: str, path: str | None = None
+        self, tenant: str, session_id: str, op: FileOp, path: str | None = None
     ) -> SessionFilesJob:
         return SessionFilesJob(
             tenant=tenant, session_id=session_id, op=op, path=path,
