@@ -1,7 +1,7 @@
 """The file and artifact routes of the gateway on its own (in process, real Redis, no tool
 worker): keys, the upload's own body limit, paths and session ids checked before any job,
 a 504 that says why, and artifacts served only to their task's tenant. The happy paths
-through a tool worker are in tests/e2e/test_files.py."""
+through a tool worker are in tests/e2e/test_session_files.py."""
 
 from __future__ import annotations
 
