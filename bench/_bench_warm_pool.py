@@ -1,7 +1,7 @@
 """Warm sandboxes under a burst: how long a new session waits for its kernel (acquire: from
 asking the provider to the first cell's answer, a trivial ``1``), with no pool (every session
-starts a container: cold), the old pool (one kernel kept, refilled one at a time) and the
-pool sized to demand (this issue: `PoolBounds.from_settings`, refilled by several starters).
+starts a container: cold) and with the pool the settings give (sized to demand, refilled by
+several starters at once: `PoolBounds.from_settings`).
 
 Each configuration meets the same load: bursts of new sessions at `rate` per second for one
 second, a pause between bursts, each session in its own thread (as tool-worker threads take
@@ -91,9 +91,8 @@ def warm_pool_section(quick: bool) -> None:
     settings = Settings()
     configs = {
         "no pool (cold)": PoolBounds.fixed(0),
-        "one kernel, refilled one at a time (old)": PoolBounds(1, 1, starters=1),
-        f"sized to demand, {settings.sandbox_warm_pool}-{settings.sandbox_warm_pool_max}, "
-        f"{settings.sandbox_warm_starts} starters (new)": PoolBounds.from_settings(settings),
+        f"warm pool, {settings.sandbox_warm_pool} to {settings.sandbox_warm_pool_max} kernels, "
+        f"{settings.sandbox_warm_starts} starters": PoolBounds.from_settings(settings),
     }
     print(f"\n## Warm sandboxes: acquire under bursts of {rate:.0f} new sessions per second")
     print(f"Docker backend; {bursts} one-second bursts, {pause_s:.0f} s apart; acquire = "

@@ -5,10 +5,11 @@ the last minute, within the configured bounds), started by up to `starters` thre
 a burst is refilled in parallel, not one kernel after another. When demand falls, the kernels
 over the target are stopped, oldest first.
 
-A session that finds the pool empty while the pool is starting kernels waits for the next one
-rather than start its own: the kernel already under way is ready sooner, and twenty sessions
-each starting a container at once on a small machine make every one of them slow (the engine
-is the bottleneck: see `make bench`). With no start under way it starts its own (a cold start).
+A session that finds the pool empty while the pool is starting a kernel no other session
+waits for takes that one when it is ready, rather than start one more: it is ready sooner,
+and twenty sessions each starting a container at once on a small machine make every one of
+them slow (the engine is the bottleneck: see `make bench`). Past the starts under way, a
+session starts its own (a cold start), so no session queues behind others' starts.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ class WarmPool:
         self._demand = Demand(bounds, clock)
         self._ready: deque[KernelChannel] = deque()
         self._starting = 0
+        self._waiting = 0  # sessions waiting for a start under way, one start each
         self._failing = False  # the last start failed: nobody waits on the pool then
         self._changed = threading.Condition()
         self._closed = False
@@ -89,13 +91,29 @@ class WarmPool:
             channel.close()
 
     def _pop(self) -> KernelChannel | None:
-        """A ready kernel, waiting for one while the pool is starting some."""
-        deadline = time.monotonic() + _HANDOFF_WAIT_S
+        """A ready kernel; else, if a start under way is left for this session, that one when
+        it is ready; else None (the session starts its own)."""
         with self._changed:
-            while not self._ready and self._starting and not (self._failing or self._closed):
-                if not self._changed.wait(deadline - time.monotonic()):
-                    break
-            return self._ready.popleft() if self._ready else None
+            if self._ready:
+                return self._ready.popleft()
+            if not self._start_left():
+                return None
+            self._waiting += 1
+            try:
+                return self._await_handoff(time.monotonic() + _HANDOFF_WAIT_S)
+            finally:
+                self._waiting -= 1
+
+    def _start_left(self) -> bool:
+        """Whether a start under way has no session waiting for it yet (called locked)."""
+        return self._starting > self._waiting and not (self._failing or self._closed)
+
+    def _await_handoff(self, deadline: float) -> KernelChannel | None:
+        """Wait (locked, counted in `_waiting`) while the starts under way cover the waiters."""
+        while not self._ready and self._starting >= self._waiting:
+            if self._failing or self._closed or not self._changed.wait(deadline - time.monotonic()):
+                break
+        return self._ready.popleft() if self._ready else None
 
     def _keep_filled(self) -> None:
         """One starter: start a kernel while the pool is short, stop one while it is over."""

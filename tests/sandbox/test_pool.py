@@ -155,6 +155,29 @@ def test_an_empty_pool_hands_its_next_kernel_to_a_waiting_session(clock: Clock) 
         pool.close()
 
 
+def test_sessions_past_the_starts_under_way_start_their_own(clock: Clock) -> None:
+    starter = Starter(delay_s=0.5)
+    pool = WarmPool(starter, PoolBounds(minimum=1, maximum=1, starters=1), clock)
+    try:
+        wait_for(lambda: pool.state().ready == 1, "the pool to fill")
+        pool.take("t:first")
+        wait_for(lambda: pool.state().starting == 1, "the refill to begin")
+        got: dict[str, str | None] = {}
+        takers = [
+            threading.Thread(target=lambda k=key: got.update({k: pool.take(k).session_key}))
+            for key in ("t:a", "t:b")
+        ]
+        for taker in takers:
+            taker.start()
+        for taker in takers:
+            taker.join()
+        # One took the refill under way; the other did not queue behind it.
+        own = [key for taker, key in got.items() if key == taker]
+        assert len(own) == 1 and list(got.values()).count(None) == 1
+    finally:
+        pool.close()
+
+
 def test_the_pool_shrinks_back_once_the_burst_leaves_the_window(clock: Clock) -> None:
     starter = Starter(delay_s=0.0)
     pool = WarmPool(starter, PoolBounds(minimum=1, maximum=8, starters=2, window_s=10), clock)
