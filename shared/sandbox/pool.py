@@ -5,11 +5,12 @@ the last minute, within the configured bounds), started by up to `starters` thre
 a burst is refilled in parallel, not one kernel after another. When demand falls, the kernels
 over the target are stopped, oldest first.
 
-A session that finds the pool empty while the pool is starting a kernel no other session
-waits for takes that one when it is ready, rather than start one more: it is ready sooner,
-and twenty sessions each starting a container at once on a small machine make every one of
-them slow (the engine is the bottleneck: see `make bench`). Past the starts under way, a
-session starts its own (a cold start), so no session queues behind others' starts.
+A session that finds the pool empty while the pool is about to make a kernel no other
+session waits for (one under way, or one the target still asks for) takes that one when it is
+ready, rather than start one more: twenty sessions each starting a container at once on a
+small machine make every one of them slow (the engine is the bottleneck: see `make bench`),
+while the pool's few starters keep it busy without crowding it. Past what the pool is about to
+make, a session starts its own (a cold start), so a small pool never queues a burst.
 """
 
 from __future__ import annotations
@@ -104,14 +105,21 @@ class WarmPool:
             finally:
                 self._waiting -= 1
 
+    def _coming(self) -> int:
+        """Kernels the pool is about to make: those under way, or what its target still asks
+        for (called locked)."""
+        if self._failing or self._closed:
+            return 0
+        return max(self._starting, self._demand.target() - len(self._ready))
+
     def _start_left(self) -> bool:
-        """Whether a start under way has no session waiting for it yet (called locked)."""
-        return self._starting > self._waiting and not (self._failing or self._closed)
+        """Whether a kernel the pool is about to make has no session waiting for it yet."""
+        return self._waiting < self._coming()
 
     def _await_handoff(self, deadline: float) -> KernelChannel | None:
-        """Wait (locked, counted in `_waiting`) while the starts under way cover the waiters."""
-        while not self._ready and self._starting >= self._waiting:
-            if self._failing or self._closed or not self._changed.wait(deadline - time.monotonic()):
+        """Wait (locked, counted in `_waiting`) while what the pool makes covers the waiters."""
+        while not self._ready and self._waiting <= self._coming():
+            if not self._changed.wait(deadline - time.monotonic()):
                 break
         return self._ready.popleft() if self._ready else None
 
