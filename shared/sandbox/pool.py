@@ -52,7 +52,7 @@ class WarmPool:
         self._demand = Demand(bounds, clock)
         self._ready: deque[KernelChannel] = deque()
         self._starting = 0
-        self._waiting = 0  # sessions waiting for a start under way, one start each
+        self._waiting = 0  # sessions waiting for a kernel the pool is about to make, one each
         self._failing = False  # the last start failed: nobody waits on the pool then
         self._changed = threading.Condition()
         self._closed = False
@@ -65,7 +65,7 @@ class WarmPool:
             thread.start()
 
     def take(self, session_key: str) -> KernelChannel:
-        """A started kernel: a warm one, else the next the pool is starting, else one started
+        """A started kernel: a warm one, else one the pool is about to make, else one started
         now for the session."""
         with self._changed:
             self._demand.record()
@@ -92,8 +92,8 @@ class WarmPool:
             channel.close()
 
     def _pop(self) -> KernelChannel | None:
-        """A ready kernel; else, if a start under way is left for this session, that one when
-        it is ready; else None (the session starts its own)."""
+        """A ready kernel; else, if the pool is about to make one no other session waits for,
+        that one when it is ready; else None (the session starts its own)."""
         with self._changed:
             if self._ready:
                 return self._ready.popleft()
