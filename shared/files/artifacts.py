@@ -69,11 +69,14 @@ class ArtifactStore:
         """Write the file whole or not at all (a new file renamed into place)."""
         folder = self._folder(task_id)
         _check_name(name)
-        folder.mkdir(mode=0o750, parents=True, exist_ok=True)
+        folder.mkdir(mode=0o755, parents=True, exist_ok=True)
         fd, temporary = tempfile.mkstemp(dir=folder, prefix=".writing-")
         try:
             with os.fdopen(fd, "wb") as out:
                 out.write(data)
+            # Readable by the gateway, which may run as another user (compose: the tool
+            # worker is root for the Docker socket, the gateway is not).
+            os.chmod(temporary, 0o644)
             os.replace(temporary, folder / name)
         except BaseException:
             with contextlib.suppress(OSError):

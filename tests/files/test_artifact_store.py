@@ -24,6 +24,9 @@ def test_an_artifact_is_kept_under_its_task(tmp_path: Path) -> None:
     assert store.task_bytes(task) == 9 and store.task_bytes(new_task_id()) == 0
     assert artifact_url(task, name) == f"/v1/tasks/{task}/artifacts/{name}"
     assert [p.name for p in (tmp_path / "artifacts" / task).iterdir()] == [name]  # no leftovers
+    assert (
+        tmp_path / "artifacts" / task / name
+    ).stat().st_mode & 0o777 == 0o644  # the gateway reads it
 
 
 @pytest.mark.parametrize("name", ["../x.png", "figure-abc.png", "figure-0123456789ab.exe", ""])
