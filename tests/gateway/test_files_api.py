@@ -15,8 +15,11 @@ import redis
 from fastapi.testclient import TestClient
 
 from services.gateway.app import create_app
+from services.gateway.session_files import _refused
 from shared.events import EventKind
 from shared.files.artifacts import ArtifactStore, artifact_name, artifact_url
+from shared.files.transfer import FilesReply
+from shared.jobs import SessionFilesJob
 from shared.settings import Settings
 from shared.store import TaskStore
 
@@ -180,3 +183,27 @@ def test_another_tenant_and_unknown_names_get_404(
     assert client.get(f"/v1/tasks/{task_id}/artifacts/{name}", headers=OTHER).status_code == 404
     for bad in ("figure-000000000000.png", "..%2F..%2Fetc%2Fpasswd", "x.png"):
         assert client.get(f"/v1/tasks/{task_id}/artifacts/{bad}", headers=AUTH).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("op", "outcome", "status"),
+    [
+        ("read", "no_session", 404),
+        ("list", "no_session", 404),
+        ("read", "not_found", 404),
+        ("read", "not_a_file", 404),
+        ("read", "too_large", 422),
+        ("read", "invalid", 422),
+        ("write", "not_a_file", 422),
+        ("write", "invalid", 422),
+        ("write", "quota", 413),
+        ("write", "no_space", 413),
+        ("write", "unavailable", 503),
+        ("list", "unavailable", 503),
+    ],
+)
+def test_a_tool_workers_refusal_becomes_the_apis_answer(op: str, outcome: str, status: int) -> None:
+    job = SessionFilesJob(tenant="t", session_id="s", op=op, path="a", expires_at=0)
+    refused = _refused(job, FilesReply(outcome=outcome, detail="why"))
+    assert refused.status_code == status
+    assert refused.detail == "why" or refused.detail[0]["msg"] == "why"
