@@ -1,10 +1,12 @@
 """The agent tier at scale, in one run: model calls in flight, taskyard's overhead per step
-next to a bare Celery hop, step cost along a long workflow, and the gateway.
+next to a bare Celery hop, step cost along a long workflow, the gateway, and how fast new
+sessions get a sandbox under a burst (the warm pool).
 
 Every figure comes from this run on this machine; the old configuration (the agent worker
 on Celery's threads pool, -c 16) runs beside the new one (gevent, -c 1000).
 
-    .venv/bin/python bench/agent_tier_bench.py [--only inflight,overhead,long,gateway] [--quick]
+    .venv/bin/python bench/agent_tier_bench.py [--only inflight,overhead,long,gateway,warmpool]
+        [--quick]
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _bench_gateway import gateway_section
 from _bench_long import long_section
 from _bench_overhead import overhead_section
+from _bench_warm_pool import warm_pool_section
 from _stackbench import configure_model, peak_rss_kb, rss_kb, submit_burst, wait_ended
 
 from services.stack import LocalStack
@@ -83,6 +86,7 @@ SECTIONS: dict[str, Callable[[bool], None]] = {
     "overhead": overhead_section,
     "long": long_section,
     "gateway": gateway_section,
+    "warmpool": warm_pool_section,
 }
 
 

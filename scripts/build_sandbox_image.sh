@@ -2,14 +2,16 @@
 # Build the sandbox image (taskyard/sandbox:latest) idempotently.
 #
 # Without a registry, the base image is made locally: debootstrap a minimal Debian bookworm
-# from the archive apt already uses, then `docker import` it as taskyard/base:bookworm.
+# from the archive apt already uses, install the sandbox's Debian packages into it with apt,
+# then `docker import` it as taskyard/base:bookworm. With SANDBOX_BASE (production:
+# python:3.11-slim) the Dockerfile installs the same packages on top of that base instead.
 # Each step is skipped when its result exists: the base by name, the sandbox image by a label
 # holding the hash of its inputs (Dockerfile, the kernel package, base image id); the local
 # base by a label naming its packages.
 #
 # Environment: SANDBOX_IMAGE, SANDBOX_BASE (an existing base image, e.g. python:3.11-slim,
 # skips debootstrap), SANDBOX_LOCAL_BASE (the tag debootstrap's image gets),
-# SANDBOX_PACKAGES (Debian packages for the local base).
+# SANDBOX_PACKAGES (the Debian packages the sandbox's Python gets, comma-separated).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -18,7 +20,9 @@ DOCKERFILE="$CONTEXT/image/Dockerfile"
 IMAGE="${SANDBOX_IMAGE:-taskyard/sandbox:latest}"
 LOCAL_BASE="${SANDBOX_LOCAL_BASE:-taskyard/base:bookworm}"
 BASE="${SANDBOX_BASE:-$LOCAL_BASE}"
-PACKAGES="${SANDBOX_PACKAGES:-python3,python3-numpy}"
+# python3-munkres satisfies python3-fonttools' "python3-scipy | python3-munkres" (a matplotlib
+# dependency) without scipy, whose build-time dependencies (gcc, boost) would triple the image.
+PACKAGES="${SANDBOX_PACKAGES:-python3,python3-numpy,python3-pandas,python3-matplotlib,python3-munkres}"
 
 log() { echo "build_sandbox_image: $*" >&2; }
 
@@ -50,10 +54,17 @@ build_local_base() {
     rootfs="$(mktemp -d /tmp/taskyard-rootfs.XXXXXX)"
     # shellcheck disable=SC2064 # expand now: the local is gone when the trap runs
     trap "rm -rf '$rootfs'" EXIT
-    log "debootstrap bookworm ($PACKAGES) into $rootfs"
-    debootstrap --variant=minbase --include="$PACKAGES" bookworm "$rootfs" "$archive" >&2
-    # Package caches and lists only make the image bigger.
-    rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
+    log "debootstrap bookworm into $rootfs, then apt-get install $PACKAGES"
+    debootstrap --variant=minbase bookworm "$rootfs" "$archive" >&2
+    # apt, not debootstrap's --include: debootstrap takes the first of alternative
+    # dependencies, apt takes one that the install already satisfies (see PACKAGES).
+    cp /etc/resolv.conf "$rootfs/etc/resolv.conf"
+    DEBIAN_FRONTEND=noninteractive chroot "$rootfs" \
+        apt-get install -y -qq --no-install-recommends ${PACKAGES//,/ } >&2
+    rm -f "$rootfs/etc/resolv.conf"
+    # Package caches, lists and documentation only make the image bigger.
+    rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/cache/apt/*.bin \
+        "$rootfs"/var/lib/apt/lists/* "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/*
     tar -C "$rootfs" -c . |
         docker import --change "LABEL taskyard.packages=$PACKAGES" - "$LOCAL_BASE" >/dev/null
     log "imported $LOCAL_BASE"
@@ -64,7 +75,12 @@ inputs_hash() {
     base_id="$(docker image inspect "$BASE" --format '{{ .Id }}' 2>/dev/null || echo "$BASE")"
     { cat "$DOCKERFILE" "$CONTEXT/.dockerignore"
       find "$CONTEXT/kernel" -name '*.py' | LC_ALL=C sort | xargs cat
-      echo "$base_id"; } | sha256sum | cut -c1-16
+      echo "$base_id $(base_packages)"; } | sha256sum | cut -c1-16
+}
+
+# What the Dockerfile installs: nothing on the local base (it has the packages already).
+base_packages() {
+    [[ $BASE == "$LOCAL_BASE" ]] || echo "${PACKAGES//,/ }"
 }
 
 main() {
@@ -80,7 +96,8 @@ main() {
     fi
     log "building $IMAGE from $BASE (inputs $hash)"
     old="$(docker image inspect "$IMAGE" --format '{{ .Id }}' 2>/dev/null || true)"
-    docker build --quiet --build-arg "BASE=$BASE" --label "taskyard.inputs=$hash" \
+    docker build --quiet --build-arg "BASE=$BASE" --build-arg "PACKAGES=$(base_packages)" \
+        --label "taskyard.inputs=$hash" \
         -t "$IMAGE" -f "$DOCKERFILE" "$CONTEXT" >&2
     # The previous build, if no tag names it any more, is garbage; a container using it keeps it.
     if [[ -n $old && $(docker image inspect "$old" --format '{{ len .RepoTags }}') == 0 ]]; then

@@ -114,6 +114,8 @@ class LocalStack:
             "TASKYARD_SANDBOX_WORKER_LABEL": f"stack-{self.run_dir.name}",
             # Everything here is on loopback, webhook receivers too.
             "TASKYARD_WEBHOOK_ALLOW_PRIVATE": "true",
+            # Written by the tool worker, served by the gateway: one directory on this machine.
+            "TASKYARD_ARTIFACTS_DIR": str(self.run_dir / "artifacts"),
             **self.extra_env,
         }
 

@@ -12,7 +12,9 @@ import os
 import signal
 import sys
 import time
+import uuid
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -92,6 +94,14 @@ def _parser() -> argparse.ArgumentParser:
         "--ask", action=argparse.BooleanOptionalAction, default=None,
         help="ask for a decision on each call held for approval (default: when interactive)",
     )  # fmt: skip
+    submit.add_argument(
+        "--file", action="append", default=[], type=Path, metavar="LOCAL",
+        help="upload this file to the session first and tell the task it is there (repeatable)",
+    )  # fmt: skip
+    submit.add_argument(
+        "--artifacts", type=Path, metavar="DIR",
+        help="save what the task's tools make (figures, tables) into DIR as they come",
+    )  # fmt: skip
     submit.set_defaults(run=_submit)
 
     approve = sub.add_parser("approve", help="let a call held for approval run")
@@ -124,19 +134,43 @@ def _parser() -> argparse.ArgumentParser:
         help="ask for a decision on each call held for approval (default: when interactive)",
     )  # fmt: skip
     follow.set_defaults(run=_follow_task)
+
+    upload = sub.add_parser("upload", help="put a file into a session's sandbox")
+    upload.add_argument("local", type=Path)
+    upload.add_argument("--session", required=True)
+    upload.add_argument("--as", dest="path", help="its path in the sandbox (default: its name)")
+    upload.set_defaults(run=_upload)
+
+    files = sub.add_parser("files", help="list the files in a session's sandbox")
+    files.add_argument("--session", required=True)
+    files.set_defaults(run=_files)
+
+    download = sub.add_parser("download", help="copy a file out of a session's sandbox")
+    download.add_argument("path")
+    download.add_argument("--session", required=True)
+    download.add_argument("-o", "--output", type=Path, help="where (default: its name, here)")
+    download.set_defaults(run=_download)
     return parser
 
 
-def _follow(client: TaskyardClient, task_id: str, ask: bool = False) -> int:
+def _follow(
+    client: TaskyardClient, task_id: str, ask: bool = False, artifacts: Path | None = None
+) -> int:
     status = "unknown"
     show = TranscriptPrinter(sys.stdout)
+    saved = 0
     for event in client.events(task_id):
         show(event)
         if ask and event.kind == EventKind.APPROVAL_REQUESTED:
             for call in event.data["calls"]:
                 _ask(client, task_id, call)
+        if artifacts is not None and event.kind == EventKind.ARTIFACT:
+            print(f"    saved {client.save_artifact(event.data['url'], artifacts)}", flush=True)
+            saved += 1
         if event.is_final:
             status = event.data["status"]
+    if artifacts is not None:
+        print(f"{saved} artifact(s) saved in {artifacts.resolve()}", flush=True)
     return 0 if status == "succeeded" else 1
 
 
@@ -155,10 +189,38 @@ def _ask(client: TaskyardClient, task_id: str, call: dict[str, Any]) -> None:
 
 def _submit(args: argparse.Namespace) -> int:
     with TaskyardClient(args.gateway, args.api_key) as client:
-        accepted = client.submit(args.text, session_id=args.session, agent=args.agent)
+        session = args.session or (uuid.uuid4().hex if args.file else None)
+        for local in args.file:
+            uploaded = client.upload(session, local)
+            print(f"uploaded {local} as {uploaded['path']} ({uploaded['size']} bytes)", flush=True)
+        names = [local.name for local in args.file]
+        accepted = client.submit(args.text, session_id=session, agent=args.agent, files=names)
         print(f"task {accepted['id']} (session {accepted['session_id']})", flush=True)
         ask = sys.stdin.isatty() if args.ask is None else args.ask
-        return 0 if args.no_follow else _follow(client, accepted["id"], ask)
+        return 0 if args.no_follow else _follow(client, accepted["id"], ask, args.artifacts)
+
+
+def _upload(args: argparse.Namespace) -> int:
+    with TaskyardClient(args.gateway, args.api_key) as client:
+        uploaded = client.upload(args.session, args.local, args.path)
+    print(f"{uploaded['path']}: {uploaded['size']} bytes in session {args.session}")
+    return 0
+
+
+def _files(args: argparse.Namespace) -> int:
+    with TaskyardClient(args.gateway, args.api_key) as client:
+        for info in client.files(args.session):
+            print(f"{info['size']:>12}  {info['path']}")
+    return 0
+
+
+def _download(args: argparse.Namespace) -> int:
+    with TaskyardClient(args.gateway, args.api_key) as client:
+        data = client.download(args.session, args.path)
+    target = args.output or Path(Path(args.path).name)
+    target.write_bytes(data)
+    print(f"{args.path}: {len(data)} bytes to {target}")
+    return 0
 
 
 def _approve(args: argparse.Namespace) -> int:

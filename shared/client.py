@@ -1,5 +1,6 @@
 """The Python client for the gateway: submit tasks, list and read them, follow their events
-live. `TaskyardClient` blocks, `AsyncTaskyardClient` is its twin; both build the same requests
+live; put files into a session's sandbox and take them out; fetch what a task's tools made.
+`TaskyardClient` blocks, `AsyncTaskyardClient` is its twin; both build the same requests
 and read the same answers (the helpers below), only the I/O differs.
 
 Events are read per the server-sent events specification (httpx-sse: multi-line data, `data:`
@@ -20,7 +21,8 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -96,10 +98,12 @@ class TaskyardClient:
         agent: dict[str, Any] | None = None,
         idempotency_key: str | None = None,
         webhook: dict[str, Any] | None = None,
+        files: Sequence[str] = (),
     ) -> dict[str, Any]:
-        """Submit a task; its id, status and session. Without an `idempotency_key` one is
-        made, so a submission retried after a 503 is never made twice."""
-        body, headers = _submission(text, session_id, agent, idempotency_key, webhook)
+        """Submit a task; its id, status and session. `files` names files uploaded to the
+        session that it works on. Without an `idempotency_key` one is made, so a submission
+        retried after a 503 is never made twice."""
+        body, headers = _submission(text, session_id, agent, idempotency_key, webhook, files)
         return self._json("POST", "/v1/tasks", json=body, headers=headers)
 
     def get(self, task_id: str) -> dict[str, Any]:
@@ -175,6 +179,41 @@ class TaskyardClient:
         """What this tenant's webhook deliveries are signed with (`shared.webhooks.verify`)."""
         return self._json("GET", "/v1/webhooks/secret")["secret"]
 
+    def upload(
+        self, session_id: str, content: bytes | Path, path: str | None = None
+    ) -> dict[str, Any]:
+        """Put a file (bytes, or a local file) into the session's sandbox at `path` (by default
+        the local file's name); its description as the sandbox has it."""
+        files, data = _upload(content, path)
+        # The gateway bounds the wait (TASKYARD_FILES_TIMEOUT_S).
+        path_ = f"/v1/sessions/{session_id}/files"
+        return self._json("POST", path_, files=files, data=data, timeout=None)
+
+    def files(self, session_id: str) -> list[dict[str, Any]]:
+        """The files in the session's working directory."""
+        return self._json("GET", f"/v1/sessions/{session_id}/files", timeout=None)["files"]
+
+    def download(self, session_id: str, path: str) -> bytes:
+        """A file of the session's working directory."""
+        return self._bytes(f"/v1/sessions/{session_id}/files/{path}")
+
+    def artifacts(self, task_id: str) -> list[dict[str, Any]]:
+        """What the task's tools made (figures, tables), each with its `url`."""
+        return self._json("GET", f"/v1/tasks/{task_id}/artifacts")["artifacts"]
+
+    def save_artifact(self, url: str, folder: Path) -> Path:
+        """Download an artifact (its `url`, from `artifacts` or an `artifact` event) into
+        `folder` under its own name; the file's path."""
+        return _save(folder, url, self._bytes(url))
+
+    def _bytes(self, path: str) -> bytes:
+        try:
+            response = self.http.get(path, timeout=None)
+        except httpx.TransportError as exc:
+            raise _unreachable(exc) from exc
+        _raise_for(response)
+        return response.content
+
     def close(self) -> None:
         self.http.close()
 
@@ -199,8 +238,9 @@ class AsyncTaskyardClient:
         agent: dict[str, Any] | None = None,
         idempotency_key: str | None = None,
         webhook: dict[str, Any] | None = None,
+        files: Sequence[str] = (),
     ) -> dict[str, Any]:
-        body, headers = _submission(text, session_id, agent, idempotency_key, webhook)
+        body, headers = _submission(text, session_id, agent, idempotency_key, webhook, files)
         return await self._json("POST", "/v1/tasks", json=body, headers=headers)
 
     async def get(self, task_id: str) -> dict[str, Any]:
@@ -267,6 +307,34 @@ class AsyncTaskyardClient:
 
     async def webhook_secret(self) -> str:
         return (await self._json("GET", "/v1/webhooks/secret"))["secret"]
+
+    async def upload(
+        self, session_id: str, content: bytes | Path, path: str | None = None
+    ) -> dict[str, Any]:
+        files, data = _upload(content, path)
+        path_ = f"/v1/sessions/{session_id}/files"
+        return await self._json("POST", path_, files=files, data=data, timeout=None)
+
+    async def files(self, session_id: str) -> list[dict[str, Any]]:
+        path = f"/v1/sessions/{session_id}/files"
+        return (await self._json("GET", path, timeout=None))["files"]
+
+    async def download(self, session_id: str, path: str) -> bytes:
+        return await self._bytes(f"/v1/sessions/{session_id}/files/{path}")
+
+    async def artifacts(self, task_id: str) -> list[dict[str, Any]]:
+        return (await self._json("GET", f"/v1/tasks/{task_id}/artifacts"))["artifacts"]
+
+    async def save_artifact(self, url: str, folder: Path) -> Path:
+        return _save(folder, url, await self._bytes(url))
+
+    async def _bytes(self, path: str) -> bytes:
+        try:
+            response = await self.http.get(path, timeout=None)
+        except httpx.TransportError as exc:
+            raise _unreachable(exc) from exc
+        _raise_for(response)
+        return response.content
 
     async def close(self) -> None:
         await self.http.aclose()
@@ -366,6 +434,7 @@ def _submission(
     agent: dict[str, Any] | None,
     idempotency_key: str | None,
     webhook: dict[str, Any] | None,
+    files: Sequence[str],
 ) -> tuple[dict[str, Any], dict[str, str]]:
     body: dict[str, Any] = {"input": text}
     if session_id:
@@ -374,6 +443,8 @@ def _submission(
         body["agent"] = agent
     if webhook:
         body["webhook"] = webhook
+    if files:
+        body["files"] = list(files)
     return body, {"Idempotency-Key": idempotency_key or uuid.uuid4().hex}
 
 
@@ -389,6 +460,24 @@ def _retry_after(
         return min(float(response.headers.get("retry-after", 1)), 10.0)
     except ValueError:
         return 1.0
+
+
+def _upload(content: bytes | Path, path: str | None) -> tuple[dict[str, Any], dict[str, str]]:
+    """The multipart form of an upload: the file, and its path in the sandbox."""
+    if isinstance(content, Path):
+        data, target = content.read_bytes(), path or content.name
+    else:
+        data, target = content, path
+    if not target:
+        raise ValueError("name the file in the sandbox: path=...")
+    return {"file": (Path(target).name, data)}, {"path": target}
+
+
+def _save(folder: Path, url: str, content: bytes) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / Path(url).name
+    target.write_bytes(content)
+    return target
 
 
 def _force(force: bool) -> dict[str, str]:

@@ -26,6 +26,9 @@ class EventKind(StrEnum):
     APPROVAL_DECIDED = "approval_decided"  # data: {"call_id", "state", "reason"?}
     MEMORY_COMPACTED = "memory_compacted"  # data: {"upto", "before_tokens", "after_tokens"}
     CHILD = "child"  # data: {"task_id", "status"} of a child task (an agent called as a tool)
+    # data: a file a tool made, kept with the task: an `Artifact` without its bytes (name,
+    # mime, kind, size, width, height, url), and the "call_id" and "step" that made it
+    ARTIFACT = "artifact"
 
 
 class Event(BaseModel):

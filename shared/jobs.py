@@ -15,9 +15,10 @@ headers itself, where the instrumentation on the consuming side looks for it.
 from __future__ import annotations
 
 import base64
+import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 from celery import Celery
@@ -33,6 +34,7 @@ __all__ = [
     "ChildJob",
     "Envelope",
     "Job",
+    "SessionFilesJob",
     "ToolRunJob",
     "WebhookJob",
     "enqueue",
@@ -92,13 +94,35 @@ class WebhookJob(_Job):
     task_id: str
 
 
-Job = AgentStepJob | ToolRunJob | ChildJob | WebhookJob
-
-
 def job_for_call(task_id: str, step: int, tenant: str, session_id: str, call: ToolCall) -> Job:
     """The job a tool call of a step becomes: a tool run, or a child task for an agent."""
     kind = ChildJob if call.name.startswith(keys.AGENT_TOOL_PREFIX) else ToolRunJob
     return kind(task_id=task_id, step=step, tenant=tenant, session_id=session_id, call=call)
+
+
+class SessionFilesJob(_Job):
+    """Read or write a session's working directory for the gateway (see `shared.files.transfer`):
+    ``write`` the upload staged under `request_id` to `path`, ``read`` the file at `path`,
+    ``list`` them all. It goes on the interpreter's queue, whose workers hold the sandboxes;
+    found after `expires_at` (Unix time: the gateway stopped waiting) it does nothing."""
+
+    request_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    tenant: str
+    session_id: str
+    op: Literal["write", "read", "list"]
+    path: str | None = None
+    expires_at: float
+
+    @property
+    def session_key(self) -> str:
+        return f"{self.tenant}:{self.session_id}"
+
+    @property
+    def expired(self) -> bool:
+        return time.time() > self.expires_at
+
+
+Job = AgentStepJob | ToolRunJob | ChildJob | WebhookJob | SessionFilesJob
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +133,9 @@ class Envelope:
     message: str
 
 
+FILES_TOOL = "IPythonInterpreter"  # the tool whose workers hold the sessions' sandboxes
+
+
 def _route(job: Job) -> tuple[str, str]:
     """The Celery task name and the queue of a job."""
     if isinstance(job, ToolRunJob):
@@ -117,6 +144,8 @@ def _route(job: Job) -> tuple[str, str]:
         return keys.CHILD_TASK, keys.AGENT_QUEUE
     if isinstance(job, WebhookJob):
         return keys.WEBHOOK_TASK, keys.WEBHOOK_QUEUE
+    if isinstance(job, SessionFilesJob):
+        return keys.FILES_TASK, action_queue(FILES_TOOL)
     return keys.AGENT_STEP_TASK, keys.AGENT_QUEUE
 
 
@@ -124,6 +153,8 @@ def _describe(job: Job) -> str:
     # What Celery's logs and Flower show for the job, instead of its whole payload.
     if isinstance(job, WebhookJob):
         return f"{job.task_id} webhook"
+    if isinstance(job, SessionFilesJob):
+        return f"files {job.op} {job.session_key} {job.request_id}"
     call = f" {job.call.name}#{job.call.id}" if not isinstance(job, AgentStepJob) else ""
     return f"{job.task_id} step {job.step}{call}"
 

@@ -11,6 +11,7 @@ __all__ = [
     "APPROVAL_DEADLINES",
     "CANCEL_CHANNEL",
     "CHILD_TASK",
+    "FILES_TASK",
     "FORGOTTEN_CHANNEL",
     "LIVE_TASKS",
     "SWEEP_LOCK",
@@ -22,6 +23,10 @@ __all__ = [
     "WEBHOOK_TASK",
     "browser_page",
     "browser_results",
+    "files_download",
+    "files_reply",
+    "files_staged",
+    "files_upload",
     "gateway_wake",
     "idempotency",
     "session_compaction",
@@ -58,6 +63,7 @@ WEBHOOK_TASK = "webhooks.deliver"
 WEBHOOKS_DUE = "webhooks:due"
 AGENT_TOOL_PREFIX = "agent:"  # a tool name that names a registered agent
 TOOL_RUN_TASK = "tools.run"
+FILES_TASK = "tools.files"  # a session's files: on the interpreter's queue, beside its cells
 TOOL_QUEUE_PREFIX = "tools."
 # Pub/sub: the id of every cancelled task, so workers stop what they run for it at once.
 CANCEL_CHANNEL = "taskyard:cancelled"
@@ -202,3 +208,23 @@ def browser_page(session_key: str, url: str) -> str:
 def webhook_secret(tenant: str) -> str:
     """The tenant's webhook signing secret ("whsec_" + base64)."""
     return f"tenant:{tenant}:webhook_secret"
+
+
+def files_upload(request_id: str) -> str:
+    """An upload's bytes, staged for the tool worker that writes them into the sandbox."""
+    return f"files:{request_id}:upload"
+
+
+def files_staged(tenant: str, session_id: str) -> str:
+    """Bytes of the session's uploads staged and not yet taken (its quota in Redis)."""
+    return f"session:{tenant}:{session_id}:files:staged"
+
+
+def files_reply(request_id: str) -> str:
+    """The list a files request's answer is pushed onto (the gateway pops it)."""
+    return f"files:{request_id}:reply"
+
+
+def files_download(request_id: str) -> str:
+    """A file read's bytes, set just before its answer."""
+    return f"files:{request_id}:download"

@@ -16,12 +16,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, WithJsonSchema
 
+from shared.files.info import human_size
+
 __all__ = [
     "ActionReturn",
     "ActionStatusCode",
     "ActionValidCode",
     "AgentMessage",
     "AgentStatusCode",
+    "Artifact",
     "FunctionCall",
     "LLMResponse",
     "ToolCall",
@@ -84,6 +87,30 @@ class LLMResponse(BaseModel):
     usage: dict[str, int] = Field(default_factory=dict)
 
 
+class Artifact(BaseModel):
+    """A file a tool made for the task (a cell's figure, an HTML table), kept beside the task
+    rather than in its messages: the tool worker stores `data` as a file of the task and
+    leaves `url`, where the gateway serves it, in its place. The model reads `describe()`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    mime: str
+    kind: str = ""  # what made it: "figure", "table", "image", "html"
+    size: int = Field(ge=0)
+    width: int | None = None
+    height: int | None = None
+    data: str | None = None  # base64, until the tool worker stores it
+    url: str | None = None  # the gateway's path to download it, once stored
+
+    def describe(self) -> str:
+        """One line for the model: ``[image: figure-3fa2.png, 640×480]``."""  # noqa: RUF002
+        kind = "image" if self.mime.startswith("image/") else self.kind or "file"
+        if self.width and self.height:
+            return f"[{kind}: {self.name}, {self.width}\u00d7{self.height}]"
+        return f"[{kind}: {self.name}, {human_size(self.size)}]"
+
+
 class ActionReturn(BaseModel):
     """What running an action gave: a result or an error, never an exception."""
 
@@ -99,6 +126,7 @@ class ActionReturn(BaseModel):
     state: ActionStatusCode = ActionStatusCode.SUCCESS
     thought: str | None = None
     valid: ActionValidCode = ActionValidCode.OPEN
+    artifacts: list[Artifact] | None = None  # files it made; `result` describes them in text
 
     def format_result(self) -> str:
         """The result as text for a model: text parts joined, other parts named by type."""

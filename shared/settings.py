@@ -139,7 +139,13 @@ class Settings(BaseSettings):
     sandbox_cpus: float = 1.0
     sandbox_idle_s: float = 600.0
     sandbox_disk: str = "64m"  # size of each tmpfs (/work, /tmp, /dev/shm) inside a sandbox
-    sandbox_warm_pool: int = Field(default=1, ge=0)  # started kernels waiting for a session
+    # The warm pool of started kernels: at least `sandbox_warm_pool` (0: no pool), growing to
+    # the busiest second of new sessions in the last `sandbox_warm_window_s`, up to
+    # `sandbox_warm_pool_max`; `sandbox_warm_starts` kernels start at once.
+    sandbox_warm_pool: int = Field(default=1, ge=0)
+    sandbox_warm_pool_max: int = Field(default=24, ge=0)
+    sandbox_warm_starts: int = Field(default=4, ge=1)
+    sandbox_warm_window_s: float = Field(default=60.0, gt=0)
     sandbox_max_per_tenant: int = Field(default=16, ge=1)  # live sandboxes of one tenant
     sandbox_max_per_worker: int = Field(default=32, ge=1)  # live sandboxes of one tool worker
     # Marks this worker's sandboxes; at start it removes every one left under the same label,
@@ -163,6 +169,20 @@ class Settings(BaseSettings):
     browse_max_bytes: int = Field(default=2 * 1024 * 1024, ge=1024)  # body read, then cut
     browse_max_chars: int = Field(default=8000, ge=100)  # page text shown per opened page
     browse_cache_ttl_s: int = Field(default=3600, ge=1)  # a session's opened pages, in Redis
+
+    # Session files (gateway <-> tool worker): the largest file uploaded or downloaded; what a
+    # session's working directory may hold after an upload (and stage in Redis at once); how
+    # long the gateway waits for the tool worker that holds the session's sandbox.
+    files_max_bytes: int = Field(default=16 * 1024 * 1024, ge=1)
+    files_session_max_bytes: int = Field(default=48 * 1024 * 1024, ge=1)
+    files_timeout_s: float = Field(default=60.0, gt=0)
+
+    # Artifacts (figures, tables a task's tools made): files under this directory, written by
+    # tool workers and served by the gateway (a volume both mount); at most this much per task;
+    # removed after `artifacts_ttl_s`.
+    artifacts_dir: str = "/var/lib/taskyard/artifacts"
+    artifacts_task_max_bytes: int = Field(default=64 * 1024 * 1024, ge=1)
+    artifacts_ttl_s: float = Field(default=7 * 24 * 3600, gt=0)
 
     # Where user-defined agents and actions live: comma-separated importable module names.
     plugin_modules: str = ""

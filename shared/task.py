@@ -9,10 +9,12 @@ from enum import StrEnum
 
 from pydantic import BaseModel, Field, field_serializer
 
+from shared.files.info import FileInfo, human_size
 from shared.schema import AgentMessage, ToolCall
 from shared.spec import AgentSpec, WebhookSpec
 
 __all__ = [
+    "SESSION_ID_MAX",
     "SESSION_ID_PATTERN",
     "TASK_ID_PATTERN",
     "TERMINAL",
@@ -39,7 +41,8 @@ TERMINAL = frozenset(
 
 
 TASK_ID_PATTERN = r"^task_[0-9a-f]{32}$"  # what `new_task_id` makes, and nothing else
-SESSION_ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,128}$"
+SESSION_ID_MAX = 128
+SESSION_ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,128}$"  # a caller's session id (its tenant is separate)
 
 
 def new_task_id() -> str:
@@ -59,7 +62,8 @@ class TaskRecord(BaseModel):
     result: str | None = None
     error: str | None = None
     pending_calls: list[ToolCall] = Field(default_factory=list)  # the current step's tool calls
-    prompt_tokens: int = 0  # its own, and its children's (they count toward its budget)
+    files: list[FileInfo] = Field(default_factory=list)  # uploaded files the input refers to
+    prompt_tokens: int = 0
     completion_tokens: int = 0
     webhook: WebhookSpec | None = None
     parent_id: str | None = None  # the task whose agent tool call started this one
@@ -73,8 +77,13 @@ class TaskRecord(BaseModel):
         return spec.model_dump(mode="json", exclude_unset=True)
 
     def user_message(self) -> AgentMessage:
-        """The task's input as the message that starts it."""
-        return AgentMessage(sender="user", content=self.input)
+        """The task's input as the message that starts it; the files it names are listed
+        after it, so the model knows they are in the working directory."""
+        if not self.files:
+            return AgentMessage(sender="user", content=self.input)
+        named = ", ".join(f"{f.path} ({human_size(f.size)})" for f in self.files)
+        note = f"Files uploaded for this task, in the working directory: {named}."
+        return AgentMessage(sender="user", content=f"{self.input}\n\n{note}")
 
     @property
     def terminal(self) -> bool:
@@ -99,6 +108,7 @@ _JSON_FIELDS = frozenset(
         "pending_calls",
         "ancestors",
         "webhook",
+        "files",
         "step",
         "prompt_tokens",
         "completion_tokens",

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from shared.events import Event, EventKind
-from shared.schema import ActionReturn, AgentMessage
+from shared.schema import ActionReturn, AgentMessage, Artifact
 
 __all__ = ["TranscriptPrinter"]
 
@@ -37,6 +37,9 @@ class TranscriptPrinter:
         elif event.kind == EventKind.APPROVAL_DECIDED:
             reason = f": {event.data['reason']}" if event.data.get("reason") else ""
             self._line(f"[call {event.data['call_id']} {event.data['state']}{reason}]")
+        elif event.kind == EventKind.ARTIFACT:
+            artifact = Artifact.model_validate(_artifact_fields(event.data))
+            self._line(f"· artifact {artifact.describe()} at {artifact.url}")
 
     def _token(self, delta: str, sender: str) -> None:
         if not self._streaming:
@@ -64,6 +67,10 @@ def _render(msg: AgentMessage, skip_text: bool) -> str:
         lines.append(f"[{msg.sender} calls {call.name}]")
         lines.append(_indent(code if code is not None else str(params)))
     return "\n".join(lines)
+
+
+def _artifact_fields(data: dict) -> dict:
+    return {k: v for k, v in data.items() if k in Artifact.model_fields}
 
 
 def _indent(text: str) -> str:

@@ -25,7 +25,16 @@ from services.gateway.errors import (
 from services.gateway.guard import Guard
 from services.gateway.metrics import RequestMetrics
 from services.gateway.openapi import openapi_document
-from services.gateway.routes import health, metrics, sessions, system, tasks, webhooks
+from services.gateway.routes import (
+    artifacts,
+    files,
+    health,
+    metrics,
+    sessions,
+    system,
+    tasks,
+    webhooks,
+)
 from shared.logs import setup_logging
 from shared.registry import load_plugins
 from shared.settings import Settings, get_settings
@@ -42,11 +51,14 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     app.state.stores = {}
     app.state.hubs = {}
     app.state.system = None
+    app.state.transfers = {}
     yield
     if app.state.system is not None:
         await app.state.system.close()
     for hub in app.state.hubs.values():
         await hub.close()
+    for transfer in app.state.transfers.values():
+        await transfer.r.aclose()
     for store in app.state.stores.values():
         await store.close()
 
@@ -65,7 +77,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.add_middleware(
-        Guard, tenants=settings.tenants_by_key(), max_body_bytes=settings.gateway_max_body_bytes
+        Guard,
+        tenants=settings.tenants_by_key(),
+        max_body_bytes=settings.gateway_max_body_bytes,
+        large=[files.upload_limit(settings)],
     )
     app.add_middleware(RequestMetrics)  # outside the guard: refused requests count too
     app.add_exception_handler(RequestValidationError, validation_error)
@@ -77,6 +92,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(sessions.router)
     app.include_router(webhooks.router)
     app.include_router(system.router)
+    app.include_router(artifacts.router)
+    app.include_router(files.router)
     app.include_router(health.router)
     app.include_router(metrics.router)
     app.mount("/ui", StaticFiles(directory=UI_DIR, html=True), name="ui")

@@ -4,6 +4,7 @@ of what failed. The models document it; `responses` declares each route's errors
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import Request
@@ -28,6 +29,7 @@ __all__ = [
 log = logging.getLogger("taskyard.gateway")
 
 _ECHO_CHARS = 100  # a 422 shows at most this much of what was sent
+_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 
 
 class ErrorBody(BaseModel):
@@ -60,16 +62,18 @@ _WHY = {
     413: "The request body is over the gateway's size limit.",
     422: "The request is not valid: what failed, where, and why.",
     503: "Redis, which the gateway needs, does not answer.",
+    504: "No tool worker answered in time (TASKYARD_FILES_TIMEOUT_S).",
 }
 
 
-def responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+def responses(*codes: int, why: Mapping[int, str] | None = None) -> dict[int | str, dict[str, Any]]:
     """The `responses=` of a route that may answer these error codes (and 503: every route
-    that declares its errors reads Redis)."""
+    that declares its errors reads Redis); `why` words a code for this route where the usual
+    description does not fit."""
     return {
         code: {
             "model": ValidationErrorBody if code == 422 else ErrorBody,
-            "description": _WHY[code],
+            "description": (why or {}).get(code, _WHY[code]),
         }
         for code in sorted({*codes, 503})
     }

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from shared.sandbox.kernel.files import MAX_PATH_CHARS, path_parts
 from shared.schema import AgentMessage
 from shared.spec import AgentSpec, WebhookSpec
-from shared.task import SESSION_ID_PATTERN, TaskRecord, TaskStatus
+from shared.task import SESSION_ID_MAX, SESSION_ID_PATTERN, TaskRecord, TaskStatus
 
 _INPUT_PREVIEW = 200  # characters of a task's input a summary shows
 
@@ -37,9 +38,16 @@ class TaskCreate(BaseModel):
     session_id: str | None = Field(
         default=None,
         min_length=1,
-        max_length=128,
+        max_length=SESSION_ID_MAX,
         pattern=SESSION_ID_PATTERN,
         description="Tasks of one session share memory and interpreter; a new one if unset.",
+    )
+    files: list[Annotated[str, Field(min_length=1, max_length=MAX_PATH_CHARS)]] = Field(
+        default_factory=list,
+        max_length=32,
+        description="Files uploaded to the session (`POST /v1/sessions/{session_id}/files`) "
+        "that the task works on, by path; the model is told they are in its working "
+        "directory. Needs `session_id`.",
     )
     agent: AgentSpec = Field(default_factory=AgentSpec)
     if_session_busy: Literal["wait", "reject"] = Field(
@@ -48,6 +56,19 @@ class TaskCreate(BaseModel):
     webhook: WebhookSpec | None = Field(
         default=None, description="POST its state changes there (Standard Webhooks, signed)."
     )
+
+    @field_validator("files")
+    @classmethod
+    def _paths_in_the_working_directory(cls, paths: list[str]) -> list[str]:
+        for path in paths:
+            path_parts(path)  # its ValueError says what is wrong
+        return paths
+
+    @model_validator(mode="after")
+    def _files_live_in_a_session(self) -> TaskCreate:
+        if self.files and self.session_id is None:
+            raise ValueError("files are a session's: give the session_id they were uploaded to")
+        return self
 
 
 class TaskAccepted(BaseModel):

@@ -24,8 +24,8 @@ class ToolRunner:
         self._executor: ActionExecutor | None = None
 
     @property
-    def sandboxes(self) -> SandboxProvider | None:
-        """The sandbox provider, once made."""
+    def made_sandboxes(self) -> SandboxProvider | None:
+        """The sandbox provider if it was made already (metrics read it; they make nothing)."""
         return self._sandboxes
 
     def run(self, call: ToolCall, session_key: str) -> AgentMessage:
@@ -44,6 +44,12 @@ class ToolRunner:
         removed = self._sandboxes.remove_orphans()
         self._sandboxes.check()
         return removed
+
+    def sandboxes(self) -> SandboxProvider:
+        """The worker's sandbox provider (made on first use): sessions' files are there too."""
+        self._ready()
+        assert self._sandboxes is not None
+        return self._sandboxes
 
     def _ready(self) -> ActionExecutor:
         with self._lock:

@@ -1,4 +1,5 @@
-"""The tool worker: a Celery app on the `tools.<tool>` queues running one tool call per job.
+"""The tool worker: a Celery app on the `tools.<tool>` queues running one tool call per job,
+and on the interpreter's queue the gateway's requests for sessions' files too.
 
 Run: celery -A services.tool_worker.worker worker -Q tools.IPythonInterpreter --pool threads -c 4
 """
@@ -10,17 +11,23 @@ import logging
 import threading
 import time
 
+import redis.asyncio as aioredis
 from celery import Task, signals
 from opentelemetry import trace
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from services.tool_worker.artifacts import ArtifactKeeper
+from services.tool_worker.files import FileLimits, serve
 from services.tool_worker.metrics import TOOL_CALL_SECONDS, watch_sandboxes
 from services.tool_worker.runner import ToolRunner
 from shared import keys
 from shared.cancel import CancelWatch
 from shared.celery_app import make_celery
-from shared.jobs import AgentStepJob, Envelope, ToolRunJob, envelope
+from shared.events import EventKind
+from shared.files.artifacts import ArtifactStore
+from shared.files.transfer import FileTransfer
+from shared.jobs import AgentStepJob, Envelope, SessionFilesJob, ToolRunJob, envelope
 from shared.logs import bind_job, setup_logging
 from shared.loop import LoopThread
 from shared.metrics import serve_metrics
@@ -39,6 +46,7 @@ load_plugins(settings.plugin_modules)
 app = make_celery(settings)
 log = logging.getLogger("taskyard.tool_worker")
 tools = ToolRunner(settings)
+artifact_store = ArtifactStore(settings.artifacts_dir)
 _REAP_EVERY_S = 60.0
 _WORKER = settings.sandbox_worker_label  # whose claims on tool calls are whose
 _MAX_RETRIES = 3
@@ -51,14 +59,26 @@ class _Store:
     def __init__(self, redis_url: str, broker_url: str) -> None:
         self.loop = LoopThread("tool-store")
         self.store: TaskStore = self.loop.run(_open_store(redis_url, broker_url))
+        self.transfer: FileTransfer = self.loop.run(_open_transfer(redis_url))
         self.cancels = CancelWatch(self.store.r, on_forgotten=tools.release)
         self.loop.run(_listen(self.cancels))
+        self.artifacts = ArtifactKeeper(
+            artifact_store, self._publish, settings.artifacts_task_max_bytes
+        )
+
+    def _publish(self, task_id: str, kind: EventKind, data: dict) -> object:
+        return self.loop.run(self.store.publish(task_id, kind, data))
 
 
 async def _open_store(redis_url: str, broker_url: str) -> TaskStore:
     return TaskStore.from_url(
         redis_url, broker_url, settings.redis_max_connections, "taskyard-tool-worker"
     )
+
+
+async def _open_transfer(redis_url: str) -> FileTransfer:
+    client = aioredis.Redis.from_url(redis_url, client_name="taskyard-tool-worker-files")
+    return FileTransfer(client, settings.files_timeout_s)
 
 
 async def _listen(cancels: CancelWatch) -> None:
@@ -121,9 +141,10 @@ def _run_job(task: Task, job: ToolRunJob) -> None:
 
 
 def _run_claimed(task: Task, job: ToolRunJob) -> AgentMessage:
+    shared = _shared_store()
     # A cancel of the task stops the session's running cell (its result is then refused).
-    with _shared_store().cancels.watch(job.task_id, lambda: tools.interrupt(job.session_key)):
-        return _timed_call(task, job)
+    with shared.cancels.watch(job.task_id, lambda: tools.interrupt(job.session_key)):
+        return _keep_artifacts(shared, job, _timed_call(task, job))
 
 
 def _claim(shared: _Store, job: ToolRunJob) -> str:
@@ -170,6 +191,37 @@ def _run_call(task: Task, job: ToolRunJob) -> AgentMessage:
             raise task.retry(exc=exc, countdown=2**task.request.retries) from exc
         log.exception("tool call failed for good")
         return _worker_error(job.call, exc, "the tool could not run")
+
+
+def _keep_artifacts(shared: _Store, job: ToolRunJob, message: AgentMessage) -> AgentMessage:
+    """The result with its artifacts kept as files of the task; if that fails, without them
+    (their bytes never go to Redis) and the model is told."""
+    try:
+        return shared.artifacts.keep(job, message)
+    except Exception as exc:
+        if not isinstance(message.content, ActionReturn) or not message.content.artifacts:
+            raise
+        log.exception("artifacts could not be kept")
+        note = f"[its figures and tables could not be kept ({type(exc).__name__})]"
+        ret = message.content.model_copy(update={"artifacts": None})
+        ret.result = [*(ret.result or []), {"type": "text", "content": note}]
+        return message.model_copy(update={"content": ret})
+
+
+@app.task(name=keys.FILES_TASK)
+def session_files(payload: dict) -> None:
+    """Serve the gateway's request for a session's files (nothing once it stopped waiting)."""
+    job = SessionFilesJob.model_validate(payload)
+    shared = _shared_store()
+    transfer = shared.transfer
+    upload = None
+    if job.op == "write":
+        upload = shared.loop.run(transfer.take_upload(job.request_id, job.tenant, job.session_id))
+    if job.expired:
+        log.info("files request %s expired unserved", job.request_id)
+        return
+    reply, data = serve(job, tools.sandboxes(), upload, FileLimits.from_settings(settings))
+    shared.loop.run(transfer.answer(job.request_id, reply, data))
 
 
 def _store_result(
@@ -229,7 +281,7 @@ def _start_sandboxes(**_: object) -> None:
 
 @signals.worker_init.connect
 def _serve_metrics(**_: object) -> None:
-    watch_sandboxes(lambda: tools.sandboxes)
+    watch_sandboxes(lambda: tools.made_sandboxes)
     serve_metrics(settings)
 
 
@@ -238,8 +290,16 @@ def _start_reaper(**_: object) -> None:
     def reap() -> None:
         while not stop.wait(_REAP_EVERY_S):
             tools.reap_idle()
+            _remove_old_artifacts()
 
     threading.Thread(target=reap, name="sandbox-reaper", daemon=True).start()
+
+
+def _remove_old_artifacts() -> None:
+    try:
+        artifact_store.remove_older_than(settings.artifacts_ttl_s)
+    except OSError as exc:  # the next round tries again
+        log.warning("could not remove old artifacts from %s: %s", artifact_store.root, exc)
 
 
 @signals.worker_shutdown.connect

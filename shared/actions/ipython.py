@@ -1,16 +1,26 @@
-"""`IPythonInterpreter`: Python code in the session's own long-lived sandboxed interpreter."""
+"""`IPythonInterpreter`: Python code in the session's own long-lived sandboxed interpreter.
+
+A cell's rich outputs (figures, images, HTML tables) come back as the result's `artifacts`,
+each described to the model in a line of text (`Artifact.describe`, with a table's text form
+under it); in the services the tool worker keeps them as files of the task
+(`services/tool_worker/artifacts.py`).
+"""
 
 from __future__ import annotations
 
+import base64
 import re
+from collections.abc import Sequence
 from typing import Self
 
 from shared.actions.base import ActionResources, BaseAction, text_result
 from shared.actions.registry import register_action
+from shared.files.artifacts import artifact_name
 from shared.sandbox import ExecutionResult, SandboxProvider
-from shared.schema import ActionReturn, ActionStatusCode
+from shared.sandbox.base import DisplayOutput
+from shared.schema import ActionReturn, ActionStatusCode, Artifact
 
-__all__ = ["IPythonInterpreter", "format_execution"]
+__all__ = ["IPythonInterpreter", "artifact_of", "format_execution"]
 
 # Models often wrap code in a Markdown fence; the fence itself is not Python.
 _FENCED = re.compile(r"^\s*```(?:python|py|ipython)?[ \t]*\n(.*?)\n?```\s*$", re.DOTALL)
@@ -44,10 +54,13 @@ class IPythonInterpreter(BaseAction):
         """
         # One interpreter per session: sessions never see each other's state.
         outcome = self.sandboxes.get(session_id).run(strip_fence(command), self.timeout)
-        text = format_execution(outcome, self.timeout)
+        artifacts = [artifact_of(output) for output in outcome.display]
+        text = format_execution(outcome, self.timeout, outcome.display)
         if outcome.error or outcome.timed_out:
-            return ActionReturn(errmsg=text, state=ActionStatusCode.API_ERROR)
-        return ActionReturn(result=text_result(text))
+            return ActionReturn(
+                errmsg=text, state=ActionStatusCode.API_ERROR, artifacts=artifacts or None
+            )
+        return ActionReturn(result=text_result(text), artifacts=artifacts or None)
 
 
 def strip_fence(command: str) -> str:
@@ -56,10 +69,27 @@ def strip_fence(command: str) -> str:
     return fenced.group(1) if fenced else command
 
 
-def format_execution(outcome: ExecutionResult, timeout: float) -> str:
-    """One cell's outcome as the text the model reads."""
+def artifact_of(output: DisplayOutput) -> Artifact:
+    """A rich output as an artifact carrying its bytes, named by its kind and content."""
+    return Artifact(
+        name=artifact_name(output.kind, output.mime, output.data),
+        mime=output.mime, kind=output.kind, size=len(output.data), width=output.width,
+        height=output.height,
+        data=base64.b64encode(output.data).decode(),
+    )  # fmt: skip
+
+
+def format_execution(
+    outcome: ExecutionResult, timeout: float, outputs: Sequence[DisplayOutput] = ()
+) -> str:
+    """One cell's outcome as the text the model reads: its rich outputs each as a line naming
+    the artifact (and, but for images, their text form), before the last value."""
     parts = [_state_lost(outcome.state_lost_reason)] if outcome.state_lost else []
     parts += [text.rstrip("\n") for text in (outcome.stdout, outcome.stderr) if text]
+    for output in outputs:
+        parts.append(artifact_of(output).describe())
+        if not output.mime.startswith("image/") and output.text != outcome.result:
+            parts.append(output.text)  # a table's text; the last value's is shown below
     if outcome.result is not None:
         parts.append(outcome.result)
     if outcome.error:

@@ -1,16 +1,20 @@
 """Code sandboxes: one stateful interpreter per session, behind one small interface.
 
 Use: ``make_sandbox_provider(settings).get(f"{tenant}:{session_id}").run(code, timeout)``;
-``provider.interrupt(session_key)`` stops a running cell from another thread.
+``provider.interrupt(session_key)`` stops a running cell from another thread. A result's
+``display`` holds the cell's rich outputs; ``write_file``, ``read_file`` and ``list_files``
+reach the session's working directory (``provider.find`` gives a session's running sandbox).
 """
 
 from collections.abc import Callable
 
-from shared.sandbox.base import CodeSandbox, ExecutionResult, SandboxProvider
+from shared.sandbox.base import CodeSandbox, DisplayOutput, ExecutionResult, SandboxProvider
 from shared.sandbox.docker import ContainerSpec, DockerSandboxProvider
 from shared.sandbox.errors import (
+    FileRefused,
     KernelGone,
     KernelProtocolError,
+    NoLiveSandbox,
     SandboxClosed,
     SandboxError,
     SandboxLimitReached,
@@ -24,11 +28,14 @@ __all__ = [
     "BACKENDS",
     "CodeSandbox",
     "ContainerSpec",
+    "DisplayOutput",
     "DockerSandboxProvider",
     "ExecutionResult",
+    "FileRefused",
     "KernelGone",
     "KernelProtocolError",
     "LocalSandboxProvider",
+    "NoLiveSandbox",
     "SandboxClosed",
     "SandboxError",
     "SandboxLimitReached",

@@ -1,12 +1,27 @@
-"""The sandbox interface: what the IPython tool needs from any backend (docker, local)."""
+"""The sandbox interface: what the IPython tool and the session's files need from any backend
+(docker, local)."""
 
 from __future__ import annotations
 
 from typing import Protocol
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
-__all__ = ["CodeSandbox", "ExecutionResult", "SandboxProvider"]
+from shared.files.info import FileInfo, FileListing
+
+__all__ = ["CodeSandbox", "DisplayOutput", "ExecutionResult", "SandboxProvider"]
+
+
+class DisplayOutput(BaseModel):
+    """One rich output of a cell (Jupyter's display_data): a figure, an image, an HTML table.
+    Checked on the worker's side: `data` decoded, an image's size read from its own header."""
+
+    mime: str  # one of shared.sandbox.kernel.DISPLAY_MIMES
+    data: bytes
+    text: str = ""  # the object's repr: what the model reads of it
+    kind: str  # "figure", "table", "image" or "html"
+    width: int | None = None
+    height: int | None = None
 
 
 class ExecutionResult(BaseModel):
@@ -20,6 +35,7 @@ class ExecutionResult(BaseModel):
     cancelled: bool = False  # stopped from outside (`cancel`), not by its own timeout
     state_lost: bool = False  # the interpreter was restarted: earlier variables are gone
     state_lost_reason: str | None = None  # why, when the error does not say (expiry, eviction)
+    display: list[DisplayOutput] = Field(default_factory=list)  # rich outputs, in order
 
 
 class CodeSandbox(Protocol):
@@ -29,6 +45,18 @@ class CodeSandbox(Protocol):
 
     def cancel(self) -> bool:
         """Stop the running cell from another thread; False when none runs."""
+        ...
+
+    def write_file(self, path: str, data: bytes) -> FileInfo:
+        """Put a file into the working directory (its kernel starts if it has none)."""
+        ...
+
+    def read_file(self, path: str, limit: int) -> bytes:
+        """A regular file of the working directory, if it is at most `limit` bytes."""
+        ...
+
+    def list_files(self) -> FileListing:
+        """The working directory's regular files."""
         ...
 
     def close(self) -> None: ...
@@ -49,6 +77,10 @@ class SandboxProvider(Protocol):
         ...
 
     def get(self, session_key: str) -> CodeSandbox: ...
+
+    def find(self, session_key: str) -> CodeSandbox | None:
+        """The session's sandbox if its kernel runs (so it has files), else None."""
+        ...
 
     def interrupt(self, session_key: str) -> bool:
         """Stop the session's running cell (see `CodeSandbox.cancel`); False when none runs."""

@@ -36,6 +36,7 @@ from docker.models.containers import Container
 from docker.types import LogConfig
 
 from shared.sandbox.channel import OutputTail, ReplyLines, describe_exit, encode_line, wait_readable
+from shared.sandbox.demand import PoolBounds, pool_bounds
 from shared.sandbox.errors import KernelGone, SandboxUnavailable
 from shared.sandbox.provider import KernelSandboxProvider, SandboxLimits
 from shared.settings import Settings, get_settings
@@ -256,6 +257,7 @@ class DockerSandboxProvider(KernelSandboxProvider):
         spec: ContainerSpec | None = None,
         client: docker.DockerClient | None = None,
         pool_size: int | None = None,
+        pool: PoolBounds | None = None,
         idle_s: float | None = None,
         limits: SandboxLimits | None = None,
     ) -> None:
@@ -266,7 +268,7 @@ class DockerSandboxProvider(KernelSandboxProvider):
         self.worker_label = settings.sandbox_worker_label
         super().__init__(
             self._start_kernel,
-            pool_size=settings.sandbox_warm_pool if pool_size is None else pool_size,
+            pool=pool or pool_bounds(settings, pool_size),
             idle_s=settings.sandbox_idle_s if idle_s is None else idle_s,
             limits=limits or SandboxLimits.from_settings(settings),
             interrupt_grace_s=settings.sandbox_interrupt_grace_s,

@@ -5,6 +5,11 @@
     │                          launcher refused: its own message, and what to change)
     ├── SandboxLimitReached    the tenant or the worker is at its live-sandbox limit, all busy
     ├── SandboxClosed          `run` on a sandbox that was released or reaped
+    ├── NoLiveSandbox          a file read of a session whose kernel is not running: it never
+    │                          started, was reaped, or died, and its files went with it
+    ├── FileRefused            a file request the working directory refuses; `reason` says
+    │                          why: "invalid" path, "not_found", "not_a_file", "too_large",
+    │                          "no_space"
     └── KernelGone             a kernel's process ended; backends raise it, sessions absorb it
         └── KernelProtocolError  the kernel sent what no honest kernel sends (an oversized,
                                  malformed or unmatched reply); it is stopped like a dead one
@@ -16,8 +21,10 @@ it comes back as an `ExecutionResult`.
 from __future__ import annotations
 
 __all__ = [
+    "FileRefused",
     "KernelGone",
     "KernelProtocolError",
+    "NoLiveSandbox",
     "SandboxClosed",
     "SandboxError",
     "SandboxLimitReached",
@@ -39,6 +46,18 @@ class SandboxLimitReached(SandboxError):
 
 class SandboxClosed(SandboxError):
     """`run` on a sandbox that was released or reaped; `provider.get` hands out a fresh one."""
+
+
+class NoLiveSandbox(SandboxError):
+    """The session has no running kernel, so no working directory: nothing to read."""
+
+
+class FileRefused(SandboxError):
+    """A file request refused, for the `reason` named (see the tree above)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class KernelGone(SandboxError):

@@ -25,6 +25,7 @@ from typing import Any
 
 from shared.sandbox.cgroups import CgroupLimits, CgroupTree, SandboxCgroup, find_cgroups, safe_name
 from shared.sandbox.channel import OutputTail, ReplyLines, describe_exit, encode_line, wait_readable
+from shared.sandbox.demand import PoolBounds, pool_bounds
 from shared.sandbox.errors import KernelGone, SandboxUnavailable
 from shared.sandbox.launchers import LAUNCHERS, LaunchSpec, explain_failure, parse_size
 from shared.sandbox.provider import KernelSandboxProvider, SandboxLimits
@@ -162,6 +163,7 @@ class LocalSandboxProvider(KernelSandboxProvider):
         launcher: str | None = None,
         python: str | None = None,
         pool_size: int | None = None,
+        pool: PoolBounds | None = None,
         idle_s: float | None = None,
         limits: SandboxLimits | None = None,
     ) -> None:
@@ -194,7 +196,7 @@ class LocalSandboxProvider(KernelSandboxProvider):
         )
         super().__init__(
             self._start_kernel,
-            pool_size=settings.sandbox_warm_pool if pool_size is None else pool_size,
+            pool=pool or pool_bounds(settings, pool_size),
             idle_s=settings.sandbox_idle_s if idle_s is None else idle_s,
             limits=limits or SandboxLimits.from_settings(settings),
             interrupt_grace_s=settings.sandbox_interrupt_grace_s,

@@ -13,8 +13,9 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from shared.sandbox.channel import KernelChannel, StartKernel
+from shared.sandbox.demand import PoolBounds
 from shared.sandbox.errors import SandboxLimitReached, SandboxUnavailable
-from shared.sandbox.pool import WarmPool
+from shared.sandbox.pool import PoolState, WarmPool
 from shared.sandbox.session import INTERRUPT_GRACE_S, KernelSandbox
 from shared.settings import Settings
 
@@ -53,14 +54,14 @@ class KernelSandboxProvider:
         self,
         start: StartKernel,
         *,
-        pool_size: int,
+        pool: PoolBounds,
         idle_s: float,
         limits: SandboxLimits | None = None,
         interrupt_grace_s: float = INTERRUPT_GRACE_S,
     ) -> None:
         self.starts = 0
         self._start_kernel = start = self._counted(start)
-        self._pool = WarmPool(start, pool_size)
+        self._pool = WarmPool(start, pool)
         self._idle_s = idle_s
         self._limits = limits or SandboxLimits()
         self._grace = interrupt_grace_s
@@ -92,6 +93,13 @@ class KernelSandboxProvider:
                 )
                 self._sessions[session_key] = sandbox
             return sandbox
+
+    def find(self, session_key: str) -> KernelSandbox | None:
+        """The session's sandbox if its kernel runs (or is starting), else None: never starts
+        one. What a read of the session's files asks first."""
+        with self._lock:
+            sandbox = self._sessions.get(session_key)
+        return sandbox if sandbox is not None and sandbox.has_kernel else None
 
     def interrupt(self, session_key: str) -> bool:
         """Stop the session's running cell, from any thread; see `KernelSandbox.cancel`."""
@@ -134,6 +142,10 @@ class KernelSandboxProvider:
         for sandbox in retired.values():
             sandbox.close()
         return list(retired)
+
+    def pool_state(self) -> PoolState:
+        """The warm pool's kernels, ready and starting, and how many it aims for."""
+        return self._pool.state()
 
     def sessions(self) -> list[str]:
         """Keys of the sessions that hold a sandbox."""

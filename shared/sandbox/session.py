@@ -11,30 +11,45 @@ The rules, the same for every backend:
   the next call starts a fresh kernel (from the warm pool when there is one);
 - a kernel that died (the cell exited the process, ran out of memory, or it died between
   calls), expired or was evicted is replaced on the next call, and the first result after
-  the loss says so, once.
+  the loss says so, once;
+- file requests (a write, a read, a listing of the working directory) take turns with cells
+  under the same lock and are answered by the kernel's supervisor. A write starts a kernel if
+  the session has none; a read or a listing never does (`NoLiveSandbox`). A file request
+  unanswered within `FILE_TIMEOUT_S`, or answered wrongly, stops the kernel like a broken
+  reply to a cell.
 
 Each wait is bounded by the call's own deadline, whatever the kernel sends or withholds.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hmac
 import itertools
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.sandbox.base import ExecutionResult
+from shared.files.info import FileInfo, FileListing
+from shared.sandbox.base import DisplayOutput, ExecutionResult
 from shared.sandbox.channel import KernelChannel
-from shared.sandbox.errors import KernelGone, KernelProtocolError, SandboxClosed
+from shared.sandbox.errors import (
+    FileRefused,
+    KernelGone,
+    KernelProtocolError,
+    NoLiveSandbox,
+    SandboxClosed,
+)
+from shared.sandbox.outputs import file_chunk, file_info, file_listing, parse_display, refusal
 
-__all__ = ["INTERRUPT_GRACE_S", "KernelSandbox"]
+__all__ = ["FILE_TIMEOUT_S", "INTERRUPT_GRACE_S", "KernelSandbox"]
 
 INTERRUPT_GRACE_S = 2.0
+FILE_TIMEOUT_S = 30.0  # a file request is disk work in a tmpfs: far less, unless it is stuck
 _POLL_S = 0.1  # a waiting call looks at least this often for a cancel from another thread
 
 
@@ -189,6 +204,78 @@ class KernelSandbox:
         finally:
             self._lock.release()
 
+    def write_file(self, path: str, data: bytes) -> FileInfo:
+        """Put `data` at `path` in the working directory, replacing a file there (atomically);
+        the kernel starts if the session has none. Raises `FileRefused` (a path that leaves
+        the working directory or runs through a link, a full disk) and what `run` raises."""
+        encoded = base64.b64encode(data).decode()
+        with self._file_requests(start=True) as ask:
+            reply = ask({"file_op": "write", "path": path, "data": encoded})
+            info = file_info(reply.get("file"), path)
+            self._has_state = True  # losing this kernel now loses the file
+            return info
+
+    def read_file(self, path: str, limit: int) -> bytes:
+        """The regular file at `path`, if it is at most `limit` bytes (else `FileRefused`
+        "too_large"). Raises `NoLiveSandbox` when no kernel runs: nothing to read."""
+        with self._file_requests(start=False) as ask:
+            data = bytearray()
+            while True:
+                request = {"file_op": "read", "path": path, "offset": len(data)}
+                chunk, size = file_chunk(ask(request))
+                if size > limit:
+                    raise FileRefused("too_large", f"{path} is {size} bytes, over {limit}")
+                data += chunk
+                if not chunk or len(data) >= size:
+                    return bytes(data[:size])
+
+    def list_files(self) -> FileListing:
+        """The working directory's regular files; `NoLiveSandbox` when no kernel runs."""
+        with self._file_requests(start=False) as ask:
+            return file_listing(ask({"file_op": "list"}))
+
+    @contextlib.contextmanager
+    def _file_requests(self, start: bool) -> Iterator[Callable[[dict[str, Any]], dict[str, Any]]]:
+        """Under the session's lock, a function that sends one file request and returns its
+        checked reply. A kernel that does not answer, or answers wrongly, is stopped."""
+        with self._lock:
+            if self._closed:
+                raise SandboxClosed("this session's sandbox was released; call provider.get again")
+            channel = self._live_channel() if start else self._running_channel()
+            try:
+                yield lambda message: self._file_reply(channel, message)
+            except KernelProtocolError as bad:
+                self._drop_kernel()
+                raise KernelProtocolError(
+                    f"the sandbox broke its protocol ({bad}); its interpreter was stopped"
+                ) from bad
+            except KernelGone:
+                self._drop_kernel()
+                raise
+            finally:
+                self._last_used = time.monotonic()
+
+    def _file_reply(self, channel: KernelChannel, message: dict[str, Any]) -> dict[str, Any]:
+        call = _Call(channel, next(self._ids))
+        channel.send({"id": call.id, "nonce": call.nonce, **message})
+        reply = channel.receive(time.monotonic() + FILE_TIMEOUT_S)
+        if reply is None:
+            raise KernelGone(f"the sandbox did not answer a file request in {FILE_TIMEOUT_S:g}s")
+        if not call.matches(reply):
+            raise KernelProtocolError(f"a reply that does not match call {call.id}")
+        refused = refusal(reply)
+        if refused is not None:
+            raise refused
+        return reply
+
+    def _running_channel(self) -> KernelChannel:
+        """The current kernel if it runs; `NoLiveSandbox` otherwise (a dead one is dropped)."""
+        if self._channel is not None and not self._channel.alive():
+            self._drop_kernel()
+        if self._channel is None:
+            raise NoLiveSandbox("the session has no running sandbox, so no files")
+        return self._channel
+
     def close(self) -> None:
         """Stop the kernel and refuse further calls; waits for a running cell's call first."""
         with self._lock:
@@ -207,6 +294,7 @@ class KernelSandbox:
             call.channel.send({"id": call.id, "nonce": call.nonce, "code": code})
             self._has_state = True
             reply = self._await(call, time.monotonic() + timeout)
+            display = parse_display(reply.get("display")) if reply is not None else []
         except KernelProtocolError as bad:
             return self._lost(
                 f"The sandbox broke its protocol ({bad}); its interpreter was stopped"
@@ -219,7 +307,7 @@ class KernelSandbox:
             lost = self._lost(f"{what}, and the interpreter did not stop when interrupted")
             lost.timed_out, lost.cancelled = not call.cancelled, call.cancelled
             return lost
-        return self._outcome(call, reply, timeout)
+        return self._outcome(call, reply, timeout, display)
 
     def _live_channel(self) -> KernelChannel:
         """The current kernel, or a new one if there is none or it died since the last call."""
@@ -251,8 +339,11 @@ class KernelSandbox:
                 raise KernelProtocolError(f"a reply that does not match call {call.id}")
             return reply
 
-    def _outcome(self, call: _Call, reply: dict[str, Any], timeout: float) -> ExecutionResult:
+    def _outcome(
+        self, call: _Call, reply: dict[str, Any], timeout: float, display: list[DisplayOutput]
+    ) -> ExecutionResult:
         result = self._result(reply)
+        result.display = display
         if not reply.get("interrupted"):
             return result  # it finished on its own, perhaps just as the interrupt went out
         kept = (

@@ -1,5 +1,7 @@
 """IPythonInterpreter on the real sandbox providers (local namespaces and Docker)."""
 
+import base64
+import struct
 from collections.abc import Iterator
 from uuid import uuid4
 
@@ -114,5 +116,50 @@ def test_a_reaped_session_tells_the_model_its_state_expired() -> None:
         ret = run(executor, "x", key)
         assert ret.errmsg.startswith("Note: state lost (session expired")
         assert "NameError" in ret.errmsg
+    finally:
+        provider.close_all()
+
+
+# The start of a 3x2 PNG: enough for its size, which is all the worker reads of it.
+PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + struct.pack(">II", 3, 2) + b"\x08\x00\x00\x00\x00"
+TINY_PNG = f"class Plot:\n    def _repr_png_(self): return {PNG!r}\n"
+
+
+def test_rich_outputs_come_back_as_artifacts_the_model_reads_about(
+    executor: ActionExecutor,
+) -> None:
+    ret = run(executor, TINY_PNG + "print('drawn')\ndisplay(Plot())", session())
+    assert ret.state == ActionStatusCode.SUCCESS
+    (artifact,) = ret.artifacts or []
+    assert artifact.name.startswith("image-") and artifact.name.endswith(".png")
+    assert (artifact.mime, artifact.width, artifact.height) == ("image/png", 3, 2)
+    assert base64.b64decode(artifact.data or "").startswith(b"\x89PNG")
+    assert ret.format_result() == f"drawn\n[image: {artifact.name}, 3\u00d72]"
+
+
+def test_a_failing_cell_keeps_what_it_showed(executor: ActionExecutor) -> None:
+    ret = run(executor, TINY_PNG + "display(Plot())\n1 / 0", session())
+    assert ret.state == ActionStatusCode.API_ERROR
+    (artifact,) = ret.artifacts or []
+    assert f"[image: {artifact.name}, 3\u00d72]" in ret.errmsg
+    assert ret.errmsg.endswith("ZeroDivisionError: division by zero")
+
+
+@pytest.mark.docker
+def test_a_chart_and_a_table_for_the_model(sandbox_image: str) -> None:
+    settings = Settings(sandbox_image=sandbox_image, sandbox_warm_pool=0)
+    provider = make_sandbox_provider(settings)
+    try:
+        executor = ActionExecutor([IPythonInterpreter(provider, timeout=30)])
+        code = ("import pandas as pd\nimport matplotlib.pyplot as plt\n"
+                "df = pd.DataFrame({'x': [1, 2, 3], 'y': [1, 4, 9]})\n"
+                "df.plot(x='x', y='y')\nplt.show()\ndf")  # fmt: skip
+        ret = run(executor, code, session())
+        figure, table = ret.artifacts or []
+        assert (figure.kind, figure.width, figure.height) == ("figure", 640, 480)
+        assert table.kind == "table" and table.name.endswith(".html")
+        text = ret.format_result()
+        assert text.startswith(f"[image: {figure.name}, 640\u00d7480]\n[table: {table.name}, ")
+        assert text.count("x  y") == 1  # the table's text once, as the cell's value
     finally:
         provider.close_all()

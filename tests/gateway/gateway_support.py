@@ -42,6 +42,8 @@ class GatewayProcess:
             "TASKYARD_BROKER_URL": f"{redis_url}/1",
             "TASKYARD_RESULT_BACKEND": f"{redis_url}/2",
             "TASKYARD_API_KEYS": "key-a=tenant-a,key-b=tenant-b",
+            # No tool worker answers file requests here: do not keep a fuzzer waiting.
+            "TASKYARD_FILES_TIMEOUT_S": "0.05",
         }
         self.log = log
         self.proc: subprocess.Popen | None = None

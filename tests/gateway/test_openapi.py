@@ -23,7 +23,7 @@ AUTH = {"Authorization": "Bearer key-a"}
 CONFIG = Path(__file__).with_name("schemathesis.toml")
 
 DECLARED = {
-    ("/v1/tasks", "post"): {"202", "401", "409", "413", "422", "503"},
+    ("/v1/tasks", "post"): {"202", "401", "409", "413", "422", "503", "504"},
     ("/v1/tasks", "get"): {"200", "401", "422", "503"},
     ("/v1/sessions/{session_id}", "get"): {"200", "401", "404", "422", "503"},
     ("/v1/sessions/{session_id}", "delete"): {"204", "401", "404", "409", "422", "503"},
@@ -41,6 +41,11 @@ DECLARED = {
     },
     ("/v1/webhooks/secret", "get"): {"200", "401", "503"},
     ("/v1/system", "get"): {"200", "401", "503"},
+    ("/v1/tasks/{task_id}/artifacts", "get"): {"200", "401", "404", "503"},
+    ("/v1/tasks/{task_id}/artifacts/{name}", "get"): {"200", "401", "404", "503"},
+    ("/v1/sessions/{session_id}/files", "post"): {"201", "401", "413", "422", "503", "504"},
+    ("/v1/sessions/{session_id}/files", "get"): {"200", "401", "404", "503", "504"},
+    ("/v1/sessions/{session_id}/files/{path}", "get"): {"200", "401", "404", "422", "503", "504"},
     ("/healthz", "get"): {"200"},
     ("/readyz", "get"): {"200", "503"},
 }
@@ -52,12 +57,16 @@ def test_every_route_declares_its_answers_in_one_error_shape(client: TestClient)
     for (path, method), codes in DECLARED.items():
         responses = paths[path][method]["responses"]
         assert set(responses) == codes, (path, method)
-        for code in codes - {"200", "202", "204"}:
+        for code in codes - {"200", "201", "202", "204"}:
             schema = responses[code]["content"]["application/json"]["schema"]["$ref"]
             body = "ValidationErrorBody" if code == "422" else "ErrorBody"
             assert schema == f"#/components/schemas/{body}", (path, method, code)
     events = paths["/v1/tasks/{task_id}/events"]["get"]["responses"]["200"]["content"]
     assert list(events) == ["text/event-stream"]
+    upload = paths["/v1/sessions/{session_id}/files"]["post"]["requestBody"]["content"]
+    assert list(upload) == ["multipart/form-data"]
+    download = paths["/v1/sessions/{session_id}/files/{path}"]["get"]["responses"]["200"]
+    assert list(download["content"]) == ["application/octet-stream"]
 
 
 def _with_tool_result(settings: Settings, task_id: str) -> None:

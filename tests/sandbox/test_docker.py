@@ -101,7 +101,8 @@ def test_warm_pool_hands_out_started_containers(
 ) -> None:
     provider = make_docker_provider(pool_size=2)
     assert isinstance(provider, DockerSandboxProvider)
-    _wait_for(lambda: len(_containers(docker_client, provider)) == 2, "the pool to fill")
+    _wait_for(lambda: provider.pool_state().ready == 2, "the pool to fill")
+    assert len(_containers(docker_client, provider)) == 2
     assert provider.get("t:warm").run("'warm'", TIMEOUT).result == "'warm'"
     # The session took a pooled container (labelled for no session); the pool refills.
     _wait_for(lambda: len(_containers(docker_client, provider)) == 3, "the pool to refill")

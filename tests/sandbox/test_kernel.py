@@ -77,6 +77,7 @@ def test_reply_carries_everything(kernel: Kernel) -> None:
         "result": "42",
         "error": None,
         "interrupted": False,
+        "display": [],
     }
 
 

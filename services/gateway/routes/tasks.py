@@ -21,6 +21,7 @@ from services.gateway.deps import (
     TenantDep,
 )
 from services.gateway.errors import issue, responses
+from services.gateway.file_deps import SessionFilesDep
 from services.gateway.json_route import JSONRoute
 from services.gateway.metrics import TASKS_ACCEPTED
 from services.gateway.models import (
@@ -48,6 +49,7 @@ from shared.task import SESSION_ID_PATTERN, TaskRecord, TaskStatus
 from shared.tracing import job_attributes
 from shared.webhooks import deliveries, refusal, subscription
 
+_NO_FILES = "Redis does not answer, or the session's sandbox cannot list the task's `files`."
 router = APIRouter(prefix="/v1/tasks", tags=["tasks"], route_class=JSONRoute)
 
 _ENTRY_ID_PATTERN = r"^\d{1,19}(-\d{1,19})?$"  # 19 digits: always within Redis's 64 bits
@@ -79,7 +81,7 @@ _EVENT_STREAM = {
     "",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=TaskAccepted,
-    responses=responses(401, 409, 413, 422),
+    responses=responses(401, 409, 413, 422, 503, 504, why={503: _NO_FILES}),
 )
 async def create_task(
     body: TaskCreate,
@@ -87,16 +89,20 @@ async def create_task(
     store: StoreDep,
     celery: CeleryDep,
     settings: SettingsDep,
+    files: SessionFilesDep,
     idempotency_key: Annotated[str | None, Header(min_length=1, max_length=256)] = None,
 ) -> TaskAccepted:
-    """Accept a task: store it and enqueue its first step (or queue it behind its session)."""
+    """Accept a task: store it and enqueue its first step (or queue it behind its session).
+    The `files` it names must be in the session's sandbox (asked of its tool worker)."""
     _check_registered(body.agent)
+    session_id = body.session_id or uuid.uuid4().hex
     record = TaskRecord(
         tenant=tenant,
-        session_id=body.session_id or uuid.uuid4().hex,
+        session_id=session_id,
         input=body.input,
         spec=body.agent,
         webhook=body.webhook,
+        files=await files.attached(tenant, session_id, body.files),
     )
     fingerprint = hashlib.sha256(body.model_dump_json().encode()).hexdigest()
     reject = body.if_session_busy == "reject"

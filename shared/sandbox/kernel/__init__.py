@@ -18,10 +18,18 @@ Protocol with the worker, one JSON object per line (`wire.py`):
 
 - ready: ``{"ready": true}``, once the executor is up with its filter;
 - run: ``{"id": int, "nonce": str, "code": str}`` is answered by ``{"id", "nonce", "stdout",
-  "stderr", "result", "error", "interrupted"}``, where `result` is the repr of the cell's last
-  expression (None when it is None or absent, as in IPython) and `error` the traceback text.
+  "stderr", "result", "error", "interrupted", "display"}``, where `result` is the repr of the
+  cell's last expression (None when it is None or absent, as in IPython), `error` the traceback
+  text, and `display` the cell's rich outputs (Jupyter's display_data: figures, images, HTML;
+  `display.py`), each ``{"mime", "data", "text", "kind"}`` with binary data in base64.
   The nonce is fresh per call and only the supervisor ever sees it, so the worker can tell a
   real reply from anything else; no reply line is longer than `MAX_LINE_BYTES`;
+- files: ``{"id", "nonce", "file_op": "write" | "read" | "list", ...}`` reads or writes the
+  working directory (`files.py`), done by the supervisor itself, never by user code:
+  ``write`` (``path``, base64 ``data``) answers ``{"file": {"path", "size", "modified"}}``,
+  ``read`` (``path``, ``offset``) at most `FILE_CHUNK_BYTES` as ``{"data", "size"}`` (the
+  file's whole size), ``list`` ``{"files": [...], "truncated"}``; a refusal is ``{"refused":
+  reason, "error": why}``;
 - interrupt: ``{"interrupt": id}``, when call `id` runs, kills every process the cells started
   and sends SIGINT to the executor, which stops the cell and keeps its namespace; the reply then
   says ``"interrupted": true``. For any other id it does nothing;
@@ -31,5 +39,15 @@ Protocol with the worker, one JSON object per line (`wire.py`):
 
 INTERRUPTED = "KeyboardInterrupt: the cell was interrupted"
 OUTPUT_LIMIT = 200_000  # characters kept per stream (and for result, error) per cell
-MAX_LINE_BYTES = 1 << 20  # the longest line the supervisor sends; the worker refuses longer
+# The longest line the supervisor sends; the worker refuses longer. Room for a cell's rich
+# outputs in base64 beside its text, or for one chunk of a file read.
+MAX_LINE_BYTES = 4 << 20
 MAX_REQUEST_BYTES = 64 << 20  # the longest request line the supervisor accepts
+DISPLAY_LIMIT = 2 << 20  # bytes of rich outputs (decoded) kept per cell
+DISPLAY_MAX_OUTPUTS = 16  # rich outputs kept per cell
+DISPLAY_TEXT_LIMIT = 20_000  # characters of an output's text form (the model reads it)
+# What a rich output may be, best first: a cell's object shows as the first it has.
+DISPLAY_MIMES = ("image/png", "image/jpeg", "image/svg+xml", "text/html")
+BINARY_MIMES = ("image/png", "image/jpeg")  # sent in base64
+FILE_CHUNK_BYTES = 2 << 20  # the most one file read returns
+MAX_LISTED_FILES = 1000  # files one listing names

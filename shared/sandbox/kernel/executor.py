@@ -2,12 +2,14 @@
 
 It keeps one namespace across cells. What a cell prints is captured per cell: writes from the
 main thread and from threads the cell started go to the cell; a thread left running by an
-earlier cell writes to nowhere, so its output never lands in a later cell.
+earlier cell writes to nowhere, so its output never lands in a later cell. The same holds for
+its rich outputs (`display.py`): ``display(obj)`` is a builtin, as in IPython.
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
 import gc
 import io
 import linecache
@@ -23,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import INTERRUPTED, OUTPUT_LIMIT
+from .display import CellOutputs, Publisher, install, setup_matplotlib
 from .seccomp import install_filter
 from .wire import FrameBuffer, encode_frame
 
@@ -63,8 +66,13 @@ class _Cell:
     def __init__(self) -> None:
         self.stdout = CappedText()
         self.stderr = CappedText()
+        self.outputs = CellOutputs(self.stderr.write)
         main = threading.main_thread().ident
         self.older = {t.ident for t in threading.enumerate() if t.ident != main}
+
+    def mine(self) -> bool:
+        """Whether the calling thread is the cell's (not one an earlier cell left running)."""
+        return threading.get_ident() not in self.older
 
 
 class _Router(io.TextIOBase):
@@ -81,7 +89,7 @@ class _Router(io.TextIOBase):
 
     def write(self, text: str) -> int:
         cell = self._kernel.cell
-        if cell is not None and threading.get_ident() not in cell.older:
+        if cell is not None and cell.mine():
             getattr(cell, self._stream).write(text)
         return len(text)
 
@@ -106,6 +114,13 @@ class Kernel:
         self.cell: _Cell | None = None
         self._cells = 0
         self._streams = (_Router(self, "stdout"), _Router(self, "stderr"))
+        self.publisher = Publisher(self._outputs)
+        install(self.publisher)
+        builtins.display = self.publisher.display  # type: ignore[attr-defined]
+
+    def _outputs(self) -> CellOutputs | None:
+        cell = self.cell
+        return cell.outputs if cell is not None and cell.mine() else None
 
     def on_sigint(self, signum: int, frame: Any) -> None:
         # Only a running cell is interrupted; a late signal must not kill the idle loop.
@@ -128,7 +143,10 @@ class Kernel:
             try:
                 self.running = True
                 started()
-                result = self._execute(code)
+                try:
+                    result = self._execute(code)
+                finally:
+                    self._end_figures()  # after an error too, as Jupyter does
             finally:
                 self.running = False  # first: a SIGINT from here on is ignored
         except KeyboardInterrupt:
@@ -146,7 +164,15 @@ class Kernel:
             "stderr": cell.stderr.getvalue(),
             "result": _capped(result),
             "error": _capped(error),
+            "display": cell.outputs.items,
         }
+
+    def _end_figures(self) -> None:
+        """Show the figures the cell left open; an interrupted cell's are only closed."""
+        if self.interrupted:
+            self.publisher.close_figures()
+        else:
+            self.publisher.show_figures()
 
     def _execute(self, code: str) -> str | None:
         self._cells += 1
@@ -162,6 +188,7 @@ class Kernel:
         if value is None:
             return None
         self.namespace["_"] = value
+        self.publisher.show_value(value)  # a figure, an image, a table: an output too
         return repr(value)
 
     @staticmethod
@@ -243,6 +270,7 @@ def run_executor(sock: socket.socket) -> None:
     except OSError as exc:
         sock.sendall(encode_frame({"fatal": f"the interpreter could not start: {exc}"}))
         return
+    setup_matplotlib()
     kernel = Kernel()
     signal.signal(signal.SIGINT, kernel.on_sigint)
     # A child forked by a cell must not hold the channel (subprocesses never do: it is CLOEXEC).

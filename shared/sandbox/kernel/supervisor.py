@@ -1,11 +1,14 @@
 """The supervisor: holds the worker's protocol, runs no user code, and owns every process.
 
 One thread, one poll loop over three inputs: requests from the worker (stdin), replies from
-the executor (a socket that reports each sender's pid), and a wake-up pipe for SIGCHLD.
+the executor (a socket that reports each sender's pid), and a wake-up pipe for SIGCHLD. File
+requests (`files.py`) it answers itself, so no user code stands between them and the files.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import json
 import os
@@ -21,6 +24,7 @@ from typing import Any, NoReturn
 
 from . import INTERRUPTED, MAX_LINE_BYTES, MAX_REQUEST_BYTES
 from .executor import run_executor
+from .files import FileRefused, WorkDir
 from .seccomp import set_child_subreaper, set_dumpable
 from .wire import FrameBuffer, LineBuffer, TooLong, encode_frame, encode_line
 
@@ -87,15 +91,21 @@ def stop_tree(keep: int) -> set[int]:
 
 
 def fit_line(reply: dict[str, Any]) -> bytes:
-    """The reply as one line of at most MAX_LINE_BYTES, halving the longest text until it fits."""
+    """The reply as one line of at most MAX_LINE_BYTES: halving the longest text, then leaving
+    out rich outputs from the last, until it fits."""
     line = encode_line(reply)
     while len(line) > MAX_LINE_BYTES:
         key = max(_TEXT_FIELDS, key=lambda k: len(reply.get(k) or ""))
-        text = reply[key] or ""
-        if len(text) < 1000:
+        text = reply.get(key) or ""
+        if len(text) >= 1000:
+            keep = len(text) // 2
+            reply[key] = text[:keep] + f"\n[... {len(text) - keep} more characters not shown]\n"
+        elif reply.get("display"):
+            reply["display"] = reply["display"][:-1]
+            left_out = "[a rich output was left out: the reply was too long]\n"
+            reply["stderr"] = (reply.get("stderr") or "") + left_out
+        else:
             break  # nothing left to cut: only a huge id or nonce, which the worker chose
-        keep = len(text) // 2
-        reply[key] = text[:keep] + f"\n[... {len(text) - keep} more characters not shown]\n"
         line = encode_line(reply)
     return line
 
@@ -117,6 +127,12 @@ def _texts(frame: dict[str, Any]) -> dict[str, str | None]:
     return texts
 
 
+def _display(frame: dict[str, Any]) -> list[Any]:
+    """The frame's rich outputs if they are a list (the worker checks each one)."""
+    display = frame.get("display")
+    return display if isinstance(display, list) else []
+
+
 class Supervisor:
     """Relays calls to the executor, interrupts and stops it; never runs user code."""
 
@@ -129,6 +145,7 @@ class Supervisor:
         self._frames = FrameBuffer(_MAX_FRAME_BYTES)
         self._call: _Call | None = None
         self._wakeup = self._watch_children()
+        self._files = WorkDir()
 
     def serve(self) -> NoReturn:
         self._await_ready()
@@ -180,6 +197,9 @@ class Supervisor:
             request = json.loads(line)
             if "interrupt" in request:
                 self._interrupt(request["interrupt"])
+            elif "file_op" in request:
+                self._answer({"id": request["id"], "nonce": request.get("nonce"),
+                              **self._file_op(request)})  # fmt: skip
             else:
                 self._start_call(request["id"], request.get("nonce"), str(request["code"]))
         except (ValueError, KeyError, TypeError) as exc:
@@ -191,6 +211,22 @@ class Supervisor:
             return
         self._call = _Call(call_id, nonce)
         self._send_executor({"code": code})
+
+    def _file_op(self, request: dict[str, Any]) -> dict[str, Any]:
+        """A file request's answer (never user code's: the executor takes no part)."""
+        op, path = request["file_op"], request.get("path")
+        try:
+            if op == "write":
+                return {"file": self._files.write(path, _decoded(request.get("data")))}
+            if op == "read":
+                data, st = self._files.read(path, int(request.get("offset", 0)))
+                return {"data": base64.b64encode(data).decode(), "size": st.st_size}
+            if op == "list":
+                files, truncated = self._files.listing()
+                return {"files": files, "truncated": truncated}
+        except FileRefused as refused:
+            return {"refused": refused.reason, "error": str(refused)}
+        return {"refused": "invalid", "error": f"unknown file_op {op!r}"}
 
     def _send_executor(self, message: dict[str, Any]) -> None:
         try:
@@ -251,7 +287,8 @@ class Supervisor:
                 self._send_executor({"reap": sorted(call.killed)})
         texts = _texts(frame)
         interrupted = call.interrupted and texts["error"] == INTERRUPTED
-        self._answer({"id": call.id, "nonce": call.nonce, **texts, "interrupted": interrupted})
+        self._answer({"id": call.id, "nonce": call.nonce, **texts, "interrupted": interrupted,
+                      "display": _display(frame)})  # fmt: skip
 
     def _answer(self, reply: dict[str, Any]) -> None:
         _write_all(self._out, fit_line(reply))
@@ -290,6 +327,13 @@ class Supervisor:
     def _stop(self, code: int) -> NoReturn:
         stop_tree(keep=0)
         os._exit(code)
+
+
+def _decoded(data: Any) -> bytes:
+    try:
+        return base64.b64decode(str(data), validate=True)
+    except (binascii.Error, ValueError):
+        raise FileRefused("invalid", "the file's data is not base64") from None
 
 
 def _write_all(fd: int, data: bytes) -> None:
