@@ -31,6 +31,7 @@ __all__ = [
     "session_paths",
     "session_sandbox",
     "session_tasks",
+    "session_values",
     "session_waiting",
     "task",
     "task_advanced",
@@ -141,6 +142,12 @@ def session_memory(tenant: str, session_id: str, path: str = "memory") -> str:
     memories go by their `state_dict` key (``writer.memory``)."""
     base = f"session:{tenant}:{session_id}:memory"
     return base if path == "memory" else f"{base}:{path}"
+
+
+def session_values(tenant: str, session_id: str) -> str:
+    """The session's `SessionValues` (agent state that is not messages): `state_dict` key to
+    its JSON."""
+    return f"session:{tenant}:{session_id}:values"
 
 
 def tenant_tasks(tenant: str) -> str:

@@ -135,7 +135,7 @@ class StepRunner:
         published = [reply]  # the user's message went out with the task, tool results as they came
         tokens = {"delta": unsent, "sender": live.agent.name} if unsent else None
         commit = StepCommit(record, TaskStatus.SUCCEEDED, new, published, reply.usage,
-                            tokens=tokens)  # fmt: skip
+                            tokens=tokens, values=live.new_values())  # fmt: skip
         if calls:
             self._send_or_hold(commit, calls)
         else:
