@@ -24,6 +24,7 @@ __all__ = [
     "browser_results",
     "gateway_wake",
     "idempotency",
+    "proxy_ratelimit",
     "session_compaction",
     "session_epoch",
     "session_lock",
@@ -204,6 +205,11 @@ def browser_results(session_key: str) -> str:
 def browser_page(session_key: str, url: str) -> str:
     """A page the WebBrowser tool opened for a session, keyed by a hash of its URL."""
     return f"session:{session_key}:browser:page:{hashlib.sha256(url.encode()).hexdigest()}"
+
+
+def proxy_ratelimit(tenant: str, window: int) -> str:
+    """The LLM proxies' shared spending of one tenant in one rate window (fields req, tok)."""
+    return f"llm_proxy:ratelimit:{tenant}:{window}"
 
 
 def webhook_secret(tenant: str) -> str:
