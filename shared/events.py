@@ -26,6 +26,7 @@ class EventKind(StrEnum):
     APPROVAL_DECIDED = "approval_decided"  # data: {"call_id", "state", "reason"?}
     MEMORY_COMPACTED = "memory_compacted"  # data: {"upto", "before_tokens", "after_tokens"}
     CHILD = "child"  # data: {"task_id", "status"} of a child task (an agent called as a tool)
+    RATE_LIMITED = "rate_limited"  # data: {"reason", "retry_in_s"}: the tenant's model budget
 
 
 class Event(BaseModel):

@@ -37,6 +37,9 @@ class TranscriptPrinter:
         elif event.kind == EventKind.APPROVAL_DECIDED:
             reason = f": {event.data['reason']}" if event.data.get("reason") else ""
             self._line(f"[call {event.data['call_id']} {event.data['state']}{reason}]")
+        elif event.kind == EventKind.RATE_LIMITED:
+            wait = f"; trying again in {event.data['retry_in_s']:g}s"
+            self._line(f"· waiting: {event.data['reason']}{wait}")
 
     def _token(self, delta: str, sender: str) -> None:
         if not self._streaming:

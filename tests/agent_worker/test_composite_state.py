@@ -13,10 +13,11 @@ import redis
 
 import tests.plugins.composite_agents  # noqa: F401 - registers the agents
 from services.agent_worker.live_agents import LiveAgents
+from services.agent_worker.runtime import worker_agent
 from services.agent_worker.step import StepRunner
 from services.scripted_model import ScriptedModelThread
 from shared import keys
-from shared.agents import AsyncAgent, build_agent, default_llm
+from shared.agents import AsyncAgent
 from shared.cancel import CancelWatch
 from shared.celery_app import make_celery
 from shared.jobs import AgentStepJob
@@ -52,7 +53,7 @@ async def runners(
     async with aiohttp.ClientSession() as http:
 
         def build(spec: AgentSpec) -> AsyncAgent:
-            return build_agent(spec, settings, llm=default_llm(spec, settings, http))
+            return worker_agent(spec, settings, http, None)
 
         def runner() -> StepRunner:
             agents = LiveAgents(build)
