@@ -4,6 +4,7 @@ tenant tokens; tenant tokens that do not hold are refused in the OpenAI error sh
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -201,21 +202,27 @@ def test_a_tenant_token_is_counted_and_limited_as_its_tenant(token_proxy: str) -
     assert 'taskyard_proxy_tokens_total{kind="prompt",tenant="gamma"}' in metrics
 
 
+# Credentials are made when the test runs (made at collection, a token could expire first).
+Credential = Callable[[], str]
+
+
 @pytest.mark.parametrize(
     ("credential", "code"),
     [
-        (_signed("alpha")[:-4] + "AAAA", "invalid_api_key"),  # a signature of its own
-        ("tyt1." + _signed("alpha").split(".")[1] + "." + _signed("beta").split(".")[2],
+        (lambda: _signed("alpha")[:-4] + "AAAA", "invalid_api_key"),  # a signature of its own
+        (lambda: "tyt1." + _signed("alpha").split(".")[1] + "." + _signed("beta").split(".")[2],
          "invalid_api_key"),  # alpha's claim under beta's signature
-        (TenantTokens("another-deployment-secret-0123456789").sign("alpha", "t"),
+        (lambda: TenantTokens("another-deployment-secret-0123456789").sign("alpha", "t"),
          "invalid_api_key"),
-        ("tyt1.not-a-token", "invalid_api_key"),
-        (_signed("alpha", ttl_s=-1), "token_expired"),
-        ("taskyard", "invalid_api_key"),  # the shared key is no tenant once tokens are on
+        (lambda: "tyt1.not-a-token", "invalid_api_key"),
+        (lambda: _signed("alpha", ttl_s=-1), "token_expired"),
+        (lambda: "taskyard", "invalid_api_key"),  # the shared key is no tenant with tokens on
     ],
 )  # fmt: skip
-def test_a_token_that_does_not_hold_is_401(token_proxy: str, credential: str, code: str) -> None:
-    status, body = _refusal(_client(token_proxy, credential))
+def test_a_token_that_does_not_hold_is_401(
+    token_proxy: str, credential: Credential, code: str
+) -> None:
+    status, body = _refusal(_client(token_proxy, credential()))
     error = body["error"]
     assert status == 401 and isinstance(error, dict) and error["message"]
     assert error == {**error, "type": "authentication_error", "param": None, "code": code}
@@ -225,15 +232,15 @@ def test_a_token_that_does_not_hold_is_401(token_proxy: str, credential: str, co
 @pytest.mark.parametrize(
     ("credential", "headers"),
     [
-        (_signed("alpha", "task-1"), {"X-Task-ID": "task-2"}),  # another task of anyone's
-        (_signed("alpha"), {"X-Taskyard-Tenant": "beta"}),
-        ("k-direct", {"X-Taskyard-Tenant": "alpha"}),  # a key acts for its own tenant only
+        (lambda: _signed("alpha", "task-1"), {"X-Task-ID": "task-2"}),  # another task
+        (lambda: _signed("alpha"), {"X-Taskyard-Tenant": "beta"}),
+        (lambda: "k-direct", {"X-Taskyard-Tenant": "alpha"}),  # a key acts for its own tenant
     ],
 )
 def test_a_credential_used_for_another_tenant_or_task_is_403(
-    token_proxy: str, credential: str, headers: dict[str, str]
+    token_proxy: str, credential: Credential, headers: dict[str, str]
 ) -> None:
-    status, body = _refusal(_client(token_proxy, credential), **headers)
+    status, body = _refusal(_client(token_proxy, credential()), **headers)
     assert status == 403
     assert body["error"]["type"] == "permission_error"  # type: ignore[index]
     assert body["error"]["code"] == "forbidden"  # type: ignore[index]
