@@ -33,7 +33,7 @@ DONE = "[DONE]"  # the data of the last event of an OpenAI stream
 def request_headers(
     api_key: str, session_id: int | str | None, task_id: str | None
 ) -> dict[str, str]:
-    """Auth, JSON, ``X-Session-ID`` (routing affinity) / ``X-Task-ID`` (usage per task), and
+    """Auth, JSON, ``X-Session-ID`` (routing affinity) / ``X-Task-ID`` (the task served), and
     the current trace context (``traceparent``, when tracing is on and a span is current)."""
     headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
     if session_id is not None:
