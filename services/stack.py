@@ -7,6 +7,7 @@ OpenAI-compatible upstream unless `upstreams` points at a real one (vLLM, ...).
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -28,6 +29,10 @@ __all__ = ["LocalStack", "StackPorts", "free_port"]
 _REPO = Path(__file__).resolve().parent.parent  # services run from here, so plugins import
 
 _CELERY_FLAGS = ["--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO"]
+# The tenant tokens' secret goes to these services only: never to a tool worker, whose
+# sandboxes run the models' code, nor to the gateway, which has no use for it.
+_TOKEN_SECRET = "TASKYARD_LLM_TOKEN_SECRET"
+_HOLD_TOKEN_SECRET = frozenset({"proxy", "agent_worker", "beat"})
 
 
 def free_port() -> int:
@@ -67,6 +72,8 @@ class LocalStack:
     tool_concurrency: int = 4
     tool_queues: tuple[str, ...] = ("tools.IPythonInterpreter", "tools.WebBrowser")
     extra_env: dict[str, str] = field(default_factory=dict)  # more TASKYARD_* settings
+    # Signs the agent workers' model calls for their tenants (a fresh one per stack).
+    token_secret: str = field(default_factory=lambda: secrets.token_hex(32))
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     argvs: dict[str, list[str]] = field(default_factory=dict)
 
@@ -116,6 +123,7 @@ class LocalStack:
             "TASKYARD_WEBHOOK_ALLOW_PRIVATE": "true",
             # Written by the tool worker, served by the gateway: one directory on this machine.
             "TASKYARD_ARTIFACTS_DIR": str(self.run_dir / "artifacts"),
+            _TOKEN_SECRET: self.token_secret,
             **self.extra_env,
         }
 
@@ -183,6 +191,8 @@ class LocalStack:
         env = self.env()
         if name in metrics:
             env["TASKYARD_METRICS_PORT"] = str(metrics[name])
+        if name not in _HOLD_TOKEN_SECRET:
+            env.pop(_TOKEN_SECRET, None)
         self.procs[name] = subprocess.Popen(
             argv,
             env=env,

@@ -29,6 +29,7 @@ class EventKind(StrEnum):
     # data: a file a tool made, kept with the task: an `Artifact` without its bytes (name,
     # mime, kind, size, width, height, url), and the "call_id" and "step" that made it
     ARTIFACT = "artifact"
+    RATE_LIMITED = "rate_limited"  # data: {"reason", "retry_in_s"}: the tenant's model budget
 
 
 class Event(BaseModel):

@@ -29,6 +29,7 @@ __all__ = [
     "files_upload",
     "gateway_wake",
     "idempotency",
+    "proxy_ratelimit",
     "session_compaction",
     "session_epoch",
     "session_lock",
@@ -36,6 +37,7 @@ __all__ = [
     "session_paths",
     "session_sandbox",
     "session_tasks",
+    "session_values",
     "session_waiting",
     "task",
     "task_advanced",
@@ -149,6 +151,12 @@ def session_memory(tenant: str, session_id: str, path: str = "memory") -> str:
     return base if path == "memory" else f"{base}:{path}"
 
 
+def session_values(tenant: str, session_id: str) -> str:
+    """The session's `SessionValues` (agent state that is not messages): `state_dict` key to
+    its JSON."""
+    return f"session:{tenant}:{session_id}:values"
+
+
 def tenant_tasks(tenant: str) -> str:
     """A tenant's task ids by creation time (the task list, newest first)."""
     return f"tenant:{tenant}:tasks"
@@ -203,6 +211,11 @@ def browser_results(session_key: str) -> str:
 def browser_page(session_key: str, url: str) -> str:
     """A page the WebBrowser tool opened for a session, keyed by a hash of its URL."""
     return f"session:{session_key}:browser:page:{hashlib.sha256(url.encode()).hexdigest()}"
+
+
+def proxy_ratelimit(tenant: str, window: int) -> str:
+    """The LLM proxies' shared spending of one tenant in one rate window (fields req, tok)."""
+    return f"llm_proxy:ratelimit:{tenant}:{window}"
 
 
 def webhook_secret(tenant: str) -> str:

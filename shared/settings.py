@@ -12,7 +12,14 @@ from functools import lru_cache
 from typing import Annotated, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from pydantic import Field, IPvAnyNetwork, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    Field,
+    IPvAnyNetwork,
+    SecretStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from redis.connection import parse_url
 
@@ -83,6 +90,15 @@ class Settings(BaseSettings):
     llm_api_key: str = "taskyard"
     default_model: str = "scripted"
     llm_timeout_s: float = 120.0
+    # Shared by the agent workers and the proxy only (never the tool workers): each model call
+    # carries a token signed with it naming the task's tenant, so the proxy counts and limits
+    # the call as that tenant's (`shared.tenant_tokens`). Empty: calls carry `llm_api_key`
+    # and the proxy sees one tenant. At least 32 characters (`openssl rand -hex 32`).
+    llm_token_secret: SecretStr = SecretStr("")
+    llm_token_ttl_s: float = Field(default=300.0, gt=0)
+    # A rate-limited model call is tried again after the proxy's Retry-After if that is at
+    # most this long (the task waits, and its event stream says why); else the task fails.
+    llm_rate_limit_max_wait_s: float = Field(default=120.0, ge=0)
 
     # LLM proxy: upstreams as "url" or "model=url" separated by commas, or a YAML pool file.
     proxy_upstreams: str = "http://127.0.0.1:8500/v1"
@@ -198,6 +214,17 @@ class Settings(BaseSettings):
     @classmethod
     def _key_tenant_pairs(cls, value: str) -> str:
         parse_api_keys(value)
+        return value
+
+    @field_validator("llm_token_secret")
+    @classmethod
+    def _token_secret(cls, value: SecretStr, info: ValidationInfo) -> SecretStr:
+        secret = value.get_secret_value()
+        if secret and (len(secret) < 32 or secret.lower() in _PLACEHOLDER_KEYS):
+            raise ValueError(
+                f"{_env(info)} must be at least 32 characters and not a placeholder "
+                "(openssl rand -hex 32), or empty to leave tenant tokens off"
+            )
         return value
 
     @field_validator("redis_url", "broker_url", "result_backend")

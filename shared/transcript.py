@@ -40,6 +40,9 @@ class TranscriptPrinter:
         elif event.kind == EventKind.ARTIFACT:
             artifact = Artifact.model_validate(_artifact_fields(event.data))
             self._line(f"· artifact {artifact.describe()} at {artifact.url}")
+        elif event.kind == EventKind.RATE_LIMITED:
+            wait = f"; trying again in {event.data['retry_in_s']:g}s"
+            self._line(f"· waiting: {event.data['reason']}{wait}")
 
     def _token(self, delta: str, sender: str) -> None:
         if not self._streaming:

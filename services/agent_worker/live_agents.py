@@ -1,11 +1,14 @@
-"""The agents an agent worker process keeps warm, and what each session's memory holds.
+"""The agents an agent worker process keeps warm, and what each session's state holds.
 
 Building an agent (tool schemas, parser, client) and loading a session's whole history are
 the expensive parts of a step, and both grow with the session. So a process keeps one agent
 per (tenant, spec), and per session the messages it already loaded: the next step asks Redis
-only for what came after (`StepStart.memories`). Redis stays the truth: a stale, rewritten or
-evicted session is loaded whole again, and a step that fails or is not committed drops its
-session here.
+only for what came after (`StepStart.memories`), for every memory of the agent tree
+(``memory``, ``writer.memory``, ``critics.0.memory``). The tree's `SessionValues` (its state
+that is not messages) are small: each step reads them whole and writes those that changed.
+So the agent's whole `state_dict` round-trips through Redis between steps. Redis stays the
+truth: a stale, rewritten or evicted session is loaded whole again, and a step that fails or
+is not committed drops its session here.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+
+import orjson
 
 from shared.agents import AsyncAgent
 from shared.memory import MemoryManager, SessionMemory
@@ -42,6 +47,9 @@ class LiveSession:
     # How many messages each memory held when the step's call began (compaction may have
     # replaced old ones by a summary, so this is not the Redis offset).
     before: dict[str, int] = field(default_factory=dict)
+    # Each `SessionValues` as Redis holds it (JSON), and what this step's commit writes.
+    values: dict[str, str] = field(default_factory=dict)
+    staged: dict[str, str] = field(default_factory=dict)
 
     def mark(self) -> None:
         """Note what the memories hold now: the step's call begins."""
@@ -56,6 +64,23 @@ class LiveSession:
             path: held(memory, self.session_id)[self.before[path] :]
             for path, memory in self.agent.named_memories().items()
         }
+
+    def new_values(self) -> dict[str, str]:
+        """The session values this step changed, as JSON (staged for `LiveAgents.release`)."""
+        now = {
+            path: _json(values.save(self.session_id))
+            for path, values in self.agent.named_values().items()
+        }
+        self.staged = {path: text for path, text in now.items() if self.values.get(path) != text}
+        return self.staged
+
+    def load_values(self, saved: Mapping[str, str]) -> None:
+        """Take the session values Redis holds where they differ from what the agent holds."""
+        for path, values in self.agent.named_values().items():
+            text = saved.get(path)
+            if text is not None and text != self.values.get(path):
+                values.load(orjson.loads(text), self.session_id)
+                self.values[path] = text
 
 
 class LiveAgents:
@@ -86,6 +111,7 @@ class LiveAgents:
             self._sessions.move_to_end(key)
         else:
             live = await self._load(start, store, spec_key, duplicate=bool(live and live.busy))
+        live.load_values(start.values)
         live.busy = True
         live.mark()
         return live
@@ -101,6 +127,7 @@ class LiveAgents:
             return
         for path, messages in committed.items():
             live.offsets[path] += len(messages)
+        live.values.update(live.staged)
 
     async def _load(
         self, start: StepStart, store: TaskStore, spec_key: str, duplicate: bool
@@ -169,6 +196,11 @@ def _apply_tails(live: LiveSession, start: StepStart) -> None:
             memories[path].add(tail.messages, live.session_id)
         live.offsets[path] = tail.offset + len(tail.messages)
     live.epoch = start.epoch
+
+
+def _json(values: dict[str, object]) -> str:
+    # Sorted keys: the same values give the same text, so unchanged ones are not written.
+    return orjson.dumps(values, option=orjson.OPT_SORT_KEYS).decode()
 
 
 def held(memory: SessionMemory, session_id: str) -> list[AgentMessage]:

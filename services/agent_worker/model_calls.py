@@ -1,12 +1,25 @@
-"""Each model call of the agent worker, observed: a client span whose context the request
-carries to the proxy (`traceparent`, added by the model client from the current context), and
-its duration in `taskyard_model_call_seconds`."""
+"""Each model call of the agent worker: whose it is, what it used, and observed.
+
+Every call made during a step (by the agent, any of its sub-agents, or the compaction of
+its memory) belongs to the step's task: `open_step_calls` marks the step's asyncio task with
+its `StepCalls` (a context variable, so sub-agents need not pass anything down, and steps
+running side by side on the loop never mix). Each call then carries a tenant token for the
+task (`shared.tenant_tokens`) as its bearer credential, so the proxy counts and limits it as
+the task's tenant's, and adds its usage to the step's: what the step commits to the task is
+every call's tokens, the one record of a task's usage.
+
+Observed: a client span whose context the request carries to the proxy (`traceparent`, added
+by the model client from the current context), and its duration in
+`taskyard_model_call_seconds`.
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import aclosing, contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import context, trace
@@ -14,19 +27,59 @@ from opentelemetry import context, trace
 from services.agent_worker.metrics import MODEL_CALL_SECONDS
 from shared.llms import AsyncOpenAIChat
 from shared.llms.base import ChatMessages, ChatResult
+from shared.task import TaskRecord
+from shared.tenant_tokens import TenantTokens
 from shared.tracing import job_attributes
 
-__all__ = ["ObservedModel"]
+__all__ = ["ModelCallOutsideStep", "ObservedModel", "StepCalls", "open_step_calls"]
 
 _tracer = trace.get_tracer("taskyard.agent_worker")
 _END = object()
 
 
-class ObservedModel:
-    """The `AsyncChatModel` it wraps, each call in a span and timed."""
+@dataclass(slots=True)
+class StepCalls:
+    """The model calls of one step: the task they serve and the tokens they used."""
 
-    def __init__(self, inner: AsyncOpenAIChat) -> None:
+    tenant: str
+    task_id: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    calls: int = 0
+
+    def add(self, usage: dict[str, int]) -> None:
+        self.prompt_tokens += usage.get("prompt_tokens", 0)
+        self.completion_tokens += usage.get("completion_tokens", 0)
+        self.calls += 1
+
+    @property
+    def usage(self) -> dict[str, int]:
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens}
+
+
+_STEP: ContextVar[StepCalls | None] = ContextVar("taskyard_step_calls", default=None)
+
+
+def open_step_calls(record: TaskRecord) -> StepCalls:
+    """Count the model calls of the current asyncio task (one step) for `record`'s task. The
+    step runs as a task of its own, so the mark ends with it."""
+    calls = StepCalls(record.tenant, record.id)
+    _STEP.set(calls)
+    return calls
+
+
+class ModelCallOutsideStep(RuntimeError):
+    """A model call in the agent worker that no step owns: no tenant to sign it for."""
+
+
+class ObservedModel:
+    """The `AsyncChatModel` it wraps, each call signed for its step's task, counted into the
+    step's usage, in a span and timed. Without `tokens` (no secret set) calls carry the
+    client's one API key."""
+
+    def __init__(self, inner: AsyncOpenAIChat, tokens: TenantTokens | None = None) -> None:
         self.inner = inner
+        self.tokens = tokens
 
     async def chat(
         self,
@@ -36,10 +89,15 @@ class ObservedModel:
         tools: list[dict[str, Any]] | None = None,
         **params: Any,
     ) -> ChatResult:
+        step = _current_step()
+        params["task_id"] = step.task_id  # the step's, whoever made the call
         with self._observed(session_id, params) as call:
             token = context.attach(call)
             try:
-                return await self.inner.chat(messages, session_id=session_id, tools=tools, **params)
+                return await self.inner.chat(
+                    messages, session_id=session_id, tools=tools, on_usage=step.add,
+                    extra_headers=self._credential(step), **params,
+                )  # fmt: skip
             finally:
                 context.detach(token)
 
@@ -51,11 +109,21 @@ class ObservedModel:
         tools: list[dict[str, Any]] | None = None,
         **params: Any,
     ) -> AsyncIterator[ChatResult]:
+        step = _current_step()
+        params["task_id"] = step.task_id
         with self._observed(session_id, params) as call:
-            stream = self.inner.stream_chat(messages, session_id=session_id, tools=tools, **params)
+            stream = self.inner.stream_chat(
+                messages, session_id=session_id, tools=tools, on_usage=step.add,
+                extra_headers=self._credential(step), **params,
+            )  # fmt: skip
             async with aclosing(stream):
                 while (snapshot := await _next(stream, call)) is not _END:
                     yield snapshot
+
+    def _credential(self, step: StepCalls) -> dict[str, str] | None:
+        if self.tokens is None:
+            return None
+        return {"Authorization": f"Bearer {self.tokens.sign(step.tenant, step.task_id)}"}
 
     @contextmanager
     def _observed(self, session_id: int | str | None, params: dict[str, Any]) -> Iterator[Any]:
@@ -78,6 +146,15 @@ class ObservedModel:
         finally:
             span.end()
             MODEL_CALL_SECONDS.labels(model, outcome).observe(time.perf_counter() - started)
+
+
+def _current_step() -> StepCalls:
+    step = _STEP.get()
+    if step is None:
+        raise ModelCallOutsideStep(
+            "a model call outside an agent step: its tenant is unknown, so it is not sent"
+        )
+    return step
 
 
 async def _next(stream: AsyncIterator[ChatResult], call: Any) -> Any:

@@ -5,6 +5,7 @@ job (a greenlet under the gevent pool) hands a step to the loop and waits for it
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import aiohttp
 from celery import Celery
@@ -13,18 +14,43 @@ from services.agent_worker.children import ChildStarter
 from services.agent_worker.compaction import Compactor
 from services.agent_worker.live_agents import LiveAgents
 from services.agent_worker.model_calls import ObservedModel
+from services.agent_worker.retries import RetryLater
 from services.agent_worker.step import StepRunner
 from services.agent_worker.sweep import Sweeper
 from shared.agents import AsyncAgent, build_agent, default_llm
 from shared.cancel import CancelWatch
+from shared.events import EventKind
 from shared.jobs import AgentStepJob, ChildJob, Job, WebhookJob
 from shared.loop import LoopThread
 from shared.settings import Settings
 from shared.spec import AgentSpec
 from shared.store import TaskStore
+from shared.tenant_tokens import TenantTokens
 from shared.webhooks import Deliverer, Outcome
 
-__all__ = ["AgentRuntime"]
+__all__ = ["AgentRuntime", "tenant_tokens", "worker_agent"]
+
+log = logging.getLogger("taskyard.agent_worker")
+
+
+def tenant_tokens(settings: Settings) -> TenantTokens | None:
+    """The signer of model calls' tenant tokens, or None (with a warning) without a secret."""
+    secret = settings.llm_token_secret.get_secret_value()
+    if not secret:
+        log.warning(
+            "TASKYARD_LLM_TOKEN_SECRET is not set: model calls carry the one key "
+            "TASKYARD_LLM_API_KEY, so the proxy counts and limits every tenant as one"
+        )
+        return None
+    return TenantTokens(secret, settings.llm_token_ttl_s)
+
+
+def worker_agent(
+    spec: AgentSpec, settings: Settings, http: aiohttp.ClientSession, tokens: TenantTokens | None
+) -> AsyncAgent:
+    """The agent a spec asks for, its model calls signed for their task and observed."""
+    llm = ObservedModel(default_llm(spec, settings, http), tokens)
+    return build_agent(spec, settings, llm=llm)
 
 
 class AgentRuntime:
@@ -33,6 +59,7 @@ class AgentRuntime:
     def __init__(self, settings: Settings, celery: Celery) -> None:
         self.settings = settings
         self.celery = celery
+        self.tokens = tenant_tokens(settings)
         self.loop = LoopThread("agent-loop")
         self.runner: StepRunner = self.loop.run(self._start())
 
@@ -55,14 +82,18 @@ class AgentRuntime:
         return runner
 
     def _build(self, spec: AgentSpec) -> AsyncAgent:
-        llm = ObservedModel(default_llm(spec, self.settings, self.http))
-        return build_agent(spec, self.settings, llm=llm)
+        return worker_agent(spec, self.settings, self.http, self.tokens)
 
     def run_step(self, job: AgentStepJob) -> list[Job]:
         return self.loop.run(self.runner.run(job))
 
     def fail(self, job: AgentStepJob, reason: str) -> list[Job]:
         return self.loop.run(self.runner.fail(job, reason))
+
+    def waiting(self, job: AgentStepJob, retry: RetryLater) -> None:
+        """Say on the task's stream why it waits, when the wait is the tenant's rate limit."""
+        if retry.notice is not None:
+            self.loop.run(self.store.publish(job.task_id, EventKind.RATE_LIMITED, retry.notice))
 
     def sweep(self) -> list[Job]:
         return self.loop.run(self.sweeper.run())

@@ -19,6 +19,7 @@ from celery import Celery
 from services.agent_worker.compaction import Compactor, PromptSize
 from services.agent_worker.live_agents import LiveAgents, LiveSession
 from services.agent_worker.metrics import count_tokens
+from services.agent_worker.model_calls import StepCalls, open_step_calls
 from services.agent_worker.tokens import TokenBuffer
 from shared.cancel import CancelWatch, cancel_children
 from shared.events import EventKind
@@ -70,12 +71,13 @@ class StepRunner:
             return await self.end(start.record, *limit)
         live = await self.agents.acquire(start, self.store)
         committed: dict[str, list[AgentMessage]] | None = None
+        spent = open_step_calls(start.record)  # every model call of the step, and its tokens
         try:
             size = await self.compactor.fit(live, start)
             if (over := _over_budget(start.record, size)) is not None:
                 return await self.end(start.record, TaskStatus.FAILED, over)
             reply, unsent = await self._call(live, start)
-            committed, jobs = await self._commit(start, live, reply, unsent)
+            committed, jobs = await self._commit(start, live, reply, unsent, spent)
         except StepCancelled:
             return []
         finally:
@@ -128,14 +130,15 @@ class StepRunner:
         return reply, unsent
 
     async def _commit(
-        self, start: StepStart, live: LiveSession, reply: AgentMessage, unsent: str
-    ) -> tuple[dict[str, list[AgentMessage]] | None, list[Job]]:
+        self, start: StepStart, live: LiveSession, reply: AgentMessage, unsent: str,
+        spent: StepCalls,
+    ) -> tuple[dict[str, list[AgentMessage]] | None, list[Job]]:  # fmt: skip
         record, calls = start.record, reply.tool_calls
         new = live.new_messages()
         published = [reply]  # the user's message went out with the task, tool results as they came
         tokens = {"delta": unsent, "sender": live.agent.name} if unsent else None
-        commit = StepCommit(record, TaskStatus.SUCCEEDED, new, published, reply.usage,
-                            tokens=tokens)  # fmt: skip
+        commit = StepCommit(record, TaskStatus.SUCCEEDED, new, published, spent.usage,
+                            tokens=tokens, values=live.new_values())  # fmt: skip
         if calls:
             self._send_or_hold(commit, calls)
         else:
@@ -144,7 +147,7 @@ class StepRunner:
         if not applied:
             log.info("step already committed", extra={"task_id": record.id, "step": record.step})
             return None, []
-        count_tokens(record.tenant, reply.usage)
+        count_tokens(record.tenant, spent.usage)
         return new, _first_step(record, following)
 
     def _send_or_hold(self, commit: StepCommit, calls: list[ToolCall]) -> None:

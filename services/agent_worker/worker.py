@@ -20,6 +20,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from services.agent_worker.metrics import STEP_SECONDS
+from services.agent_worker.retries import GiveUp, after_model_error
 from services.agent_worker.runtime import AgentRuntime
 from shared import keys
 from shared.celery_app import make_celery
@@ -116,11 +117,13 @@ def _retry_or_fail(task: Task, job: AgentStepJob, exc: Exception) -> list[Job]:
     """Retry a transient upstream error with backoff (the task stays accepted meanwhile);
     end the task with the reason on anything else, never dropping it silently."""
     if isinstance(exc, LLMError) and exc.transient:
-        if task.request.retries >= _MAX_RETRIES:
-            reason = f"model upstream unavailable after {_MAX_RETRIES} retries: {exc}"
-            return runtime().fail(job, reason)
+        wait = settings.llm_rate_limit_max_wait_s
+        decision = after_model_error(exc, task.request.retries, _MAX_RETRIES, wait)
+        if isinstance(decision, GiveUp):
+            return runtime().fail(job, decision.reason)
         log.warning("model upstream error, retrying: %s", exc)
-        raise task.retry(exc=exc, countdown=min(2**task.request.retries, 30)) from exc
+        runtime().waiting(job, decision)
+        raise task.retry(exc=exc, countdown=decision.countdown_s) from exc
     log.exception("agent step failed")
     return runtime().fail(job, f"agent step failed: {type(exc).__name__}: {exc}")
 

@@ -208,8 +208,12 @@ class SessionPublic(BaseModel):
     """`GET /v1/sessions/{id}`: a page of its messages, its latest tasks, who holds it."""
 
     id: str
-    messages: list[AgentMessage]
+    messages: list[AgentMessage] = Field(description="A page of the memory asked for.")
     total_messages: int
+    memories: dict[str, int] = Field(
+        description="Each memory of the agent tree (`memory`, `writer.memory`, ...): its length."
+    )
+    values: dict[str, Any] = Field(description="The agent tree's session values by path.")
     tasks: list[str] = Field(description="Its latest tasks' ids, newest first.")
     running: str | None = Field(description="The task holding the session now, if any.")
     waiting: list[str] = Field(description="Tasks waiting their turn, oldest first.")

@@ -11,7 +11,7 @@ from opentelemetry.trace import StatusCode
 
 from services.llm_proxy.admission import WaitQueue
 from services.llm_proxy.config import PoolSpec, ProxySettings, load_pool
-from services.llm_proxy.errors import BodyTooLarge, NoReplica, NotFound, ProxyError
+from services.llm_proxy.errors import BodyTooLarge, NoReplica, NotFound, ProxyError, RateLimited
 from services.llm_proxy.forward import Forwarder, Job
 from services.llm_proxy.health import HealthChecker, HealthPolicy
 from services.llm_proxy.httpserver import Connection, HttpServer, Request
@@ -21,9 +21,9 @@ from services.llm_proxy.pool import Pool
 from services.llm_proxy.ratelimit import RateLimiter
 from services.llm_proxy.routing import make_policy
 from services.llm_proxy.sync import RedisSync
-from services.llm_proxy.tenants import TenantDirectory
+from services.llm_proxy.tenants import Tenant, TenantDirectory
 from services.llm_proxy.tracing import server_span
-from services.llm_proxy.usage import UsageLedger
+from shared.tenant_tokens import TenantTokens
 
 __all__ = ["ProxyApp"]
 
@@ -50,10 +50,11 @@ class ProxyApp:
         }
         self.metrics = Metrics(self.pool, self.queues)
         self.limiter = RateLimiter(settings.proxy_rate_window_s)
-        self.ledger = UsageLedger(enabled=settings.proxy_redis_sync)
+        secret = settings.llm_token_secret.get_secret_value()
         self.tenants = TenantDirectory(
-            settings.proxy_keys, settings.llm_api_key, settings.proxy_require_key
-        )
+            settings.proxy_keys, settings.llm_api_key, settings.proxy_require_key,
+            TenantTokens(secret) if secret else None, settings.proxy_tenant_limits,
+        )  # fmt: skip
         self._health_policy = HealthPolicy(
             settings.proxy_eject_after, settings.proxy_cooldown_s, settings.proxy_max_cooldown_s
         )
@@ -83,7 +84,6 @@ class ProxyApp:
             self._health_policy,
             self.queues,
             self.limiter,
-            self.ledger,
             self.metrics,
             s.proxy_max_retries,
         )
@@ -93,12 +93,9 @@ class ProxyApp:
         self._checker.start()
         if s.proxy_redis_sync:
             self._sync = RedisSync(
-                s.proxy_redis_url or s.redis_url,
-                self.limiter,
-                self.ledger,
-                self.metrics,
+                s.proxy_redis_url or s.redis_url, self.limiter, self.metrics,
                 s.proxy_sync_interval_s,
-            )
+            )  # fmt: skip
             self._sync.start()
         self.port = await self._server.start(
             host or s.proxy_host, s.proxy_port if port is None else port
@@ -107,7 +104,7 @@ class ProxyApp:
 
     async def stop(self) -> None:
         """Stop listening, let requests in progress finish (up to `proxy_drain_s`), then stop
-        the background jobs (flushing usage to Redis)."""
+        the background jobs (flushing rate-limit spending to Redis)."""
         await self._server.close(self.settings.proxy_drain_s)
         if self._checker is not None:
             await self._checker.stop()
@@ -147,20 +144,30 @@ class ProxyApp:
 
     async def _complete(self, request: Request, conn: Connection, chat: bool, path: bytes) -> None:
         headers = request.headers
-        tenant = self.tenants.authenticate(headers.get(b"authorization"))
+        caller = self.tenants.authenticate(
+            headers.get(b"authorization"), headers.get(b"x-task-id"),
+            headers.get(b"x-taskyard-tenant"),
+        )  # fmt: skip
         if request.body_too_large:
             raise BodyTooLarge(
                 f"the body is larger than {self.settings.proxy_max_body_bytes} bytes"
             )
         session = headers.get(b"x-session-id")
         parsed = parse_request(request.body, chat, session, self.settings.proxy_prefix_chars)
-        self.limiter.admit(tenant)
-        task_id = headers.get(b"x-task-id")
-        job = Job(conn, path, parsed, tenant, task_id.decode() if task_id else None, session)
+        self._admit(caller.tenant)
+        job = Job(conn, path, parsed, caller.tenant, caller.task_id, session)
         if self.tracing:
             await self._traced(job, request)
         else:
             await self._forward(job)
+
+    def _admit(self, tenant: Tenant) -> None:
+        try:
+            self.limiter.admit(tenant)
+        except RateLimited:
+            self.metrics.tenant_requests[tenant.name, "rate_limited"] += 1
+            raise
+        self.metrics.tenant_requests[tenant.name, "admitted"] += 1
 
     async def _forward(self, job: Job) -> None:
         assert self._forwarder is not None

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 import yaml
 from pydantic import Field, field_validator
 
+from services.llm_proxy.tenants import parse_limits
 from shared.settings import Settings, items
 
 __all__ = [
@@ -72,13 +73,17 @@ class ProxySettings(Settings):
     proxy_eject_after: int = Field(default=3, ge=1)
     proxy_cooldown_s: float = 1.0
     proxy_max_cooldown_s: float = 60.0
-    # Tenants: "key" or "key:rpm:tpm" comma-separated (0 = unlimited). Empty: only
-    # `llm_api_key` is accepted, without limits.
+    # Plain API keys for direct use: "key", "key:rpm:tpm" or "key:rpm:tpm:tenant"
+    # comma-separated (0 = unlimited). Empty, and no `llm_token_secret`: only `llm_api_key`
+    # is accepted, without limits. The agent workers' calls carry tenant tokens instead.
     proxy_keys: str = ""
     proxy_require_key: bool = True
+    # The limits of tenants whose calls carry tenant tokens: "tenant:rpm:tpm" comma-separated,
+    # "*:rpm:tpm" for every tenant not named (0 = unlimited; unnamed and no "*": unlimited).
+    proxy_tenant_limits: str = ""
     proxy_rate_window_s: float = Field(default=60.0, gt=0)  # rpm/tpm count per window
-    # Redis sync for rate-limit buckets and task usage, off the request path. The URL
-    # defaults to `redis_url`.
+    # Redis sync for rate-limit buckets, off the request path. The URL defaults to
+    # `redis_url`.
     proxy_redis_sync: bool = True
     proxy_redis_url: str | None = None
     proxy_sync_interval_s: float = 0.5
@@ -93,6 +98,12 @@ class ProxySettings(Settings):
                     f"TASKYARD_PROXY_KEYS: entry {number} is not key, key:rpm:tpm or "
                     "key:rpm:tpm:tenant (rpm and tpm whole numbers, 0 for no limit)"
                 )
+        return value
+
+    @field_validator("proxy_tenant_limits")
+    @classmethod
+    def _limit_entries(cls, value: str) -> str:
+        parse_limits(value)
         return value
 
     @field_validator("proxy_fallbacks")

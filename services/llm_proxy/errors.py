@@ -3,7 +3,8 @@
 ProxyError
 ├── BadRequest          400 invalid_request_error (malformed JSON, missing fields)
 │   └── ContextTooLong  400 the upstream refused the prompt's length (triggers fallback)
-├── Unauthorized        401 missing or unknown API key
+├── Unauthorized        401 missing or unknown API key; a forged or expired tenant token
+├── Forbidden           403 a credential used for another tenant or task
 ├── NotFound            404 unknown path
 ├── ModelNotFound       404 no replica serves the model
 ├── BodyTooLarge        413 request body past the limit
@@ -21,6 +22,7 @@ __all__ = [
     "BadRequest",
     "BodyTooLarge",
     "ContextTooLong",
+    "Forbidden",
     "ModelNotFound",
     "NoReplica",
     "NotFound",
@@ -39,10 +41,14 @@ class ProxyError(Exception):
     type = "server_error"
     code: str | None = None
 
-    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+    def __init__(
+        self, message: str, *, retry_after: float | None = None, code: str | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.retry_after = retry_after
+        if code is not None:
+            self.code = code  # a finer reason than the class's (e.g. token_expired)
 
     def body(self) -> bytes:
         """The OpenAI error JSON."""
@@ -71,6 +77,12 @@ class Unauthorized(ProxyError):
     status = 401
     type = "authentication_error"
     code = "invalid_api_key"
+
+
+class Forbidden(ProxyError):
+    status = 403
+    type = "permission_error"
+    code = "forbidden"
 
 
 class NotFound(ProxyError):

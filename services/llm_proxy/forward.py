@@ -28,7 +28,7 @@ from services.llm_proxy.streaming import StreamRelay
 from services.llm_proxy.tenants import Tenant
 from services.llm_proxy.tracing import upstream_span
 from services.llm_proxy.upstream import UpstreamConnection, UpstreamError, UpstreamTimeout
-from services.llm_proxy.usage import UsageLedger, tokens_of, usage_header
+from services.llm_proxy.usage import tokens_of, usage_header
 
 __all__ = ["Forwarder", "Job"]
 
@@ -56,7 +56,7 @@ class Job:
     path: bytes  # the upstream path after the replica's base path, e.g. b"/chat/completions"
     request: ParsedRequest
     tenant: Tenant
-    task_id: str | None
+    task_id: str | None  # its token's task, else what X-Task-ID said (logs and traces only)
     session_id: bytes | None
     attempts_left: int = 0
     failures: int = 0
@@ -76,7 +76,6 @@ class Forwarder:
         health: HealthPolicy,
         queues: dict[str, WaitQueue],
         limiter: RateLimiter,
-        ledger: UsageLedger,
         metrics: Metrics,
         max_retries: int,
     ) -> None:
@@ -85,7 +84,6 @@ class Forwarder:
         self._health = health
         self._queues = queues
         self._limiter = limiter
-        self._ledger = ledger
         self._metrics = metrics
         self._max_retries = max_retries
         self._loop = asyncio.get_running_loop()
@@ -262,7 +260,7 @@ class Forwarder:
         return Outcome.ANSWERED
 
     def _account(self, job: Job, prompt: int, completion: int) -> None:
-        self._ledger.record(job.task_id, prompt, completion)
+        # Per tenant only (budgets, metrics): a task's usage is the agent worker's record.
         self._limiter.charge(job.tenant, prompt + completion)
         self._metrics.count_tokens(job.tenant.name, prompt, completion)
 

@@ -81,6 +81,8 @@ class Metrics(Collector):
         self.replica_requests: defaultdict[str, int] = defaultdict(int)
         self.replica_failures: defaultdict[str, int] = defaultdict(int)
         self.tokens: defaultdict[tuple[str, str], int] = defaultdict(int)
+        # Completion requests per tenant: "admitted" or "rate_limited".
+        self.tenant_requests: defaultdict[tuple[str, str], int] = defaultdict(int)
         self.latency: defaultdict[str, Histogram] = defaultdict(Histogram)
         self.redis_syncs = 0
         self._registry = CollectorRegistry(auto_describe=False)
@@ -117,6 +119,10 @@ class Metrics(Collector):
         yield _counter(
             "taskyard_proxy_tokens", "Tokens by tenant and kind.", ["tenant", "kind"],
             dict(self.tokens),
+        )  # fmt: skip
+        yield _counter(
+            "taskyard_proxy_tenant_requests", "Completion requests by tenant and outcome.",
+            ["tenant", "outcome"], dict(self.tenant_requests),
         )  # fmt: skip
         yield CounterMetricFamily(
             "taskyard_proxy_redis_syncs", "Successful Redis syncs.", value=self.redis_syncs

@@ -47,9 +47,9 @@ class RateLimiter:
         local = self._local.setdefault(tenant.name, Spending())
         self._seen.add(tenant.name)
         if tenant.rpm and remote.requests + local.requests >= tenant.rpm:
-            raise RateLimited("request rate limit reached", retry_after=self._seconds_left())
+            raise self._spent(tenant, f"request rate limit ({tenant.rpm} requests")
         if tenant.tpm and remote.tokens + local.tokens >= tenant.tpm:
-            raise RateLimited("token rate limit reached", retry_after=self._seconds_left())
+            raise self._spent(tenant, f"token rate limit ({tenant.tpm} tokens")
         local.requests += 1
 
     def charge(self, tenant: Tenant, tokens: int) -> None:
@@ -86,6 +86,13 @@ class RateLimiter:
             self._remote.clear()
             self._local.clear()
             self._seen.clear()
+
+    def _spent(self, tenant: Tenant, limit: str) -> RateLimited:
+        window = f"{self.window_s:g}s"
+        return RateLimited(
+            f"{limit} per {window}) of tenant {tenant.name!r} reached",
+            retry_after=self._seconds_left(),
+        )
 
     def _seconds_left(self) -> float:
         return (self.window + 1) * self.window_s - time.time()

@@ -11,7 +11,9 @@ response names the replica in ``X-Scripted-Replica`` (its port).
 
 The script: a user turn with the ``IPythonInterpreter`` tool on offer gets a native tool call
 running the turn's fenced Python block, or a program derived from the question; a tool result
-gets a final answer quoting it; anything else gets an echo. With ``WebBrowser`` on offer, "search
+gets a final answer quoting it; anything else gets an echo (prefixed with ``[N messages]``,
+the messages it was sent besides system ones, when a system prompt says "count the
+messages"). With ``WebBrowser`` on offer, "search
 the web for X" gets ``WebBrowser.search``, its results ``WebBrowser.open`` of the first one,
 and the page an answer quoting it.
 """

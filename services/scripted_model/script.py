@@ -30,6 +30,9 @@ _TOOL_FENCE = re.compile(r"```tool\s*\n(.*?)```", re.DOTALL)
 # "repeat N times" in the user's message: call the code tool N times before answering (long
 # workflows for tests and benchmarks).
 _REPEAT = re.compile(r"\brepeat (\d+) times\b", re.IGNORECASE)
+# A system prompt asking to count the messages: the answer says how many the model was sent
+# (besides system messages), so a test sees what an agent's memory held.
+_COUNT = re.compile(r"\bcount the messages\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +68,15 @@ def chat_turn(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
     if role == "user" and CODE_TOOL in offered:
         arguments = json.dumps({"command": program_for(message_text(last))})
         return ScriptedTurn(tool_call=ToolCallTurn(CODE_TOOL, arguments))
+    if _asks_to_count(messages):
+        seen = sum(m.get("role") != "system" for m in messages)
+        return ScriptedTurn(text=f"[{seen} messages] {echo_text(message_text(last))}")
     return ScriptedTurn(text=echo_text(message_text(last)))
+
+
+def _asks_to_count(messages: list[dict[str, Any]]) -> bool:
+    system = [message_text(m) for m in messages if m.get("role") == "system"]
+    return any(_COUNT.search(text) for text in system)
 
 
 def _repeat_call(messages: list[dict[str, Any]], offered: set[str]) -> ScriptedTurn | None:

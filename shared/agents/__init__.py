@@ -19,6 +19,7 @@ from shared.agents.params import LLMParams
 from shared.agents.registry import AGENTS, AgentFactory
 from shared.agents.streaming import AsyncStreamingAgent, StreamingAgent
 from shared.agents.tool_agent import AsyncToolAgent, ToolAgent, ToolExecutor, TurnLimitError
+from shared.agents.values import SessionValues
 
 __all__ = [
     "AGENTS",
@@ -38,6 +39,7 @@ __all__ = [
     "LLMParams",
     "NotSynchronousError",
     "Sequential",
+    "SessionValues",
     "StateKeys",
     "StreamingAgent",
     "ToolAgent",

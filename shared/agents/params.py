@@ -29,9 +29,9 @@ Keywords = frozenset[str] | None
 
 
 class LLMParams(TypedDict, total=False):
-    """What the default `forward` passes on to the model client: the task id (the proxy counts
-    usage per task) and the per-call generation parameters `OpenAIChat` documents. None, or
-    leaving one out, keeps the client's default."""
+    """What the default `forward` passes on to the model client: the task id (the call's
+    ``X-Task-ID``, for the proxy's logs and traces) and the per-call generation parameters
+    `OpenAIChat` documents. None, or leaving one out, keeps the client's default."""
 
     task_id: str | None
     temperature: float | None

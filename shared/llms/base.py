@@ -3,7 +3,7 @@
 `chat` returns the text, or an `LLMResponse` (text and native tool calls) when `tools` are
 given. `stream_chat` yields the same shapes as snapshots so far; the last one is complete.
 `session_id` (and `task_id`) travel with every request, so the proxy can keep a session on one
-replica and count tokens per task.
+replica and tell whose task a call serves.
 """
 
 from __future__ import annotations

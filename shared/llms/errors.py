@@ -7,11 +7,28 @@ __all__ = ["LLMError"]
 
 
 class LLMError(Exception):
-    """A model call failed: the server answered with an error, or could not be reached."""
+    """A model call failed: the server answered with an error, or could not be reached.
 
-    def __init__(self, message: str, *, status_code: int | None = None) -> None:
+    `code` is the OpenAI error body's (``rate_limit_exceeded``, ``invalid_api_key``, ...) and
+    `retry_after` the answer's Retry-After in seconds, where the server gave them."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int | None = None,
+        code: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.status_code = status_code
+        self.code = code
+        self.retry_after = retry_after
+
+    @property
+    def rate_limited(self) -> bool:
+        """The caller's own request or token budget is spent (not a busy server)."""
+        return self.status_code == 429 and self.code == "rate_limit_exceeded"
 
     @property
     def transient(self) -> bool:

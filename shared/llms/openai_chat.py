@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
 
 import aiohttp
@@ -29,11 +29,16 @@ from shared.llms.wire import (
     request_body,
     request_headers,
     to_result,
+    usage_of,
 )
 
-__all__ = ["AsyncOpenAIChat", "OpenAIChat"]
+__all__ = ["AsyncOpenAIChat", "OpenAIChat", "UsageSink"]
 
 _PATH = "/chat/completions"
+
+# Told the token usage of a completed call (an empty dict when the server reported none);
+# a call's text result has no room for it.
+UsageSink = Callable[[dict[str, int]], None]
 
 
 class _ChatConfig:
@@ -61,17 +66,33 @@ class _ChatConfig:
         tools: list[dict[str, Any]] | None,
         params: dict[str, Any],
         stream: bool,
+        extra_headers: Mapping[str, str] | None = None,
     ) -> tuple[bytes, dict[str, str]]:
         body = request_body(
             self.model, messages, tools=tools, params={**self.params, **params}, stream=stream
         )
-        return body, request_headers(self.api_key, session_id, task_id)
+        headers = request_headers(self.api_key, session_id, task_id)
+        return body, (headers | dict(extra_headers)) if extra_headers else headers
 
     def _retry_in(self, error: LLMError, attempt: int) -> float | None:
-        """Seconds to wait before trying again, or None to give up."""
-        if attempt >= self.max_retries or not error.transient:
+        """Seconds to wait before trying again, or None to give up. The caller's own spent
+        rate limit, or a Retry-After longer than the longest backoff, goes back to the caller
+        at once: how long to wait for a budget is its decision, not the client's."""
+        if attempt >= self.max_retries or not error.transient or error.rate_limited:
             return None
-        return min(0.5 * 2**attempt, 8.0)
+        backoff = min(0.5 * 2**attempt, _MAX_BACKOFF_S)
+        if error.retry_after is None:
+            return backoff
+        return max(backoff, error.retry_after) if error.retry_after <= _MAX_BACKOFF_S else None
+
+
+_MAX_BACKOFF_S = 8.0
+
+
+def _result(completion: dict[str, Any], with_tools: bool, on_usage: UsageSink | None) -> ChatResult:
+    if on_usage is not None:
+        on_usage(usage_of(completion))
+    return to_result(completion, with_tools)
 
 
 class OpenAIChat(_ChatConfig):
@@ -79,7 +100,12 @@ class OpenAIChat(_ChatConfig):
 
     `chat` returns the text, or an `LLMResponse` when `tools` are given; `stream_chat`
     yields snapshots of the same (the text so far), the last one complete. Errors are raised
-    as `LLMError`; connection errors, 429 and 5xx are retried `max_retries` times first.
+    as `LLMError`; connection errors, 429 and 5xx are retried `max_retries` times first
+    (after the server's Retry-After), except a spent rate limit of the caller's own
+    (``rate_limit_exceeded``) or a Retry-After past 8 s, which are raised at once.
+
+    Per call, `extra_headers` are added to the request (they win over the client's own, the
+    bearer credential included) and `on_usage` is told the call's token usage.
     """
 
     def __init__(
@@ -108,13 +134,17 @@ class OpenAIChat(_ChatConfig):
         session_id: int | str | None = None,
         task_id: str | None = None,
         tools: list[dict[str, Any]] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+        on_usage: UsageSink | None = None,
         **params: Any,
     ) -> ChatResult:
         """One completion."""
-        body, headers = self._request(messages, session_id, task_id, tools, params, False)
+        body, headers = self._request(
+            messages, session_id, task_id, tools, params, False, extra_headers
+        )
         response = self._open(body, headers)
         try:
-            return to_result(loads(response.read()), bool(tools))
+            return _result(loads(response.read()), bool(tools), on_usage)
         except httpx.HTTPError as exc:
             raise LLMError(f"model answer broke off: {exc}") from exc
         finally:
@@ -127,10 +157,14 @@ class OpenAIChat(_ChatConfig):
         session_id: int | str | None = None,
         task_id: str | None = None,
         tools: list[dict[str, Any]] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+        on_usage: UsageSink | None = None,
         **params: Any,
     ) -> Iterator[ChatResult]:
         """One streamed completion, as snapshots so far."""
-        body, headers = self._request(messages, session_id, task_id, tools, params, True)
+        body, headers = self._request(
+            messages, session_id, task_id, tools, params, True, extra_headers
+        )
         turn, events = StreamAccumulator(), SSEDecoder()
         response = self._open(body, headers)
         try:
@@ -144,6 +178,8 @@ class OpenAIChat(_ChatConfig):
             raise LLMError(f"model stream broke: {exc}") from exc
         finally:
             response.close()
+        if on_usage is not None:
+            on_usage(turn.usage)
         yield turn.result(bool(tools))
 
     def _open(self, body: bytes, headers: dict[str, str]) -> httpx.Response:
@@ -160,7 +196,9 @@ class OpenAIChat(_ChatConfig):
             else:
                 if response.status_code < 400:
                     return response
-                error = error_from_response(response.status_code, response.read())
+                error = error_from_response(
+                    response.status_code, response.read(), response.headers.get("retry-after")
+                )
                 response.close()
             wait = self._retry_in(error, attempt)
             if wait is None:
@@ -209,13 +247,17 @@ class AsyncOpenAIChat(_ChatConfig):
         session_id: int | str | None = None,
         task_id: str | None = None,
         tools: list[dict[str, Any]] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+        on_usage: UsageSink | None = None,
         **params: Any,
     ) -> ChatResult:
         """One completion."""
-        body, headers = self._request(messages, session_id, task_id, tools, params, False)
+        body, headers = self._request(
+            messages, session_id, task_id, tools, params, False, extra_headers
+        )
         response = await self._open(body, headers)
         try:
-            return to_result(loads(await response.read()), bool(tools))
+            return _result(loads(await response.read()), bool(tools), on_usage)
         except aiohttp.ClientError as exc:
             raise LLMError(f"model answer broke off: {exc}") from exc
         finally:
@@ -228,10 +270,14 @@ class AsyncOpenAIChat(_ChatConfig):
         session_id: int | str | None = None,
         task_id: str | None = None,
         tools: list[dict[str, Any]] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+        on_usage: UsageSink | None = None,
         **params: Any,
     ) -> AsyncIterator[ChatResult]:
         """One streamed completion, as snapshots so far."""
-        body, headers = self._request(messages, session_id, task_id, tools, params, True)
+        body, headers = self._request(
+            messages, session_id, task_id, tools, params, True, extra_headers
+        )
         turn, events = StreamAccumulator(), SSEDecoder()
         response = await self._open(body, headers)
         try:
@@ -245,6 +291,8 @@ class AsyncOpenAIChat(_ChatConfig):
             raise LLMError(f"model stream broke: {exc}") from exc
         finally:
             response.release()
+        if on_usage is not None:
+            on_usage(turn.usage)
         yield turn.result(bool(tools))
 
     async def _open(self, body: bytes, headers: dict[str, str]) -> aiohttp.ClientResponse:
@@ -259,7 +307,9 @@ class AsyncOpenAIChat(_ChatConfig):
             else:
                 if response.status < 400:
                     return response
-                error = error_from_response(response.status, await response.read())
+                error = error_from_response(
+                    response.status, await response.read(), response.headers.get("Retry-After")
+                )
                 response.release()
             wait = self._retry_in(error, attempt)
             if wait is None:

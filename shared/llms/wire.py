@@ -24,6 +24,7 @@ __all__ = [
     "request_body",
     "request_headers",
     "to_result",
+    "usage_of",
 ]
 
 DONE = "[DONE]"  # the data of the last event of an OpenAI stream
@@ -32,7 +33,7 @@ DONE = "[DONE]"  # the data of the last event of an OpenAI stream
 def request_headers(
     api_key: str, session_id: int | str | None, task_id: str | None
 ) -> dict[str, str]:
-    """Auth, JSON, ``X-Session-ID`` (routing affinity) / ``X-Task-ID`` (usage per task), and
+    """Auth, JSON, ``X-Session-ID`` (routing affinity) / ``X-Task-ID`` (the task served), and
     the current trace context (``traceparent``, when tracing is on and a span is current)."""
     headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
     if session_id is not None:
@@ -92,6 +93,11 @@ def to_result(completion: dict[str, Any], with_tools: bool) -> ChatResult:
         usage=_usage(completion.get("usage")),
     )
     return response if with_tools else response.text
+
+
+def usage_of(completion: dict[str, Any]) -> dict[str, int]:
+    """A whole completion's token usage (empty when the server reported none)."""
+    return _usage(completion.get("usage"))
 
 
 class StreamAccumulator:
@@ -161,13 +167,36 @@ class SSEDecoder:
         return None
 
 
-def error_from_response(status: int, body: bytes) -> LLMError:
-    """An `LLMError` for an HTTP error answer, with the server's own message where it gave one."""
+def error_from_response(status: int, body: bytes, retry_after: str | None = None) -> LLMError:
+    """An `LLMError` for an HTTP error answer, with the server's own message and error code
+    where it gave them, and its Retry-After (in seconds) where it said one."""
+    code = None
     try:
-        detail = _message(orjson.loads(body))
+        payload = orjson.loads(body)
+        detail = _message(payload)
+        code = _code(payload)
     except (orjson.JSONDecodeError, TypeError, AttributeError):
         detail = body[:300].decode(errors="replace")
-    return LLMError(f"model call failed: {status} {detail}", status_code=status)
+    return LLMError(
+        f"model call failed: {status} {detail}",
+        status_code=status,
+        code=code,
+        retry_after=_seconds(retry_after),
+    )
+
+
+def _code(payload: dict[str, Any]) -> str | None:
+    error = payload.get("error")
+    code = error.get("code") if isinstance(error, dict) else None
+    return code if isinstance(code, str) else None
+
+
+def _seconds(retry_after: str | None) -> float | None:
+    # Retry-After in seconds, as the proxy and vLLM send it (an HTTP date is not waited for).
+    try:
+        return max(0.0, float(retry_after)) if retry_after else None
+    except ValueError:
+        return None
 
 
 def _message(payload: dict[str, Any]) -> str:

@@ -1,8 +1,9 @@
 """A session as a whole: what it holds (messages, tasks, its interpreter) and forgetting it.
 
 A session is its memory lists (one per agent of the tree, named in a set as they are
-written), its task index, its lock and waiting list, and its tool state (the browser's
-results and pages; the interpreter, which the tool worker announces while it lives).
+written), its values (the tree's `SessionValues`), its task index, its lock and waiting
+list, and its tool state (the browser's results and pages; the interpreter, which the tool
+worker announces while it lives).
 """
 
 from __future__ import annotations
@@ -21,23 +22,28 @@ __all__ = ["SessionState", "forget_session", "session_state"]
 
 @dataclass(frozen=True, slots=True)
 class SessionState:
-    messages: list[AgentMessage]
-    total_messages: int
+    messages: list[AgentMessage]  # a page of the memory asked for
+    total_messages: int  # in that memory
     task_ids: list[str]
     running: str | None  # the task holding the session
     waiting: list[str]  # tasks waiting their turn, oldest first
     interpreter: dict[str, Any] | None  # what the tool worker last said of it
+    memories: dict[str, int]  # every memory of the agent tree written: path to its length
+    values: dict[str, Any]  # the tree's session values by path
 
     @property
     def exists(self) -> bool:
-        return bool(self.total_messages or self.task_ids or self.running)
+        return bool(self.total_messages or self.memories or self.task_ids or self.running)
 
 
 async def session_state(
-    store: TaskStore, tenant: str, session_id: str, offset: int, limit: int, tasks: int = 50
-) -> SessionState:
-    """The session's messages `offset`..`offset+limit`, its latest tasks, who holds it."""
-    memory = keys.session_memory(tenant, session_id)
+    store: TaskStore, tenant: str, session_id: str, offset: int, limit: int, tasks: int = 50,
+    path: str = "memory",
+) -> SessionState:  # fmt: skip
+    """The messages `offset`..`offset+limit` of the memory at `path` (the top agent's by
+    default, or a sub-agent's: ``writer.memory``), the session's other memories and values,
+    its latest tasks, who holds it."""
+    memory = keys.session_memory(tenant, session_id, path)
     async with store.r.pipeline(transaction=False) as pipe:
         pipe.lrange(memory, offset, offset + limit - 1)
         pipe.llen(memory)
@@ -45,10 +51,28 @@ async def session_state(
         pipe.get(keys.session_lock(tenant, session_id))
         pipe.lrange(keys.session_waiting(tenant, session_id), 0, -1)
         pipe.get(keys.session_sandbox(f"{tenant}:{session_id}"))
-        raw, total, task_ids, holder, waiting, sandbox = await pipe.execute()
+        pipe.smembers(keys.session_paths(tenant, session_id))
+        pipe.hgetall(keys.session_values(tenant, session_id))
+        raw, total, task_ids, holder, waiting, sandbox, lists, values = await pipe.execute()
     messages = [AgentMessage.model_validate_json(m) for m in raw]
     interpreter = orjson.loads(sandbox) if sandbox else None
-    return SessionState(messages, total, task_ids, holder, waiting, interpreter)
+    memories = await _lengths(store, tenant, session_id, lists)
+    shown = {name: orjson.loads(value) for name, value in sorted(values.items())}
+    return SessionState(messages, total, task_ids, holder, waiting, interpreter, memories, shown)
+
+
+async def _lengths(
+    store: TaskStore, tenant: str, session_id: str, lists: set[str]
+) -> dict[str, int]:
+    """Each written memory list's length, by its `state_dict` path."""
+    top = keys.session_memory(tenant, session_id)
+    names = sorted(lists)
+    async with store.r.pipeline(transaction=False) as pipe:
+        for name in names:
+            pipe.llen(name)
+        lengths = await pipe.execute()
+    paths = ["memory" if n == top else n.removeprefix(f"{top}:") for n in names]
+    return dict(zip(paths, lengths, strict=True))
 
 
 async def forget_session(store: TaskStore, tenant: str, session_id: str) -> None:
@@ -59,6 +83,7 @@ async def forget_session(store: TaskStore, tenant: str, session_id: str) -> None
     written = await store.r.smembers(names)
     doomed = [
         keys.session_memory(tenant, session_id), names, *written,
+        keys.session_values(tenant, session_id),
         keys.browser_results(session_key), keys.session_sandbox(session_key),
         keys.session_compaction(tenant, session_id),
     ]  # fmt: skip

@@ -85,6 +85,7 @@ class StepStart:
     # Read along when a memory was read whole: how many of the session's first messages a
     # summary replaces for the model, and that summary (None: never compacted).
     compaction: tuple[int, AgentMessage] | None = None
+    values: dict[str, str] = field(default_factory=dict)  # session values: path to JSON
 
     def inputs(self) -> list[AgentMessage]:
         """The step's input: the user's message first, then the tool results in call order."""
@@ -96,7 +97,8 @@ class StepStart:
 
 @dataclass(slots=True)
 class StepCommit:
-    """One step's writes: new messages per memory, events, the task's new state."""
+    """One step's writes: new messages per memory, changed session values, events, the
+    task's new state."""
 
     record: TaskRecord
     status: TaskStatus
@@ -110,6 +112,7 @@ class StepCommit:
     events: Sequence[tuple[EventKind, Mapping[str, Any]]] = ()  # after the messages
     approval_timeout_s: float | None = None
     tokens: Mapping[str, Any] | None = None  # the model's last unpublished text, a token event
+    values: Mapping[str, str] = field(default_factory=dict)  # session values changed: path, JSON
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,7 +237,8 @@ class TaskStore:
         memories = [keys.session_memory(tenant, session_id, p) for p in paths]
         keys_ = [*_task_keys(task_id), keys.task_tool_results(task_id, step - 1),
                  keys.session_epoch(tenant, session_id),
-                 keys.session_compaction(tenant, session_id), *memories]  # fmt: skip
+                 keys.session_compaction(tenant, session_id),
+                 keys.session_values(tenant, session_id), *memories]  # fmt: skip
         running = dumps({"status": "running"})
         args = [str(step), running, _now(), epoch, self.db, self.broker_db,
                 *(offsets[p] for p in paths)]  # fmt: skip
@@ -253,7 +257,9 @@ class TaskStore:
             for path, (offset, raw) in zip(paths, reply[4], strict=True)
         }
         compaction = _compaction(_pairs(reply[5])) if reply[5] else None
-        return StepStart(record, True, began, results, reply[3], tails, compaction)
+        return StepStart(
+            record, True, began, results, reply[3], tails, compaction, _pairs(reply[6])
+        )
 
     async def commit_step(self, commit: StepCommit) -> tuple[bool, str | None]:
         """Apply one step exactly once. Returns (False, None) if the step was applied already
@@ -278,6 +284,8 @@ class TaskStore:
         for path in paths:
             messages = commit.memories[path]
             args += [len(messages), *(m.model_dump_json() for m in messages)]
+        values = _flat(commit.values)
+        args += [len(values), *values]
         jobs = [part for job in commit.jobs for part in (job.queue, job.message)]
         args += [len(jobs), *jobs]
         held = [part for call in commit.held for part in (call.id, _pending(call))]
@@ -286,7 +294,9 @@ class TaskStore:
         memories = [keys.session_memory(record.tenant, record.session_id, p) for p in paths]
         names = keys.session_paths(record.tenant, record.session_id)
         approvals = keys.task_approvals(record.id, record.step)
-        keys_ = [*_task_keys(record.id), *_session_keys(record), names, approvals, *memories]
+        held_values = keys.session_values(record.tenant, record.session_id)
+        keys_ = [*_task_keys(record.id), *_session_keys(record), names, approvals, held_values,
+                 *memories]  # fmt: skip
         reply = await self._run("commit_step", keys_, args)
         return reply[0] == "committed", reply[1] or None
 

@@ -1,5 +1,7 @@
 """Each model call of the agent worker: a client span, a child of the step's, whose context
-the request carries to the model server as `traceparent`; and its duration counted."""
+the request carries to the model server as `traceparent`; its duration counted; signed for
+its step's task with a tenant token; its usage added to the step's, streamed or not, by the
+agent or any sub-agent; and no call without a step."""
 
 from __future__ import annotations
 
@@ -14,14 +16,26 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 from prometheus_client import REGISTRY
 
-from services.agent_worker.model_calls import ObservedModel
+from services.agent_worker.model_calls import ModelCallOutsideStep, ObservedModel, open_step_calls
+from shared.agents import AsyncAgent, AsyncSequential
 from shared.llms import AsyncOpenAIChat
+from shared.task import TaskRecord
+from shared.tenant_tokens import TenantClaim, TenantTokens
 
 CHUNK = (
     b'data: {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m", '
     b'"choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": "stop"}]}\n\n'
+    b'data: {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m", '
+    b'"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 2}}\n\n'
     b"data: [DONE]\n\n"
 )
+WHOLE = {
+    "id": "c", "object": "chat.completion", "created": 0, "model": "m",
+    "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"},
+                 "finish_reason": "stop"}],
+    "usage": {"prompt_tokens": 5, "completion_tokens": 3},
+}  # fmt: skip
+TOKENS = TenantTokens("0123456789abcdef" * 3)
 
 
 @pytest.fixture
@@ -30,6 +44,8 @@ async def server() -> AsyncIterator[tuple[str, list[dict[str, str]]]]:
 
     async def complete(request: web.Request) -> web.StreamResponse:
         seen.append(dict(request.headers))
+        if not (await request.json()).get("stream"):
+            return web.json_response(WHOLE)
         reply = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await reply.prepare(request)
         await reply.write(CHUNK)
@@ -51,6 +67,7 @@ async def test_a_call_is_a_child_span_and_its_context_goes_with_the_request(
 ) -> None:
     url, seen = server
     before = _calls()
+    open_step_calls(TaskRecord(id="t1", tenant="acme", session_id="s1", input="x"))
     async with aiohttp.ClientSession() as session:
         model = ObservedModel(AsyncOpenAIChat(url, "m", session=session))
         with trace.get_tracer("test").start_as_current_span("step") as step:
@@ -64,3 +81,33 @@ async def test_a_call_is_a_child_span_and_its_context_goes_with_the_request(
     flags = f"{call.context.trace_flags:02x}"
     assert seen[0]["traceparent"] == f"00-{trace_id}-{span_id}-{flags}"
     assert _calls() == before + 1
+
+
+async def test_every_call_of_a_step_is_signed_for_its_task_and_counted(
+    server: tuple[str, list[dict[str, str]]],
+) -> None:
+    url, seen = server
+    spent = open_step_calls(TaskRecord(id="task_9", tenant="acme", session_id="s", input="x"))
+    async with aiohttp.ClientSession() as session:
+        llm = ObservedModel(AsyncOpenAIChat(url, "m", session=session), TOKENS)
+        # Two sub-agents, plain text answers (no usage in their replies), one without task_id.
+        pipeline = AsyncSequential(AsyncAgent(llm, name="a"), AsyncAgent(llm, name="b"))
+        await pipeline("hello", session_id="s", task_id="task_9")
+        await llm.chat([{"role": "user", "content": "summary"}], session_id="s")
+        assert [s async for s in llm.stream_chat([], session_id="s")][-1] == "hi"
+    assert (spent.calls, spent.usage) == (4, {"prompt_tokens": 22, "completion_tokens": 11})
+    for headers in seen:
+        token = headers["Authorization"].removeprefix("Bearer ")
+        assert TOKENS.verify(token) == TenantClaim(
+            "acme", "task_9", TOKENS.verify(token).expires_at
+        )
+        assert headers["X-Task-ID"] == "task_9"
+
+
+async def test_a_call_outside_a_step_is_not_sent(server: tuple[str, list[dict[str, str]]]) -> None:
+    url, seen = server
+    async with aiohttp.ClientSession() as session:
+        llm = ObservedModel(AsyncOpenAIChat(url, "m", session=session), TOKENS)
+        with pytest.raises(ModelCallOutsideStep):
+            await llm.chat([], session_id="s")
+    assert seen == []

@@ -14,10 +14,10 @@ import pytest
 import redis
 
 from services.agent_worker.live_agents import LiveAgents
+from services.agent_worker.runtime import worker_agent
 from services.agent_worker.step import StepRunner
 from services.scripted_model import ScriptedModelThread
 from shared import keys
-from shared.agents import build_agent, default_llm
 from shared.cancel import CancelWatch
 from shared.celery_app import make_celery
 from shared.events import EventKind
@@ -56,7 +56,7 @@ async def runner(
     async with aiohttp.ClientSession() as http:
 
         def build(spec: AgentSpec):  # type: ignore[no-untyped-def]
-            return build_agent(spec, settings, llm=default_llm(spec, settings, http))
+            return worker_agent(spec, settings, http, None)
 
         celery = make_celery(settings)
         yield StepRunner(store, settings, LiveAgents(build), CancelWatch(store.r), celery)

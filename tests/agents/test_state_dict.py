@@ -8,7 +8,14 @@ from typing import Any
 import pytest
 from scripted_llm import scripted
 
-from shared.agents import Agent, AgentDict, AgentList, StateKeys, UnknownSessionWarning
+from shared.agents import (
+    Agent,
+    AgentDict,
+    AgentList,
+    SessionValues,
+    StateKeys,
+    UnknownSessionWarning,
+)
 from shared.schema import AgentMessage
 
 
@@ -142,3 +149,68 @@ def test_non_strict_load_on_a_memoryless_agent_leaves_the_history_out() -> None:
     keys = agent.load_state_dict({"memory": [{"content": "x"}]}, 1, strict=False)
     assert keys == StateKeys(missing=[], unexpected=["memory"])
     assert agent.state_dict(1) == {}
+
+
+class Planner(Agent):
+    """Keeps a round counter per session besides its messages."""
+
+    def __init__(self) -> None:
+        super().__init__(name="planner")
+        self.notes = SessionValues(round=0, seen=[])
+        self.writer = Agent(scripted(), name="writer")
+        self.writer.style = SessionValues(tone="plain")
+
+    def forward(self, *messages: AgentMessage, session_id: Any = 0, **kw: Any) -> AgentMessage:
+        notes = self.notes.get(session_id)
+        notes["round"] += 1
+        notes["seen"].append(messages[-1].content)
+        return self.writer(*messages, session_id=session_id)
+
+
+def test_session_values_join_the_state_dict_after_the_memories() -> None:
+    planner = Planner()
+    planner("a", session_id=1)
+    planner("b", session_id=1)
+    state = planner.state_dict(1)
+    assert list(state) == ["memory", "writer.memory", "notes", "writer.style"]
+    assert state["notes"] == {"round": 2, "seen": ["a", "b"]}
+    assert state["writer.style"] == {"tone": "plain"}  # the defaults until changed
+    state["notes"]["round"] = 99  # a copy: the agent's values do not change
+    assert planner.notes.get(1)["round"] == 2
+
+
+def test_session_values_load_and_reset_per_session() -> None:
+    planner = Planner()
+    planner("a", session_id=1)
+    fresh = Planner()
+    fresh.load_state_dict(planner.state_dict(1), session_id=2)
+    fresh("b", session_id=2)
+    assert fresh.state_dict(2)["notes"] == {"round": 2, "seen": ["a", "b"]}
+    fresh.reset(2)
+    assert fresh.notes.get(2) == {"round": 0, "seen": []}
+    with pytest.raises(KeyError, match=r"missing \['notes'\]"):
+        fresh.load_state_dict({k: v for k, v in planner.state_dict(1).items() if k != "notes"})
+
+
+def test_session_values_must_be_json() -> None:
+    planner = Planner()
+    planner.notes.get(1)["when"] = object()
+    with pytest.raises(TypeError, match="values of session 1 must be JSON"):
+        planner.state_dict(1)
+    with pytest.raises(TypeError, match="a dict, not list"):
+        planner.notes.load([], 1)
+    with pytest.raises(TypeError, match="defaults must be JSON"):
+        SessionValues(when=object())
+
+
+def test_a_session_only_values_hold_is_known() -> None:
+    planner = Planner()
+    planner.notes.get(7)
+    assert planner.state_dict(7)["memory"] == []  # no UnknownSessionWarning (an error here)
+
+
+def test_reassigning_session_values_unregisters_them() -> None:
+    planner = Planner()
+    planner.notes = None  # type: ignore[assignment]
+    del planner.writer.style
+    assert list(unknown_state(planner)) == ["memory", "writer.memory"]

@@ -54,3 +54,12 @@ def test_unstreamed_message_text_is_shown() -> None:
     out = io.StringIO()
     TranscriptPrinter(out)(_message(1, AgentMessage(content="two\nlines")))
     assert out.getvalue() == "[user]\n    two\n    lines\n"
+
+
+def test_a_rate_limited_wait_says_why() -> None:
+    out = io.StringIO()
+    reason = "model call failed: 429 request rate limit (1 requests per 60s) of tenant 'b' reached"
+    TranscriptPrinter(out)(
+        _event(1, EventKind.RATE_LIMITED, {"reason": reason, "retry_in_s": 12.5})
+    )
+    assert out.getvalue() == f"· waiting: {reason}; trying again in 12.5s\n"

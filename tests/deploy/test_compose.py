@@ -191,3 +191,8 @@ def test_the_grafana_dashboard_plots_metrics_the_services_export() -> None:
                    "taskyard_model_call_seconds_bucket", "taskyard_tool_call_seconds_bucket",
                    "taskyard_tokens_total", "taskyard_sandboxes"):  # fmt: skip
         assert figure in plotted
+
+
+def test_only_the_proxy_and_the_agent_workers_hold_the_token_secret() -> None:
+    holders = {name for name, svc in SERVICES.items() if "TASKYARD_LLM_TOKEN_SECRET" in _env(svc)}
+    assert holders == {"llm_proxy", "agent_worker"}  # never a tool worker: sandboxes run there

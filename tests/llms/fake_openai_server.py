@@ -17,6 +17,8 @@ class Reply:
     text: str = ""
     tool_calls: list[tuple[str, str, str]] = field(default_factory=list)
     status: int = 200
+    code: str | None = None  # an error's OpenAI code
+    retry_after: str | None = None  # an error's Retry-After header
 
 
 @dataclass
@@ -98,15 +100,21 @@ def make_handler(state: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             state.requests.append(Recorded({k.lower(): v for k, v in self.headers.items()}, body))
             reply = state.next_reply()
             if reply.status != 200:
-                error = {"error": {"message": "scripted failure", "type": "server_error"}}
-                self._send(reply.status, "application/json", json.dumps(error).encode())
+                error = {"error": {"message": "scripted failure", "type": "server_error",
+                                   "code": reply.code}}  # fmt: skip
+                extra = {"Retry-After": reply.retry_after} if reply.retry_after else {}
+                self._send(reply.status, "application/json", json.dumps(error).encode(), extra)
             elif body.get("stream"):
                 self._send(200, "text/event-stream", b"".join(_stream(body, reply)))
             else:
                 self._send(200, "application/json", json.dumps(_completion(body, reply)).encode())
 
-        def _send(self, status: int, kind: str, payload: bytes) -> None:
+        def _send(
+            self, status: int, kind: str, payload: bytes, extra: dict[str, str] | None = None
+        ) -> None:
             self.send_response(status)
+            for name, value in (extra or {}).items():
+                self.send_header(name, value)
             self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()

@@ -115,3 +115,50 @@ def test_lone_surrogates_from_the_model_become_replacement_characters(
     llm = sync_client(fake_openai)
     assert llm.chat(HELLO) == "a\ufffdb"
     assert list(llm.stream_chat(HELLO))[-1] == "c \ufffd d"
+
+
+USAGE = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+
+
+def test_extra_headers_and_usage_per_call(fake_openai: FakeOpenAI) -> None:
+    llm = sync_client(fake_openai, api_key="shared-key")
+    seen: list[dict[str, int]] = []
+    own = {"Authorization": "Bearer per-call"}
+    assert llm.chat(HELLO, extra_headers=own, on_usage=seen.append) == "ok"  # text, and usage
+    assert list(llm.stream_chat(HELLO, on_usage=seen.append))[-1] == "ok"
+    assert seen == [USAGE, USAGE]
+    auth = [r.headers["authorization"] for r in fake_openai.requests]
+    assert auth == ["Bearer per-call", "Bearer shared-key"]
+
+
+async def test_async_extra_headers_and_usage_per_call(fake_openai: FakeOpenAI) -> None:
+    llm = async_client(fake_openai)
+    seen: list[dict[str, int]] = []
+    await llm.chat(HELLO, extra_headers={"Authorization": "Bearer t"}, on_usage=seen.append)
+    [s async for s in llm.stream_chat(HELLO, on_usage=seen.append)]
+    await llm.close()
+    assert seen == [USAGE, USAGE]
+    assert fake_openai.requests[0].headers["authorization"] == "Bearer t"
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+async def test_a_spent_rate_limit_comes_back_at_once_with_its_code_and_wait(
+    fake_openai: FakeOpenAI, asynchronous: bool
+) -> None:
+    spent = Reply(status=429, code="rate_limit_exceeded", retry_after="1")
+    fake_openai.script(spent, Reply(status=429, code="overloaded", retry_after="0"))
+    kw = {"base_url": fake_openai.base_url, "model": "m", "max_retries": 2}
+    with pytest.raises(LLMError) as failure:
+        if asynchronous:
+            llm = AsyncOpenAIChat(**kw)  # type: ignore[arg-type]
+            await llm.chat(HELLO)
+        else:
+            OpenAIChat(**kw).chat(HELLO)  # type: ignore[arg-type]
+    error = failure.value
+    assert (error.code, error.retry_after, error.rate_limited) == ("rate_limit_exceeded", 1, True)
+    assert len(fake_openai.requests) == 1  # waiting for a budget is the caller's decision
+    if asynchronous:
+        await llm.close()
+    # A busy server's short Retry-After is waited for here, then the call succeeds.
+    assert OpenAIChat(**kw).chat(HELLO) == "ok"  # type: ignore[arg-type]
+    assert len(fake_openai.requests) == 3

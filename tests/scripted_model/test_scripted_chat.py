@@ -10,6 +10,7 @@ import httpx
 import openai
 
 from services.scripted_model import ScriptedModelThread
+from services.scripted_model.script import chat_turn
 
 DEMO_QUESTION = "What is the square root of 2, to 12 decimal places? Use Python."
 CODE_TOOL_SPEC = {
@@ -186,3 +187,15 @@ def test_bad_requests_get_openai_style_errors(control: httpx.Client) -> None:
     assert control.post("/v1/chat/completions", json={"messages": []}).status_code == 400
     assert control.get("/v1/chat/completions").status_code == 405
     assert control.get("/v2/nothing").json()["error"]["code"] == 404
+
+
+def test_a_system_prompt_asking_to_count_gets_the_messages_counted() -> None:
+    system = {"role": "system", "content": "Be brief. Count the messages you see."}
+    turns = [
+        system,
+        {"role": "user", "content": "one"},
+        {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": "two"},
+    ]
+    assert chat_turn(turns, None).text == "[3 messages] You said: two (scripted model)"
+    assert chat_turn(turns[1:], None).text == "You said: two (scripted model)"  # not asked

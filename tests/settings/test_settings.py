@@ -37,6 +37,9 @@ def _error(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> str:
         ("TASKYARD_SANDBOX_DISK", "lots", "TASKYARD_SANDBOX_DISK must be a number of bytes"),
         ("TASKYARD_PROXY_KEYS", "sk-1:many:0", "key, key:rpm:tpm or key:rpm:tpm:tenant"),
         ("TASKYARD_PROXY_FALLBACKS", "big", "model=fallback|fallback entries"),
+        ("TASKYARD_LLM_TOKEN_SECRET", "too-short", "at least 32 characters"),
+        ("TASKYARD_LLM_TOKEN_SECRET", "changeme", "not a placeholder"),
+        ("TASKYARD_PROXY_TENANT_LIMITS", "team-a:60", "entry 1 is not tenant:rpm:tpm"),
         ("TASKYARD_PROXY_FALLBACKS", "big=small|", "model=fallback|fallback entries"),
     ],
 )  # fmt: skip
@@ -53,6 +56,7 @@ def test_a_malformed_value_says_what_the_format_is(
         ("TASKYARD_API_KEYS", "sk-secret-1=a,sk-secret-1=b"),
         ("TASKYARD_REDIS_URL", "localhost:6379?password=sk-secret-1"),
         ("TASKYARD_PROXY_KEYS", "sk-secret-1:x"),
+        ("TASKYARD_LLM_TOKEN_SECRET", "sk-secret-1"),
     ],
 )
 def test_errors_never_repeat_a_secret(

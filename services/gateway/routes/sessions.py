@@ -17,6 +17,8 @@ from shared.task import SESSION_ID_PATTERN
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"], route_class=JSONRoute)
 
 SessionIdPath = Annotated[str, Path(pattern=SESSION_ID_PATTERN)]
+# A memory's `state_dict` key: the top agent's, or a sub-agent's (``critics.0.memory``).
+MemoryPath = Annotated[str, Query(pattern=r"^([A-Za-z0-9_-]{1,64}\.){0,16}memory$")]
 
 
 @router.get("/{session_id}", response_model=SessionPublic, responses=responses(401, 404, 422))
@@ -26,17 +28,19 @@ async def get_session(
     store: StoreDep,
     offset: Annotated[int, Query(ge=0, le=2**31)] = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    memory: MemoryPath = "memory",
 ) -> SessionPublic:
-    """A page of the session's messages (`offset`, `limit`), its latest tasks, the task
-    running and those waiting, and its interpreter as its tool worker last reported it."""
-    state = await sessions.session_state(store, tenant, session_id, offset, limit)
+    """A page of the session's messages (`offset`, `limit`; of a sub-agent's memory with
+    `memory=writer.memory`), its memories and values, its latest tasks, the task running
+    and those waiting, and its interpreter as its tool worker last reported it."""
+    state = await sessions.session_state(store, tenant, session_id, offset, limit, path=memory)
     if not state.exists:
         raise HTTPException(status.HTTP_404_NOT_FOUND, detail="no such session")
     interpreter = Interpreter(**state.interpreter) if state.interpreter else None
     return SessionPublic(
         id=session_id, messages=state.messages, total_messages=state.total_messages,
-        tasks=state.task_ids, running=state.running, waiting=state.waiting,
-        interpreter=interpreter,
+        memories=state.memories, values=state.values, tasks=state.task_ids,
+        running=state.running, waiting=state.waiting, interpreter=interpreter,
     )  # fmt: skip
 
 

@@ -33,7 +33,8 @@ export class Transcript {
 
   handle(event) {
     const render = { status: this.status, token: this.token, message: this.message,
-                     approval_requested: this.approval, approval_decided: this.decided }[event.kind];
+                     approval_requested: this.approval, approval_decided: this.decided,
+                     rate_limited: this.waiting }[event.kind];
     if (render) render.call(this, event.data);
   }
 
@@ -42,6 +43,12 @@ export class Transcript {
     this.root.append(el("div", `status status-${data.status}`, line));
     this.root.dataset.status = data.status;
     if (FINAL.has(data.status)) this.root.dataset.final = data.status;
+  }
+
+  /** The tenant's model rate limit is spent: the task waits, and says why. */
+  waiting(data) {
+    const line = `waiting: ${data.reason}; trying again in ${data.retry_in_s}s`;
+    this.root.append(el("div", "status status-waiting", line));
   }
 
   token(data) {

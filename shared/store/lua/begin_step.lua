@@ -1,9 +1,10 @@
 -- Start step ARGV[1] of a task: mark it running and read, in one round trip, what the step
 -- needs: the task, the previous step's tool results, each memory's messages after the offset
--- the caller already holds (all of them if the session was rewritten meanwhile), and, when a
--- memory is read whole, the session's compaction (what a summary replaces for the model).
+-- the caller already holds (all of them if the session was rewritten meanwhile), the
+-- session's values (the agent tree's state that is not messages) and, when a memory is read
+-- whole, the session's compaction (what a summary replaces for the model).
 -- KEYS: task, events, previous step's results, session epoch, session compaction,
---       memory lists...
+--       session values, memory lists...
 -- ARGV: step, running event data, updated_at, cached epoch, store db, broker db, then one
 --       offset per memory list
 local fields = redis.call('HGETALL', KEYS[1])
@@ -21,11 +22,12 @@ end
 moved(KEYS[1])
 local epoch = redis.call('GET', KEYS[4]) or '0'
 local memories, whole = {}, false
-for i = 6, #KEYS do
-  local offset = tonumber(ARGV[i + 1])
+for i = 7, #KEYS do
+  local offset = tonumber(ARGV[i])
   if epoch ~= ARGV[4] or offset > redis.call('LLEN', KEYS[i]) then offset = 0 end
   whole = whole or offset == 0
   memories[#memories + 1] = {offset, redis.call('LRANGE', KEYS[i], offset, -1)}
 end
 local compaction = whole and redis.call('HGETALL', KEYS[5]) or {}
-return {fields, began, redis.call('HGETALL', KEYS[3]), epoch, memories, compaction}
+return {fields, began, redis.call('HGETALL', KEYS[3]), epoch, memories, compaction,
+        redis.call('HGETALL', KEYS[6])}

@@ -1,12 +1,13 @@
--- Apply one agent step exactly once: memory appends, message events, the task's new state,
--- token usage and the status event; an ending step passes the session on.
+-- Apply one agent step exactly once: memory appends, session values, message events, the
+-- task's new state, token usage and the status event; an ending step passes the session on.
 -- KEYS: task, events, session lock, session waiting list, the session's memory list names,
---       the step's approvals, memory lists...
+--       the step's approvals, the session's values, memory lists...
 -- ARGV: step, task id, new status, '1' if it ends the task, status event data,
 --       prompt tokens, completion tokens, store db, broker db, then counted groups:
 --       n + field pairs, n + events (kind, data pairs), per memory list n + messages,
---       n + the jobs it starts (queue, message pairs), n + the calls held for approval
---       (call id, state JSON pairs), and the approvals' timeout in seconds ('' for none)
+--       n + changed session values (path, JSON pairs), n + the jobs it starts (queue,
+--       message pairs), n + the calls held for approval (call id, state JSON pairs), and the
+--       approvals' timeout in seconds ('' for none)
 local status = redis.call('HGET', KEYS[1], 'status')
 if not status or redis.call('HGET', KEYS[1], 'step') ~= ARGV[1] or TERMINAL[status] then
   return {'conflict', ''}
@@ -19,7 +20,7 @@ i = i + n + 1
 n = tonumber(ARGV[i])
 for j = 1, n, 2 do add_event(KEYS[2], ARGV[i + j], ARGV[i + j + 1]) end
 i = i + n + 1
-for k = 7, #KEYS do
+for k = 8, #KEYS do
   n = tonumber(ARGV[i])
   if n > 0 then
     redis.call('RPUSH', KEYS[k], unpack(ARGV, i + 1, i + n))
@@ -27,6 +28,9 @@ for k = 7, #KEYS do
   end
   i = i + n + 1
 end
+n = tonumber(ARGV[i])
+if n > 0 then redis.call('HSET', KEYS[7], unpack(ARGV, i + 1, i + n)) end
+i = i + n + 1
 n = tonumber(ARGV[i])
 push_jobs(ARGV[8], ARGV[9], {unpack(ARGV, i + 1, i + n)})
 i = i + n + 1
