@@ -4,6 +4,7 @@ It also serves the dashboard (`/ui`, static files) and its Prometheus metrics (`
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -51,10 +52,21 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await store.close()
 
 
+def _setup_logging() -> None:
+    """JSON logs. uvicorn's access log stays off where `--no-access-log` turned it off (no
+    handler, not propagating): `setup_logging` would route it to the root's handler again, a
+    JSON line written per request."""
+    access = logging.getLogger("uvicorn.access")
+    off = not access.handlers and not access.propagate
+    setup_logging("gateway")
+    if off:
+        access.propagate = False
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The gateway for `settings` (by default the environment's)."""
     settings = settings or get_settings()
-    setup_logging("gateway")
+    _setup_logging()
     tracing = setup_tracing("gateway", settings)
     load_plugins(settings.plugin_modules)  # user tools and agents are valid task names
     app = FastAPI(
