@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 import uuid
+from functools import lru_cache
 from typing import Annotated
 
 from celery import Celery
@@ -230,10 +231,18 @@ async def decide_call(
 def _check_registered(spec: AgentSpec) -> None:
     """Unknown tool or agent names are the caller's error (422), not a task that fails later."""
     try:
-        tool_schemas(spec.tools)
+        _offered(tuple(spec.tools))
         if spec.agent is not None:
             AGENTS.get(spec.agent)
     except RegistryError as exc:
         field = "agent" if spec.agent is not None and spec.agent not in AGENTS else "tools"
         detail = [issue(["body", "agent", field], str(exc))]
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=detail) from exc
+
+
+@lru_cache(maxsize=1024)
+def _offered(tools: tuple[str, ...]) -> None:
+    """Raises `RegistryError` unless every name is offered. Building the tools' schemas took
+    over a quarter of a submission's CPU; plugins register at start-up, so a list that passed
+    once passes again (a failure, an exception, is not cached)."""
+    tool_schemas(list(tools))
