@@ -12,7 +12,7 @@ from celery import Celery
 from fastapi import Depends, HTTPException, Path, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from services.gateway.event_hub import HUB_READ_TIMEOUT_S, EventHub
+from services.gateway.event_hub import EventHub, reader_client
 from services.gateway.system import SystemProbe
 from shared.celery_app import make_celery
 from shared.settings import Settings
@@ -71,12 +71,7 @@ async def get_hub(
     """The app's one reader of event streams."""
     hubs: dict[str, EventHub] = request.app.state.hubs
     if settings.redis_url not in hubs:
-        # A connection of its own, with a read timeout past its XREAD's block.
-        reader = aioredis.Redis.from_url(
-            settings.redis_url, decode_responses=True, socket_timeout=HUB_READ_TIMEOUT_S,
-            client_name=CLIENT_NAME,
-        )  # fmt: skip
-        hubs[settings.redis_url] = EventHub(reader, store.r)
+        hubs[settings.redis_url] = EventHub(reader_client(settings.redis_url, CLIENT_NAME), store.r)
     return hubs[settings.redis_url]
 
 
