@@ -39,17 +39,12 @@ __all__ = ["app", "create_app"]
 
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-    # Async Redis clients live on the app's event loop: made on first use, closed here.
-    app.state.stores = {}
-    app.state.hubs = {}
-    app.state.system = None
+    # Async Redis clients live on the app's event loop: made on first use (`deps`), closed here.
+    app.state.store = app.state.hub = app.state.system = None
     yield
-    if app.state.system is not None:
-        await app.state.system.close()
-    for hub in app.state.hubs.values():
-        await hub.close()
-    for store in app.state.stores.values():
-        await store.close()
+    for used in (app.state.system, app.state.hub, app.state.store):
+        if used is not None:
+            await used.close()
 
 
 def _setup_logging() -> None:
