@@ -4,6 +4,7 @@ It also serves the dashboard (`/ui`, static files) and its Prometheus metrics (`
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -47,26 +48,29 @@ __all__ = ["app", "create_app"]
 
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-    # Async Redis clients live on the app's event loop: made on first use, closed here.
-    app.state.stores = {}
-    app.state.hubs = {}
-    app.state.system = None
-    app.state.transfers = {}
+    # Async Redis clients live on the app's event loop: made on first use (`deps`), closed here.
+    app.state.store = app.state.hub = app.state.system = app.state.transfer = None
     yield
-    if app.state.system is not None:
-        await app.state.system.close()
-    for hub in app.state.hubs.values():
-        await hub.close()
-    for transfer in app.state.transfers.values():
-        await transfer.r.aclose()
-    for store in app.state.stores.values():
-        await store.close()
+    for used in (app.state.system, app.state.hub, app.state.transfer, app.state.store):
+        if used is not None:
+            await used.close()
+
+
+def _setup_logging() -> None:
+    """JSON logs. uvicorn's access log stays off where `--no-access-log` turned it off (no
+    handler, not propagating): `setup_logging` would route it to the root's handler again, a
+    JSON line written per request."""
+    access = logging.getLogger("uvicorn.access")
+    off = not access.handlers and not access.propagate
+    setup_logging("gateway")
+    if off:
+        access.propagate = False
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The gateway for `settings` (by default the environment's)."""
     settings = settings or get_settings()
-    setup_logging("gateway")
+    _setup_logging()
     tracing = setup_tracing("gateway", settings)
     load_plugins(settings.plugin_modules)  # user tools and agents are valid task names
     app = FastAPI(

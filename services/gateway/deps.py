@@ -10,9 +10,8 @@ from typing import Annotated
 import redis.asyncio as aioredis
 from celery import Celery
 from fastapi import Depends, HTTPException, Path, Request, status
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from services.gateway.event_hub import HUB_READ_TIMEOUT_S, EventHub
+from services.gateway.event_hub import EventHub, reader_client
 from services.gateway.system import SystemProbe
 from shared.celery_app import make_celery
 from shared.settings import Settings
@@ -31,8 +30,9 @@ __all__ = [
 ]
 
 
-# Every dependency here is `async def`: FastAPI runs a plain `def` one on its thread pool,
-# a thread hop per request for what is a dictionary lookup.
+# Every dependency here is `async def` (FastAPI runs a plain `def` one on its thread pool, a
+# thread hop per request for what is an attribute lookup) and takes the request alone: each
+# dependency of a dependency is one more level FastAPI solves per request.
 
 
 async def app_settings(request: Request) -> Settings:
@@ -49,54 +49,45 @@ def _celery(settings: Settings) -> Celery:
     return make_celery(settings)
 
 
-async def get_celery(settings: SettingsDep) -> Celery:
-    return _celery(settings)
+async def get_celery(request: Request) -> Celery:
+    return _celery(request.app.state.settings)
 
 
-async def get_store(request: Request, settings: SettingsDep) -> TaskStore:
-    """The app's store (its async clients live on the app's event loop; the lifespan closes
-    them)."""
-    stores: dict[str, TaskStore] = request.app.state.stores
-    if settings.redis_url not in stores:
-        stores[settings.redis_url] = TaskStore.from_url(
+async def get_store(request: Request) -> TaskStore:
+    """The app's store, made on first use (its async clients live on the app's event loop;
+    the lifespan closes them)."""
+    state = request.app.state
+    if state.store is None:
+        settings: Settings = state.settings
+        state.store = TaskStore.from_url(
             settings.redis_url, settings.broker_url, settings.redis_max_connections, CLIENT_NAME,
             outage_retries=4,  # a person waits: a second or so, then 5xx
         )  # fmt: skip
-    return stores[settings.redis_url]
+    return state.store
 
 
-async def get_hub(
-    request: Request, settings: SettingsDep, store: Annotated[TaskStore, Depends(get_store)]
-) -> EventHub:
+async def get_hub(request: Request) -> EventHub:
     """The app's one reader of event streams."""
-    hubs: dict[str, EventHub] = request.app.state.hubs
-    if settings.redis_url not in hubs:
-        # A connection of its own, with a read timeout past its XREAD's block.
-        reader = aioredis.Redis.from_url(
-            settings.redis_url, decode_responses=True, socket_timeout=HUB_READ_TIMEOUT_S,
-            client_name=CLIENT_NAME,
-        )  # fmt: skip
-        hubs[settings.redis_url] = EventHub(reader, store.r)
-    return hubs[settings.redis_url]
+    state = request.app.state
+    if state.hub is None:
+        reader = reader_client(state.settings.redis_url, CLIENT_NAME)
+        state.hub = EventHub(reader, (await get_store(request)).r)
+    return state.hub
 
 
-async def get_system(
-    request: Request, settings: SettingsDep, celery: Annotated[Celery, Depends(get_celery)]
-) -> SystemProbe:
+async def get_system(request: Request) -> SystemProbe:
     """The app's view of the queues, workers and replicas (the lifespan closes it)."""
-    if request.app.state.system is None:
+    state = request.app.state
+    if state.system is None:
+        settings: Settings = state.settings
         broker = aioredis.Redis.from_url(settings.broker_url, client_name=CLIENT_NAME)
-        request.app.state.system = SystemProbe(broker, celery, settings.llm_base_url)
-    return request.app.state.system
+        state.system = SystemProbe(broker, _celery(settings), settings.llm_base_url)
+    return state.system
 
 
-_bearer = HTTPBearer(auto_error=False)  # declares the scheme in the OpenAPI document
-
-
-async def get_tenant(
-    request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
-) -> str:
-    """The tenant owning the request's API key, which the `Guard` checked before the body."""
+async def get_tenant(request: Request) -> str:
+    """The tenant owning the request's API key, which the `Guard` checked before the body
+    (`openapi.py` documents the scheme)."""
     return request.state.tenant
 
 

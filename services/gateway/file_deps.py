@@ -31,15 +31,15 @@ async def get_session_files(
 ) -> SessionFiles:
     """The app's session-files client: its own connections, which do not decode (bytes) and
     may each wait a while for an answer."""
-    transfers: dict[str, FileTransfer] = request.app.state.transfers
-    if settings.redis_url not in transfers:
+    state = request.app.state
+    if state.transfer is None:
         pool = aioredis.BlockingConnectionPool.from_url(
             settings.redis_url, max_connections=_FILE_REQUESTS,
             timeout=settings.files_timeout_s, client_name=f"{CLIENT_NAME}-files",
         )  # fmt: skip
         client = aioredis.Redis(connection_pool=pool)
-        transfers[settings.redis_url] = FileTransfer(client, settings.files_timeout_s)
-    return SessionFiles(transfers[settings.redis_url], celery, settings)
+        state.transfer = FileTransfer(client, settings.files_timeout_s)
+    return SessionFiles(state.transfer, celery, settings)
 
 
 async def get_artifact_store(settings: SettingsDep) -> ArtifactStore:

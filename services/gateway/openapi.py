@@ -6,18 +6,21 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from services.gateway.guard import AUTH_PREFIX
 from shared.agents import AGENTS
 from shared.agents.as_tool import offered_tool_names
 
 __all__ = ["openapi_document"]
 
 _AUTO_422 = "HTTPValidationError"  # FastAPI's own 422 model, given to every route with parameters
+_BEARER = "HTTPBearer"
 
 
 def openapi_document(app: FastAPI) -> dict[str, Any]:
     """The document, made once and kept on the app."""
     if app.openapi_schema is None:
         schema = FastAPI.openapi(app)
+        _bearer_auth(schema)
         operations = [op for path in schema["paths"].values() for op in path.values()]
         for operation in operations:
             _drop_undeclared_422(operation)
@@ -27,6 +30,16 @@ def openapi_document(app: FastAPI) -> dict[str, Any]:
         del schema["components"]["schemas"]["ValidationError"]
         _registered_names(schema["components"]["schemas"]["AgentSpec"]["properties"])
     return app.openapi_schema
+
+
+def _bearer_auth(schema: dict[str, Any]) -> None:
+    # The `Guard` asks every route under AUTH_PREFIX for a key, before FastAPI sees the
+    # request: documented here, not by a security dependency FastAPI would run per request.
+    schema["components"]["securitySchemes"] = {_BEARER: {"type": "http", "scheme": "bearer"}}
+    for path, operations in schema["paths"].items():
+        if path.startswith(AUTH_PREFIX):
+            for operation in operations.values():
+                operation["security"] = [{_BEARER: []}]
 
 
 def _drop_undeclared_422(operation: dict[str, Any]) -> None:

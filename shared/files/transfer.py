@@ -71,6 +71,9 @@ class FileTransfer:
         self._stage = client.register_script(_STAGE)
         self._take = client.register_script(_TAKE)
 
+    async def close(self) -> None:
+        await self.r.aclose()
+
     # -- the gateway's end -----------------------------------------------------------------
 
     async def stage(

@@ -5,11 +5,11 @@ from __future__ import annotations
 import hashlib
 import re
 import uuid
+from functools import lru_cache
 from typing import Annotated
 
 from celery import Celery
 from fastapi import APIRouter, Header, HTTPException, Path, Query, status
-from fastapi.responses import StreamingResponse
 from opentelemetry import trace
 
 from services.gateway.deps import (
@@ -32,7 +32,7 @@ from services.gateway.models import (
     TaskPublic,
     TaskSummary,
 )
-from services.gateway.sse import event_stream
+from services.gateway.sse import EventStream
 from shared.actions.web import AddressPolicy
 from shared.agents import AGENTS
 from shared.agents.as_tool import tool_schemas
@@ -174,7 +174,8 @@ async def get_task(record: OwnedTaskDep, store: StoreDep) -> TaskPublic:
 
 @router.get(
     "/{task_id}/events",
-    response_class=StreamingResponse,
+    status_code=status.HTTP_200_OK,  # else FastAPI looks for it in the response's __init__
+    response_class=EventStream,
     responses={200: _EVENT_STREAM, **responses(400, 401, 404)},
 )
 async def follow_task(
@@ -185,18 +186,14 @@ async def follow_task(
         # documented; another value is a 400 (a client's own bookkeeping error, not a schema's)
         Header(json_schema_extra={"pattern": _ENTRY_ID_PATTERN}),
     ] = None,
-) -> StreamingResponse:
+) -> EventStream:
     """Server-sent events: every status change, message and model token, ending after the last.
 
     Reconnect with `Last-Event-ID` to resume after the last event received."""
     if last_event_id is not None and not _ENTRY_ID.fullmatch(last_event_id):
         detail = "Last-Event-ID must be an event id this stream sent (like 1700000000000-0)"
         raise HTTPException(status.HTTP_400_BAD_REQUEST, detail=detail)
-    return StreamingResponse(
-        event_stream(hub, record.id, last_event_id or "0-0", record.terminal),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-    )
+    return EventStream(hub.follow(record.id, last_event_id or "0-0", record.terminal))
 
 
 @router.post(
@@ -236,10 +233,18 @@ async def decide_call(
 def _check_registered(spec: AgentSpec) -> None:
     """Unknown tool or agent names are the caller's error (422), not a task that fails later."""
     try:
-        tool_schemas(spec.tools)
+        _offered(tuple(spec.tools))
         if spec.agent is not None:
             AGENTS.get(spec.agent)
     except RegistryError as exc:
         field = "agent" if spec.agent is not None and spec.agent not in AGENTS else "tools"
         detail = [issue(["body", "agent", field], str(exc))]
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=detail) from exc
+
+
+@lru_cache(maxsize=1024)
+def _offered(tools: tuple[str, ...]) -> None:
+    """Raises `RegistryError` unless every name is offered. Building the tools' schemas took
+    over a quarter of a submission's CPU; plugins register at start-up, so a list that passed
+    once passes again (a failure, an exception, is not cached)."""
+    tool_schemas(list(tools))

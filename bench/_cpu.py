@@ -1,0 +1,51 @@
+"""CPU time per task of each process of a running local stack, from /proc.
+
+A service's CPU is its process's and every descendant's (utime + stime, and the children's
+that ended: cutime + cstime), so a sandbox kernel counts toward its tool worker.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["cpu_s", "tree_cpu_s"]
+
+_TICK_S = 1 / os.sysconf("SC_CLK_TCK")
+
+
+def _stat(pid: int) -> list[str] | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return text[text.rindex(")") + 2 :].split()  # fields from the 3rd on (name may hold spaces)
+
+
+def cpu_s(pid: int) -> float:
+    """The process's CPU seconds, its ended children's included."""
+    fields = _stat(pid)
+    if fields is None:
+        return 0.0
+    return sum(int(value) for value in fields[11:15]) * _TICK_S  # utime stime cutime cstime
+
+
+def _children(pid: int) -> list[int]:
+    kids: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            kids += [int(p) for p in (task / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return kids
+
+
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds of `pid` and all its live descendants (and what their ended children
+    used)."""
+    total, todo = 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        total += cpu_s(current)
+        todo += _children(current)
+    return total
