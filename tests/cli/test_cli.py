@@ -69,6 +69,8 @@ def test_installed_without_devstack_help_works_and_up_says_one_line(tmp_path: Pa
                              capture_output=True, text=True, timeout=30)  # fmt: skip
     assert listing.returncode == 0
     assert "(not installed: development only)" in " ".join(listing.stdout.split())
+    # Bad settings too: should the real `up` be found after all, it fails here, starting nothing.
+    env["TASKYARD_API_KEYS"] = "justakey"
     up = subprocess.run([sys.executable, "-m", "shared.cli", "up", "--gateway-port", "1"],
                         env=env, capture_output=True, text=True, timeout=30)  # fmt: skip
     assert (up.returncode, up.stdout) == (2, "")
