@@ -16,7 +16,7 @@ import redis
 from _loadgen_client import post_load
 from _stackbench import submit_burst
 
-from services.stack import LocalStack
+from devstack.stack import LocalStack
 
 __all__ = ["gateway_section"]
 

@@ -15,9 +15,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 from _celery_floor import measure as celery_floor
-from _procs import ROOT
 
-from services.stack import LocalStack
+from devstack.procs import ROOT
+from devstack.stack import LocalStack
 from shared.client import TaskyardClient
 from shared.sandbox import make_sandbox_provider
 from shared.settings import Settings

@@ -18,7 +18,7 @@ import httpx
 import redis
 from _chaos_workload import TOKEN, ChaosTask
 
-from services.stack import LocalStack
+from devstack.stack import LocalStack
 from shared import keys
 from shared.schema import AgentMessage
 from shared.settings import parse_api_keys

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import redis
 
-from services.stack import LocalStack
+from devstack.stack import LocalStack
 
 __all__ = ["REDIS_DOWN_S", "Chaos", "FaultLog"]
 
@@ -94,7 +94,7 @@ class Chaos:
             client = redis.Redis.from_url(self.stack.redis_url)
             client.shutdown()  # writes and fsyncs the AOF, then exits
             client.close()
-            self.stack.procs.pop("redis").wait(timeout=60)
+            self.stack.procs.pop("redis").wait(timeout_s=60)
         else:
             self.stack.kill("redis")
         time.sleep(REDIS_DOWN_S)

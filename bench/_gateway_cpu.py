@@ -9,8 +9,6 @@ so only figures from the same run, interleaved, compare well.
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -22,14 +20,13 @@ from io import BytesIO
 from pathlib import Path
 
 import aiohttp
-import httpx
 import orjson
 from _cpu import tree_cpu_s
-from _procs import ROOT
 
-from services.stack import LocalStack, free_port
+from devstack.procs import ROOT, Child, ChildFailed, Processes, free_port
+from devstack.stack import LocalStack
 
-__all__ = ["Gateway", "Round", "baseline_gateway", "median_row", "run_rounds", "stop"]
+__all__ = ["Gateway", "Round", "baseline_gateway", "median_row", "run_rounds"]
 
 TASK = "```python\nprint(1)\n```"  # the model calls the tool with it, then answers
 _FINAL = {"succeeded", "failed", "cancelled", "timed_out"}
@@ -126,9 +123,9 @@ def median_row(rounds: list[Round], gateway: str) -> tuple[float, float, dict[st
     )
 
 
-def baseline_gateway(stack: LocalStack, commit: str) -> tuple[subprocess.Popen[bytes], Gateway]:
+def baseline_gateway(stack: LocalStack, commit: str) -> tuple[Child, Gateway]:
     """The gateway of `commit` (exported from git, this checkout untouched), started as the
-    stack starts its own, on the stack's Redis."""
+    stack starts its own, on the stack's Redis; stop it with `Child.stop`."""
     tree = Path(tempfile.mkdtemp(prefix="taskyard-baseline-"))
     archive = subprocess.run(["git", "archive", commit], cwd=ROOT, capture_output=True, check=True)
     with tarfile.open(fileobj=BytesIO(archive.stdout)) as tar:
@@ -136,33 +133,11 @@ def baseline_gateway(stack: LocalStack, commit: str) -> tuple[subprocess.Popen[b
     port = free_port()
     argv = [sys.executable, "-m", "uvicorn", "services.gateway.app:app", "--host", "127.0.0.1",
             "--port", str(port), "--no-access-log", "--workers", "1"]  # fmt: skip
-    log = stack.run_dir / "baseline-gateway.log"
-    with log.open("ab") as out:
-        proc = subprocess.Popen(argv, cwd=tree, env=stack.env(), stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+    child = Processes(log_dir=stack.run_dir).start("baseline-gateway", argv, stack.env(), tree)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while not _ready(url):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            stop(proc)
-            raise RuntimeError(f"the baseline gateway did not start; see {log}")
-        time.sleep(0.1)
-    return proc, Gateway(f"baseline {commit}", url, proc.pid)
-
-
-def _ready(url: str) -> bool:
     try:
-        return httpx.get(f"{url}/readyz", timeout=2).status_code == 200
-    except httpx.TransportError:
-        return False
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    """Stop a child started here (its process group), by its id."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+        child.wait_http(f"{url}/readyz")
+    except ChildFailed:
+        child.stop()
+        raise
+    return child, Gateway(f"baseline {commit}", url, child.pid)

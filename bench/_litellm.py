@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from _procs import Processes, free_port
+from devstack.procs import Processes, free_port
 
 __all__ = ["VENV", "LiteLLM", "ensure_litellm", "start_litellm"]
 
@@ -73,11 +73,12 @@ def start_litellm(procs: Processes, upstream_url: str, model: str, workdir: Path
     port = free_port()
     argv = [str(executable), "--config", str(config), "--host", "127.0.0.1", "--port", str(port)]
     env = {
+        **os.environ,
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
         "LITELLM_MASTER_KEY": master_key,
         "LITELLM_LOG": "ERROR",
     }
-    procs.start("litellm", [*argv, "--num_workers", "1", "--log_config", str(logging)], env)
+    child = procs.start("litellm", [*argv, "--num_workers", "1", "--log_config", str(logging)], env)
     url = f"http://127.0.0.1:{port}"
-    procs.wait_http("litellm", f"{url}/health/liveliness", timeout_s=120.0)
+    child.wait_http(f"{url}/health/liveliness", timeout_s=120.0)
     return LiteLLM(url, master_key)

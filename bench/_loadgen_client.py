@@ -11,7 +11,7 @@ from typing import Any
 
 from _wrk import wrk_available, wrk_load
 
-from services.stack import LocalStack
+from devstack.stack import LocalStack
 
 __all__ = ["post_load"]
 

@@ -14,7 +14,7 @@ import aiohttp
 import httpx
 import redis
 
-from services.stack import LocalStack
+from devstack.stack import LocalStack
 from shared import keys
 
 __all__ = ["Burst", "configure_model", "peak_rss_kb", "rss_kb", "submit_burst", "wait_ended"]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from _procs import ROOT, Processes, free_port, python
+from devstack.llm import start_proxy
+from devstack.procs import ROOT, Processes
 
 __all__ = ["proxy_available", "start_taskyard_proxy"]
 
@@ -20,13 +21,6 @@ def start_taskyard_proxy(
     env: dict[str, str] | None = None,
 ) -> str:
     """Start the proxy in front of replica root URLs (default policy unless one is named),
-    with more TASKYARD_* settings in `env`."""
-    port = free_port()
-    argv = [python(), "-m", "services.llm_proxy", "--host", "127.0.0.1", "--port", str(port)]
-    argv += ["--upstreams", ",".join(f"{url}/v1" for url in upstreams)]
-    if policy is not None:
-        argv += ["--policy", policy]
-    procs.start(name, argv, env)
-    url = f"http://127.0.0.1:{port}"
-    procs.wait_http(name, f"{url}/healthz", timeout_s=60.0)
-    return url
+    with more TASKYARD_* settings in `env`; its root URL."""
+    flags = ",".join(f"{url}/v1" for url in upstreams)
+    return start_proxy(procs, name, flags, policy=policy, env=env)

@@ -27,7 +27,7 @@ from _bench_overhead import overhead_section
 from _bench_warm_pool import warm_pool_section
 from _stackbench import configure_model, peak_rss_kb, rss_kb, submit_burst, wait_ended
 
-from services.stack import LocalStack
+from devstack.stack import LocalStack
 
 NO_TOOLS = {"tools": []}
 # The scripted model stands in for a GPU server: let the proxy keep every call in flight.

@@ -64,7 +64,7 @@ from _chaos_check import Drain, Verdict, read_back, watch_drain
 from _chaos_faults import REDIS_DOWN_S, Chaos, FaultLog
 from _chaos_workload import make_tasks, submit_paced
 
-from services.stack import LocalStack
+from devstack.stack import LocalStack
 
 # Quick recovery: a dead worker's jobs return after 5 s, and a task that stood still for
 # 3 s has what it waits on sent again by a sweep running every second. The same variables

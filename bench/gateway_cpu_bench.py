@@ -21,9 +21,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _gateway_cpu import Gateway, baseline_gateway, median_row, run_rounds, stop
+from _gateway_cpu import Gateway, baseline_gateway, median_row, run_rounds
 
-from services.stack import LocalStack
+from devstack.stack import LocalStack
 
 _PROCESSES = ("gateway", "agent_worker", "tool_worker", "redis", "proxy", "model", "beat")
 
@@ -50,7 +50,7 @@ def main() -> None:
         rounds = run_rounds(stack, gateways, args.tasks, args.clients, args.rounds)
     finally:
         if baseline is not None:
-            stop(baseline)
+            baseline.stop()
         stack.stop()
     print(f"# gateway CPU per task ({time.strftime('%Y-%m-%d %H:%M')}); {args.clients} clients, "
           f"{args.rounds} rounds of {args.tasks} tasks per gateway; medians")  # fmt: skip

@@ -26,18 +26,23 @@ import argparse
 import json
 import os
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # devstack, from a checkout
+
 import httpx
 from _litellm import start_litellm
-from _procs import ChildFailed, Processes, python
 from _taskyard import proxy_available, start_taskyard_proxy
 from _workload import SessionMix, chat_request, session_lanes
 from _wrk import wrk_available, wrk_load
+
+from devstack.llm import start_scripted_model
+from devstack.procs import ChildFailed, Processes
 
 MODEL = "scripted"
 LOADGEN = Path(__file__).resolve().parent / "_loadgen.py"
@@ -110,7 +115,7 @@ def run_load(spec: dict[str, Any]) -> dict[str, Any]:
     """Run `_loadgen.py` in its own process on `spec` and return its JSON summary."""
     limit = float(spec.get("duration_s", 60)) + float(spec.get("warmup_s", 0)) + 120
     ran = subprocess.run(
-        [python(), str(LOADGEN)],
+        [sys.executable, str(LOADGEN)],
         input=json.dumps(spec),
         capture_output=True,
         text=True,
@@ -146,12 +151,12 @@ def measure(target: Target, phase: Phase) -> dict[str, Any]:
 
 
 def overhead_targets(procs: Processes, workdir: Path, skip_litellm: bool) -> list[Target]:
-    replica = procs.start_scripted("replica", [])
+    replica = start_scripted_model(procs, "replica")
     targets = [Target("direct", replica, {})]
     if proxy_available():
         auth = {"authorization": f"Bearer {TASKYARD_KEY}"}
         targets.append(Target("taskyard", start_taskyard_proxy(procs, "taskyard", [replica]), auth))
-        sink = procs.start_listening("otlp_sink", [python(), str(OTLP_SINK)])
+        sink = procs.start("otlp_sink", [sys.executable, str(OTLP_SINK)]).announced_url()
         env = {"TASKYARD_OTLP_ENDPOINT": sink}
         traced = start_taskyard_proxy(procs, "traced", [replica], env=env)
         targets.append(Target("traced", traced, auth))
@@ -281,7 +286,7 @@ def _prefix_flags(plan: Plan) -> list[str]:
 def route_sessions(procs: Processes, plan: Plan, policy: str, flags: list[str]) -> dict[str, Any]:
     """Fresh replicas and a fresh proxy with `policy`; send every session; read the replicas."""
     names = [f"replica-{i}" for i in range(plan.replicas)]
-    replicas = [procs.start_scripted(name, flags) for name in names]
+    replicas = [start_scripted_model(procs, name, *flags) for name in names]
     headers = {"authorization": f"Bearer {TASKYARD_KEY}"}
     spec: dict[str, Any] = {
         "host": "127.0.0.1",

@@ -1,24 +1,27 @@
-"""`taskyard`: run the local stack with a demo task, submit tasks, list them, follow them live.
+"""`taskyard`: submit tasks, list them, follow them live; in a checkout, also run the local
+stack with a demo task (`up`, contributed by the development package).
 
 An error is one line on stderr with the gateway's reason, and its own exit code: 1 a task
-that did not succeed, 2 bad usage or settings, 3 the API key, 4 no such task, 5 a request the
-gateway cannot take, 6 no gateway answering, 7 the gateway failed."""
+that did not succeed, 2 bad usage or settings (or a development command without the
+development package), 3 the API key, 4 no such task, 5 a request the gateway cannot take,
+6 no gateway answering, 7 the gateway failed."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import signal
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from importlib.metadata import EntryPoint
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import ValidationError
 
+from shared.cli_commands import add_contributed, installed
 from shared.client import (
     GatewayUnreachable,
     InvalidRequest,
@@ -29,15 +32,11 @@ from shared.client import (
     Unauthorized,
 )
 from shared.events import EventKind
-from shared.settings import Settings, env_name
+from shared.settings import env_name
 from shared.transcript import TranscriptPrinter
 
-if TYPE_CHECKING:
-    from services.stack import LocalStack
+__all__ = ["follow", "main", "settings_problems"]
 
-__all__ = ["main"]
-
-DEMO_TASK = "What is the square root of 2, to 12 decimal places? Use Python."
 # Exit codes by error, after 1 (a task that did not succeed) and 2 (bad usage, argparse's).
 EXIT_CODES: dict[type[TaskyardError], int] = {
     Unauthorized: 3,
@@ -48,8 +47,8 @@ EXIT_CODES: dict[type[TaskyardError], int] = {
 }
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def main(argv: Sequence[str] | None = None, contributed: Iterable[EntryPoint] | None = None) -> int:
+    args = _parser(contributed).parse_args(argv)
     try:
         return args.run(args)
     except TaskyardError as exc:
@@ -59,7 +58,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(contributed: Iterable[EntryPoint] | None = None) -> argparse.ArgumentParser:
+    """The parser, with the commands of `contributed` (default: the installed ones) too."""
     parser = argparse.ArgumentParser(
         prog="taskyard",
         description=__doc__,
@@ -76,12 +76,7 @@ def _parser() -> argparse.ArgumentParser:
         help="your API key (env TASKYARD_API_KEY; default dev-key, the local stack's)",
     )
     sub = parser.add_subparsers(required=True)
-
-    up = sub.add_parser("up", help="start the local stack, run the demo task, stay up")
-    up.add_argument("--sandbox", choices=["docker", "local"], default="docker")
-    up.add_argument("--gateway-port", type=int, default=8000)
-    up.add_argument("--task", default=DEMO_TASK, help="the demo task's text")
-    up.set_defaults(run=_up)
+    add_contributed(sub, installed() if contributed is None else contributed)
 
     submit = sub.add_parser("submit", help="submit a task and follow it live")
     submit.add_argument("text")
@@ -153,9 +148,10 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _follow(
+def follow(
     client: TaskyardClient, task_id: str, ask: bool = False, artifacts: Path | None = None
 ) -> int:
+    """Print a task's transcript live until it ends; 0 if it succeeded, else 1."""
     status = "unknown"
     show = TranscriptPrinter(sys.stdout)
     saved = 0
@@ -197,7 +193,7 @@ def _submit(args: argparse.Namespace) -> int:
         accepted = client.submit(args.text, session_id=session, agent=args.agent, files=names)
         print(f"task {accepted['id']} (session {accepted['session_id']})", flush=True)
         ask = sys.stdin.isatty() if args.ask is None else args.ask
-        return 0 if args.no_follow else _follow(client, accepted["id"], ask, args.artifacts)
+        return 0 if args.no_follow else follow(client, accepted["id"], ask, args.artifacts)
 
 
 def _upload(args: argparse.Namespace) -> int:
@@ -263,67 +259,16 @@ def _age(seconds: float) -> str:
 def _follow_task(args: argparse.Namespace) -> int:
     ask = sys.stdin.isatty() if args.ask is None else args.ask
     with TaskyardClient(args.gateway, args.api_key) as client:
-        return _follow(client, args.task_id, ask)
+        return follow(client, args.task_id, ask)
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt  # SIGTERM and SIGHUP stop the stack like Ctrl-C does
-
-
-def _problems(exc: ValidationError) -> str:
+def settings_problems(exc: ValidationError) -> str:
     """Each bad setting on a line, named by its environment variable."""
     lines = []
     for error in exc.errors():
         name, msg = env_name(str(error["loc"][0])), error["msg"].removeprefix("Value error, ")
         lines.append(f"  {msg}" if name in msg else f"  {name}: {msg}")
     return "\n".join(lines)
-
-
-def local_stack(args: argparse.Namespace, settings: Settings) -> LocalStack:
-    """The stack `up` starts: its gateway takes the environment's API keys (so a second
-    tenant can be tried), and the demo uses the first."""
-    from services.stack import LocalStack, StackPorts  # only `up` needs the service code
-
-    return LocalStack(
-        ports=StackPorts(gateway=args.gateway_port),
-        api_keys=settings.api_keys,
-        sandbox_backend=args.sandbox,
-        model_tokens_per_s=20,  # slow enough to watch the answer stream in
-    )
-
-
-def _up(args: argparse.Namespace) -> int:
-    try:
-        settings = Settings()  # checked here, before any service starts with it
-    except ValidationError as exc:
-        print(f"taskyard up: bad settings:\n{_problems(exc)}", file=sys.stderr)
-        return 2
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _interrupt)
-
-    stack = local_stack(args, settings)
-    print(
-        f"starting the local stack (logs in {stack.run_dir}); model: scripted upstream", flush=True
-    )
-    stack.start()
-    code = 1
-    try:
-        keys = ", ".join(f"{key} (tenant {t})" for key, t in settings.tenants_by_key().items())
-        print(
-            f"gateway: {stack.gateway_url}  (API docs: {stack.gateway_url}/docs)\n"
-            f"keys: {keys}\n\n> {args.task}",
-            flush=True,
-        )
-        client = TaskyardClient(stack.gateway_url, stack.api_key)
-        code = _follow(client, client.submit(args.task)["id"])
-        print(f"\nstack up at {stack.gateway_url}; Ctrl-C to stop", flush=True)
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        print("\nstopping", file=sys.stderr)
-        return code
-    finally:
-        stack.stop()
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """OpenAI-compatible proxy in front of a pool of model replicas (vLLM in production).
 
 Start it with `python -m services.llm_proxy` (see `--help`), or in process with `ProxyApp`;
-`services.llm_proxy.testing` starts one as a subprocess for tests.
+`devstack.llm` starts one as a subprocess for tests and benchmarks.
 """
 
 from services.llm_proxy.app import ProxyApp

@@ -1,15 +1,20 @@
-"""The `taskyard` command: help for every subcommand, clear errors for bad usage."""
+"""The `taskyard` command: help for every subcommand, clear errors for bad usage, and a clear
+line for a development command without the development package."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+from importlib.metadata import EntryPoint
+from pathlib import Path
 
 import pytest
+from dev_install import metadata_env
 
-from shared.cli import _parser, local_stack
-from shared.settings import Settings
+from shared.cli import main
+
+NOT_INSTALLED = "taskyard: up is a development command: run it from a taskyard checkout"
 
 
 def _taskyard(*args: str, **env: str) -> subprocess.CompletedProcess:
@@ -22,7 +27,7 @@ def _taskyard(*args: str, **env: str) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.mark.parametrize("args", [(), ("up",), ("submit",), ("get",)])
+@pytest.mark.parametrize("args", [(), ("submit",), ("get",)])
 def test_help(args: tuple[str, ...]) -> None:
     result = _taskyard(*args, "--help")
     assert result.returncode == 0
@@ -35,15 +40,38 @@ def test_missing_argument_is_a_usage_error() -> None:
     assert "the following arguments are required: text" in result.stderr
 
 
-def test_up_refuses_bad_settings_before_starting_anything() -> None:
-    result = _taskyard("up", "--gateway-port", "1", TASKYARD_API_KEYS="justakey")
-    assert result.returncode == 2
-    assert "TASKYARD_API_KEYS must be key=tenant pairs separated by commas" in result.stderr
-    assert "unpack" not in result.stderr and "starting" not in result.stdout
+@pytest.mark.parametrize("args", [("up",), ("up", "--sandbox", "local"), ("up", "--help")])
+def test_up_without_the_entry_point_says_it_is_for_development(
+    args: tuple[str, ...], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(list(args), contributed=[]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1  # one line
+    assert err.startswith(NOT_INSTALLED) and "taskyard[dev]" in err
 
 
-def test_up_serves_the_environments_api_keys(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TASKYARD_API_KEYS", "k1=team-a,k2=team-b")
-    stack = local_stack(_parser().parse_args(["up"]), Settings())
-    assert stack.env()["TASKYARD_API_KEYS"] == "k1=team-a,k2=team-b"  # what the gateway reads
-    assert stack.api_key == "k1"  # the demo task's
+def test_up_whose_package_is_not_shipped_says_the_same(capsys: pytest.CaptureFixture[str]) -> None:
+    # The production image: the metadata names the entry point, the package is not there.
+    shipped = EntryPoint("up", "devstack_not_shipped.cli:add_up", "taskyard.commands")
+    assert main(["up"], contributed=[shipped]) == 2
+    assert capsys.readouterr().err.startswith(NOT_INSTALLED)
+
+
+def test_a_broken_contributed_command_is_not_hidden() -> None:
+    broken = EntryPoint("up", "devstack.no_such_module:add_up", "taskyard.commands")
+    with pytest.raises(ModuleNotFoundError, match=r"devstack\.no_such_module"):
+        main(["up"], contributed=[broken])
+
+
+def test_installed_without_devstack_help_works_and_up_says_one_line(tmp_path: Path) -> None:
+    env = metadata_env(tmp_path, with_dev_commands=False)
+    listing = subprocess.run([sys.executable, "-m", "shared.cli", "--help"], env=env,
+                             capture_output=True, text=True, timeout=30)  # fmt: skip
+    assert listing.returncode == 0
+    assert "(not installed: development only)" in " ".join(listing.stdout.split())
+    # Bad settings too: should the real `up` be found after all, it fails here, starting nothing.
+    env["TASKYARD_API_KEYS"] = "justakey"
+    up = subprocess.run([sys.executable, "-m", "shared.cli", "up", "--gateway-port", "1"],
+                        env=env, capture_output=True, text=True, timeout=30)  # fmt: skip
+    assert (up.returncode, up.stdout) == (2, "")
+    assert up.stderr.startswith(NOT_INSTALLED) and up.stderr.count("\n") == 1

@@ -15,8 +15,8 @@ import httpx
 import pytest
 from playwright.sync_api import BrowserContext, Page, expect, sync_playwright
 
-from services.stack import LocalStack
-from shared.cli import DEMO_TASK
+from devstack.cli import DEMO_TASK
+from devstack.stack import LocalStack
 from shared.client import TaskyardClient
 
 pytestmark = pytest.mark.e2e

@@ -11,8 +11,8 @@ import pytest
 import redis
 from e2e_support import wait_status
 
-from services.stack import LocalStack
-from shared.cli import DEMO_TASK
+from devstack.cli import DEMO_TASK
+from devstack.stack import LocalStack
 from shared.client import TaskyardClient
 from shared.events import Event, EventKind
 from shared.schema import ActionReturn, AgentMessage

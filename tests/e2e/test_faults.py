@@ -15,8 +15,8 @@ import pytest
 import redis
 from e2e_support import wait_status
 
-from services.stack import LocalStack
-from shared.cli import DEMO_TASK
+from devstack.cli import DEMO_TASK
+from devstack.stack import LocalStack
 from shared.client import TaskyardClient
 from shared.schema import ActionReturn, AgentMessage
 
@@ -165,7 +165,7 @@ def test_a_redis_restart_during_a_tool_call_loses_nothing(
     task_id = client.submit(code, session_id="redis-restart")["id"]
     stack.wait_log("tool_worker", "tool call IPythonInterpreter", after=offset)
     redis.Redis.from_url(stack.redis_url).shutdown()  # saves its AOF, then exits
-    stack.procs.pop("redis").wait(timeout=30)
+    stack.procs.pop("redis").wait(timeout_s=30)
     time.sleep(1)  # the tool call ends while Redis is down
     stack.restart("redis")
     task = wait_status(client, task_id, timeout=120)

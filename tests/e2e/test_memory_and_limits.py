@@ -11,7 +11,7 @@ import httpx
 import pytest
 from e2e_support import wait_status
 
-from services.stack import LocalStack
+from devstack.stack import LocalStack
 from shared.client import TaskyardClient
 
 pytestmark = pytest.mark.e2e

@@ -15,7 +15,7 @@ from e2e_support import wait_status
 from otlp_receiver import OTLPReceiver, ReceivedSpan
 from prometheus_client.parser import text_string_to_metric_families
 
-from services.stack import LocalStack
+from devstack.stack import LocalStack
 from shared.client import TaskyardClient
 
 pytestmark = pytest.mark.e2e

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from services.stack import LocalStack
+from devstack.stack import LocalStack
 
 pytestmark = pytest.mark.e2e
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from services.stack import LocalStack
+from devstack.stack import LocalStack
 from shared.cli import main
 from shared.client import TaskyardClient
 from shared.events import EventKind

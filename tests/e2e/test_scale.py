@@ -19,7 +19,7 @@ import pytest
 import redis
 from e2e_support import wait_status
 
-from services.stack import LocalStack
+from devstack.stack import LocalStack
 from shared import keys
 from shared.client import TaskyardClient
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 from e2e_support import wait_status
 
-from services.stack import LocalStack
+from devstack.stack import LocalStack
 from shared.client import TaskyardClient
 from shared.schema import ActionReturn, AgentMessage
 

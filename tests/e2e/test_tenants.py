@@ -13,7 +13,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from services.stack import LocalStack
+from devstack.stack import LocalStack
 from shared.client import TaskyardClient
 from shared.tenant_tokens import TenantTokens
 

@@ -12,7 +12,7 @@ import docker
 import pytest
 from e2e_support import wait_status
 
-from services.stack import LocalStack
+from devstack.stack import LocalStack
 from shared.client import TaskyardClient
 from shared.sandbox.docker import SESSION_LABEL, WORKER_LABEL
 

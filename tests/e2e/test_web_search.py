@@ -12,7 +12,7 @@ import pytest
 from e2e_support import wait_status
 from fake_web import FakeWeb, serve_fake_web
 
-from services.stack import LocalStack
+from devstack.stack import LocalStack
 from shared.client import TaskyardClient
 
 pytestmark = pytest.mark.e2e

@@ -5,19 +5,14 @@ from __future__ import annotations
 import base64
 import json
 import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
 import redis
 
-from services.stack import free_port
+from devstack.procs import Processes, free_port
 from shared.jobs import AgentStepJob
 from shared.settings import Settings
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def queued_steps(settings: Settings) -> list[tuple[str, int]]:
@@ -31,7 +26,7 @@ def queued_steps(settings: Settings) -> list[tuple[str, int]]:
 
 class GatewayProcess:
     """The gateway as its own process (uvicorn, as deployed) on a free loopback port, against
-    the given Redis; `with GatewayProcess(redis_url) as url: ...`."""
+    the given Redis, its output in `log`; `with GatewayProcess(redis_url, log) as url: ...`."""
 
     def __init__(self, redis_url: str, log: Path) -> None:
         self.port = free_port()
@@ -45,28 +40,14 @@ class GatewayProcess:
             # No tool worker answers file requests here: do not keep a fuzzer waiting.
             "TASKYARD_FILES_TIMEOUT_S": "0.05",
         }
-        self.log = log
-        self.proc: subprocess.Popen | None = None
+        self.procs = Processes(log_dir=log.parent)
+        self.name = log.stem
 
     def __enter__(self) -> str:
         argv = [sys.executable, "-m", "uvicorn", "services.gateway.app:app",
                 "--host", "127.0.0.1", "--port", str(self.port), "--no-access-log"]  # fmt: skip
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(argv, env=self.env, cwd=ROOT, stdout=out, stderr=out)
-        deadline = time.monotonic() + 30
-        while not self._ready():
-            assert self.proc.poll() is None, self.log.read_text()[-2000:]
-            assert time.monotonic() < deadline, "the gateway did not get ready"
-            time.sleep(0.1)
+        self.procs.start(self.name, argv, self.env).wait_http(f"{self.url}/readyz", timeout_s=30)
         return self.url
 
-    def _ready(self) -> bool:
-        try:
-            return httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200
-        except httpx.TransportError:
-            return False
-
     def __exit__(self, *exc: object) -> None:
-        assert self.proc is not None
-        self.proc.terminate()
-        self.proc.wait(timeout=15)
+        self.procs.stop_all()

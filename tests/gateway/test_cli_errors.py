@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 from gateway_support import GatewayProcess
 
-from services.stack import free_port
+from devstack.procs import free_port
 from shared.cli import EXIT_CODES
 from shared.client import GatewayUnreachable, InvalidRequest, NotFound, Unauthorized
 

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
+from devstack.procs import free_port
 from services.gateway.app import create_app
-from services.stack import free_port
 from shared.settings import Settings
 
 AUTH = {"Authorization": "Bearer key-a"}

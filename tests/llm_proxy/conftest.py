@@ -4,44 +4,48 @@ of the proxy tests' own."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import count
+from pathlib import Path
 
 import pytest
-from proxy_support import FAST_HEALTH, ProxyFactory, Replica, ReplicaFactory
+from proxy_support import FAST_HEALTH, ProxyFactory, ProxyProcess, Replica, ReplicaFactory
 
-from services.llm_proxy.testing import ProxyProcess
+from devstack.procs import Processes
 
 
 @pytest.fixture
-def replicas() -> Iterator[ReplicaFactory]:
+def procs(tmp_path: Path) -> Iterator[Processes]:
+    """The test's child processes, logs in its temporary directory; all stopped at its end."""
+    with Processes(log_dir=tmp_path / "logs") as started:
+        yield started
+
+
+@pytest.fixture
+def replicas(procs: Processes) -> ReplicaFactory:
     """Start scripted replicas: ``replicas(3)`` or ``replicas(1, "--model", "big")``."""
-    started: list[Replica] = []
 
-    def start(count: int, *args: str) -> list[Replica]:
-        group = [Replica(*args) for _ in range(count)]
-        for replica in group:
-            started.append(replica.start())
-        return group
+    numbers = count()
 
-    yield start
-    for replica in started:
-        replica.kill()
+    def start(how_many: int, *args: str) -> list[Replica]:
+        names = [f"replica-{next(numbers)}" for _ in range(how_many)]
+        return [Replica(procs, name, *args).start() for name in names]
+
+    return start
 
 
 @pytest.fixture
-def proxy() -> Iterator[ProxyFactory]:
+def proxy(procs: Processes) -> ProxyFactory:
     """Start proxies: ``proxy(upstreams, env={...})``, with fast health checks by default."""
-    started: list[ProxyProcess] = []
+
+    numbers = count()
 
     def start(
-        upstreams: str | None = None, *, env: dict[str, str] | None = None, **kwargs: str
+        upstreams: str | None = None, *, env: dict[str, str] | None = None, **flags: str
     ) -> ProxyProcess:
-        process = ProxyProcess(upstreams, env={**FAST_HEALTH, **(env or {})}, **kwargs)
-        started.append(process.start())
-        return process
+        name = f"proxy-{next(numbers)}"
+        return ProxyProcess(procs, name, upstreams, env={**FAST_HEALTH, **(env or {})}, **flags)
 
-    yield start
-    for process in started:
-        process.stop()
+    return start
 
 
 @pytest.fixture(scope="session")

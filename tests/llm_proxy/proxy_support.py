@@ -1,19 +1,18 @@
-"""Helpers for the proxy tests: scripted replicas as real processes, the SDK client."""
+"""Helpers for the proxy tests: scripted replicas and proxies as real processes, the SDK
+client."""
 
 from __future__ import annotations
 
 import re
-import socket
-import subprocess
-import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import httpx
 import openai
 from prometheus_client.parser import text_string_to_metric_families
 
-from services.llm_proxy.testing import ProxyProcess
+from devstack.llm import start_proxy, start_scripted_model
+from devstack.procs import Processes
 
 API_KEY = "test-key"
 # Fast probes and short cooldowns, so health changes show within a test's time.
@@ -26,36 +25,17 @@ FAST_HEALTH = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class Replica:
     """A scripted model server process (the one fake the proxy tests allow)."""
 
-    def __init__(self, *args: str, port: int = 0) -> None:
-        self._args = args
-        self.port = port
-        self.process: subprocess.Popen[str] | None = None
+    def __init__(self, procs: Processes, name: str, *args: str) -> None:
+        self._procs, self._name, self._args = procs, name, args
+        self.port = 0
 
     def start(self) -> Replica:
-        command = [
-            sys.executable,
-            "-m",
-            "services.scripted_model",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(self.port),
-            *self._args,
-        ]
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        assert line.startswith("listening on"), line
-        self.port = int(line.rsplit(":", 1)[1])
+        """Start it: on a free port the first time, on the same port again after `kill`."""
+        url = start_scripted_model(self._procs, self._name, *self._args, port=self.port)
+        self.port = int(url.rsplit(":", 1)[1])
         return self
 
     @property
@@ -68,12 +48,30 @@ class Replica:
         response.raise_for_status()
 
     def kill(self) -> None:
-        if self.process is not None:
-            self.process.kill()
-            self.process.wait()
-            if self.process.stdout is not None:
-                self.process.stdout.close()
-            self.process = None
+        """SIGKILL it, as a crash would."""
+        if self._name in self._procs.children:
+            self._procs.kill(self._name)
+
+
+class ProxyProcess:
+    """`python -m services.llm_proxy` on a free port, `env` adding TASKYARD_* settings."""
+
+    def __init__(
+        self, procs: Processes, name: str, upstreams: str | None = None, *,
+        env: Mapping[str, str] | None = None, **flags: str,
+    ) -> None:  # fmt: skip
+        self._procs, self._name = procs, name
+        self.url = start_proxy(procs, name, upstreams, env=env, **flags)
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI base URL clients use (``.../v1``)."""
+        return f"{self.url}/v1"
+
+    def stop(self) -> None:
+        """SIGTERM (it flushes usage to Redis on the way out), and wait for it."""
+        if self._name in self._procs.children:
+            self._procs.stop(self._name)
 
 
 ReplicaFactory = Callable[..., list[Replica]]

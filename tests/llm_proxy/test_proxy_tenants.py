@@ -15,12 +15,12 @@ from proxy_support import (
     ProxyFactory,
     ReplicaFactory,
     chat,
-    free_port,
     metric,
     upstreams_of,
     wait_until,
 )
 
+from devstack.procs import free_port
 from shared.keys import proxy_ratelimit
 from shared.tenant_tokens import TenantTokens
 

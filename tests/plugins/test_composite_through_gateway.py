@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from services.stack import LocalStack
+from devstack.stack import LocalStack
 from shared.client import TaskyardClient
 
 pytestmark = pytest.mark.e2e

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from devstack.stack import LocalStack
 from examples.custom_agent import SIGNATURE
-from services.stack import LocalStack
 from shared.client import TaskyardClient
 
 pytestmark = pytest.mark.e2e

@@ -9,36 +9,25 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
 import redis
 
+from devstack.llm import proxy_argv, scripted_model_argv
+from devstack.procs import Child, Processes, free_port
 from shared import keys
 from shared.settings import parse_api_keys
 
-__all__ = ["LocalStack", "StackPorts", "free_port"]
-
-_REPO = Path(__file__).resolve().parent.parent  # services run from here, so plugins import
+__all__ = ["LocalStack", "StackPorts"]
 
 _CELERY_FLAGS = ["--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO"]
 # The tenant tokens' secret goes to these services only: never to a tool worker, whose
 # sandboxes run the models' code, nor to the gateway, which has no use for it.
 _TOKEN_SECRET = "TASKYARD_LLM_TOKEN_SECRET"
 _HOLD_TOKEN_SECRET = frozenset({"proxy", "agent_worker", "beat"})
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
@@ -74,8 +63,16 @@ class LocalStack:
     extra_env: dict[str, str] = field(default_factory=dict)  # more TASKYARD_* settings
     # Signs the agent workers' model calls for their tenants (a fresh one per stack).
     token_secret: str = field(default_factory=lambda: secrets.token_hex(32))
-    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
-    argvs: dict[str, list[str]] = field(default_factory=dict)
+    argvs: dict[str, list[str]] = field(default_factory=dict)  # of every service started
+    processes: Processes = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.processes = Processes(log_dir=self.run_dir)
+
+    @property
+    def procs(self) -> dict[str, Child]:
+        """The services running now, by name."""
+        return self.processes.children
 
     @property
     def api_key(self) -> str:
@@ -149,9 +146,9 @@ class LocalStack:
                  "--appendonly", "yes", "--appendfsync", self.redis_appendfsync,
                  "--dir", str(self.run_dir),
                  "--save", ""]  # fmt: skip
-        model = [py, "-m", "services.scripted_model", "--host", host, "--port",
-                 str(self.ports.model), "--tokens-per-s", str(self.model_tokens_per_s)]  # fmt: skip
-        proxy = [py, "-m", "services.llm_proxy", "--host", host, "--port", str(self.ports.proxy)]
+        model = scripted_model_argv("--tokens-per-s", str(self.model_tokens_per_s),
+                                    port=self.ports.model)  # fmt: skip
+        proxy = proxy_argv(port=self.ports.proxy)  # its upstreams come from env()
         gateway = [py, "-m", "uvicorn", "services.gateway.app:app", "--host", host,
                    "--port", str(self.ports.gateway), "--no-access-log",
                    "--workers", str(self.gateway_workers)]  # fmt: skip
@@ -175,86 +172,51 @@ class LocalStack:
             "proxy": f"http://127.0.0.1:{self.ports.proxy}/healthz",
             "gateway": f"{self.gateway_url}/readyz",
         }
+        child = self.procs[name]
         if name in health:
-            self._wait_http(name, health[name])
+            child.wait_http(health[name])
         elif name == "redis":
-            self._wait_redis()
+            self._wait_redis(child)
         elif name.endswith("_worker"):
-            self.wait_log(name, "ready.", after=log_offset)
+            child.wait_log("ready.", after=log_offset)
         elif name == "beat":
-            self.wait_log(name, "beat: Starting", after=log_offset)
+            child.wait_log("beat: Starting", after=log_offset)
 
     def _spawn(self, name: str, argv: list[str]) -> None:
         self.argvs[name] = argv
-        log = open(self.log_path(name), "ab")  # noqa: SIM115 - the process owns it until stop()
         metrics = dict(self._metrics_ports())
         env = self.env()
         if name in metrics:
             env["TASKYARD_METRICS_PORT"] = str(metrics[name])
         if name not in _HOLD_TOKEN_SECRET:
             env.pop(_TOKEN_SECRET, None)
-        self.procs[name] = subprocess.Popen(
-            argv,
-            env=env,
-            cwd=_REPO,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        self.processes.start(name, argv, env=env)
 
     def log_path(self, name: str) -> Path:
-        return self.run_dir / f"{name}.log"
+        return self.processes.log_path(name)
 
-    def _check_alive(self, name: str) -> None:
-        proc = self.procs[name]
-        if proc.poll() is not None:
-            tail = self.log_path(name).read_text(errors="replace")[-3000:]
-            raise RuntimeError(f"{name} exited with {proc.returncode}:\n{tail}")
-
-    def _wait_http(self, name: str, url: str, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            self._check_alive(name)
-            try:
-                if httpx.get(url, timeout=2).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
-        raise TimeoutError(f"{name} not ready at {url} after {timeout}s")
-
-    def _wait_redis(self, timeout: float = 60) -> None:
+    def _wait_redis(self, child: Child) -> None:
         """Until Redis answers PING: after a restart, once it has loaded its AOF."""
         client = redis.Redis.from_url(self.redis_url, socket_timeout=2)
-        deadline = time.monotonic() + timeout
+
+        def answers() -> bool:
+            try:
+                return bool(client.ping())
+            except (redis.ConnectionError, redis.TimeoutError):
+                return False  # not listening yet, or still loading (BusyLoadingError)
+
         try:
-            while time.monotonic() < deadline:
-                self._check_alive("redis")
-                try:
-                    if client.ping():
-                        return
-                except (redis.ConnectionError, redis.TimeoutError):
-                    pass  # not listening yet, or still loading (BusyLoadingError)
-                time.sleep(0.05)
+            child.wait_until(answers, f"PING answered on {self.redis_url}")
         finally:
             client.close()
-        raise TimeoutError(f"redis not answering on {self.redis_url} after {timeout}s")
 
     def wait_log(self, name: str, marker: str, after: int = 0, timeout: float = 60) -> None:
         """Wait until the service logs `marker` after character `after` of its log."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            self._check_alive(name)
-            if marker in self.log_path(name).read_text(errors="replace")[after:]:
-                return
-            time.sleep(0.1)
-        raise TimeoutError(f"{name} did not log {marker!r} within {timeout}s")
+        self.procs[name].wait_log(marker, after, timeout)
 
     def kill(self, name: str) -> None:
         """SIGKILL one service, as a crash would (fault tests)."""
-        proc = self.procs.pop(name)
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+        self.processes.kill(name)
 
     def restart(self, name: str) -> None:
         """Start a killed service again with the same command line, and wait until it is up."""
@@ -266,14 +228,7 @@ class LocalStack:
         """Stop every process: workers first (warm shutdown), Redis last (also after restarts,
         which put a service at the end of `procs`)."""
         for name in reversed([name for name in self.argvs if name in self.procs]):
-            proc = self.procs.pop(name)
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            self.processes.stop(name)
 
 
 def _redis_server() -> str:

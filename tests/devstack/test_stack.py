@@ -1,4 +1,4 @@
-"""The local stack's Redis (services/stack.py): run with the fsync policy asked for, and a
+"""The local stack's Redis (devstack/stack.py): run with the fsync policy asked for, and a
 (re)start returns only once Redis answers, so fault tests and the chaos run can use it at once."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import redis
 
-from services.stack import LocalStack
+from devstack.stack import LocalStack
 
 
 def test_redis_restarts_with_its_fsync_policy_and_answers_at_once(tmp_path: Path) -> None:

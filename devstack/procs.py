@@ -1,0 +1,178 @@
+"""Child processes for development: the local stack, tests and benchmarks start services with it.
+
+Every child runs in its own session (process group) with its output in a log file, and is
+stopped by its own id: SIGTERM to its group, then SIGKILL if it lingers. A child that exits or
+does not get ready in time raises `ChildFailed`, quoting the end of its log.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+
+__all__ = ["ROOT", "Child", "ChildFailed", "Processes", "free_port"]
+
+ROOT = Path(__file__).resolve().parent.parent  # services run from here, so plugins import
+
+# What a service started on port 0 prints first (the scripted model, the LLM proxy).
+_ANNOUNCED = re.compile(r"^listening on (http://\S+)\s*$", re.MULTILINE)
+
+
+class ChildFailed(RuntimeError):
+    """A child process exited, or did not get ready in time; the message quotes its log."""
+
+
+def free_port() -> int:
+    """A loopback port free right now (a small race with other programs is accepted)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class Child:
+    """One started process: its command line, its log, and ways to wait for it and stop it."""
+
+    name: str
+    argv: list[str]
+    log: Path
+    popen: subprocess.Popen[bytes]
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def log_text(self, after: int = 0) -> str:
+        """The log from character `after` on."""
+        return self.log.read_text(errors="replace")[after:] if self.log.exists() else ""
+
+    def check_alive(self) -> None:
+        code = self.popen.poll()
+        if code is not None:
+            raise ChildFailed(f"{self.name} exited with {code}:\n{self.log_text()[-3000:]}")
+
+    def wait_until(self, ready: Callable[[], bool], what: str, timeout_s: float = 60) -> None:
+        """Poll `ready` until true; fail at once if the child exits, or after `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            self.check_alive()
+            if ready():
+                return
+            time.sleep(0.05)
+        tail = self.log_text()[-3000:]
+        raise ChildFailed(f"{self.name}: {what} not within {timeout_s:.0f} s:\n{tail}")
+
+    def wait_http(self, url: str, timeout_s: float = 60) -> None:
+        """Until `url` answers 200."""
+        self.wait_until(lambda: _answers(url), f"200 from {url}", timeout_s)
+
+    def wait_log(self, marker: str, after: int = 0, timeout_s: float = 60) -> None:
+        """Until the child logs `marker` after character `after` of its log."""
+        self.wait_until(lambda: marker in self.log_text(after), f"{marker!r} logged", timeout_s)
+
+    def announced_url(self, timeout_s: float = 30) -> str:
+        """The URL of the "listening on <url>" line a service started on port 0 prints."""
+        found: list[str] = []
+
+        def announced() -> bool:
+            found.extend(_ANNOUNCED.findall(self.log_text())[:1])
+            return bool(found)
+
+        self.wait_until(announced, "its port announced", timeout_s)
+        return found[0]
+
+    def wait(self, timeout_s: float | None = None) -> int:
+        """Until the child exits by itself; its exit code."""
+        return self.popen.wait(timeout_s)
+
+    def stop(self, timeout_s: float = 15) -> None:
+        """SIGTERM to its process group (a graceful shutdown), SIGKILL after `timeout_s`."""
+        if self.popen.poll() is None:
+            os.killpg(self.pid, signal.SIGTERM)
+        try:
+            self.popen.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def kill(self) -> None:
+        """SIGKILL its process group, as a crash would."""
+        if self.popen.poll() is None:
+            os.killpg(self.pid, signal.SIGKILL)
+        self.popen.wait()
+
+
+class Processes:
+    """The children of one owner (a stack, a benchmark, a test fixture), by name, with their
+    logs in one directory; a context manager that stops them all, newest first, on exit."""
+
+    def __init__(self, log_dir: Path | None = None) -> None:
+        self.log_dir = log_dir or Path(tempfile.mkdtemp(prefix="taskyard-procs-"))
+        self.children: dict[str, Child] = {}  # the running ones, in start order
+
+    def __enter__(self) -> Processes:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop_all()
+
+    def __getitem__(self, name: str) -> Child:
+        return self.children[name]
+
+    def log_path(self, name: str) -> Path:
+        return self.log_dir / f"{name}.log"
+
+    def start(
+        self,
+        name: str,
+        argv: list[str],
+        env: Mapping[str, str] | None = None,
+        cwd: Path = ROOT,
+    ) -> Child:
+        """Start `argv` as child `name`; `env` is its whole environment (default: ours). Its
+        stdout and stderr are appended to its log, so a restart keeps what came before."""
+        if name in self.children:
+            raise ValueError(f"{name} is started already")  # its child would be lost
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        log = self.log_path(name)
+        with log.open("ab") as out:  # the child holds its own copy of the descriptor
+            popen = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out,
+                                     stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+        child = Child(name, argv, log, popen)
+        self.children[name] = child
+        return child
+
+    def stop(self, name: str, timeout_s: float = 15) -> None:
+        """Stop one child gracefully (see `Child.stop`) and forget it."""
+        self.children.pop(name).stop(timeout_s)
+
+    def kill(self, name: str) -> None:
+        """SIGKILL one child and forget it."""
+        self.children.pop(name).kill()
+
+    def stop_all(self, timeout_s: float = 15) -> None:
+        """Stop every child still running, newest first."""
+        for name in reversed(list(self.children)):
+            self.stop(name, timeout_s)
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=2).status_code == 200
+    except httpx.TransportError:
+        return False

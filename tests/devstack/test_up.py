@@ -1,0 +1,51 @@
+"""`taskyard up`, contributed by devstack through the `taskyard.commands` entry point: its
+options, its settings check, the stack it starts."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from dev_install import declared, metadata_env
+
+from devstack.cli import local_stack
+from shared.cli import _parser
+from shared.settings import Settings
+
+
+def _taskyard(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    """`taskyard` as installed from this checkout's pyproject.toml."""
+    return subprocess.run(
+        [sys.executable, "-m", "shared.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**metadata_env(tmp_path / "site"), **env},
+    )
+
+
+def test_pyproject_contributes_up_with_its_options(tmp_path: Path) -> None:
+    result = _taskyard(tmp_path, "up", "--help")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage: taskyard up")
+    for option in ("--sandbox {docker,local}", "--gateway-port", "--task"):
+        assert option in result.stdout
+
+
+def test_up_refuses_bad_settings_before_starting_anything(tmp_path: Path) -> None:
+    result = _taskyard(tmp_path, "up", "--gateway-port", "1", TASKYARD_API_KEYS="justakey")
+    assert result.returncode == 2
+    assert "TASKYARD_API_KEYS must be key=tenant pairs separated by commas" in result.stderr
+    assert "unpack" not in result.stderr and "starting" not in result.stdout
+
+
+def test_up_serves_the_environments_api_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TASKYARD_API_KEYS", "k1=team-a,k2=team-b")
+    parser = _parser(declared("taskyard.commands"))
+    args = parser.parse_args(["up", "--sandbox", "local", "--gateway-port", "8123"])
+    stack = local_stack(args, Settings())
+    assert stack.env()["TASKYARD_API_KEYS"] == "k1=team-a,k2=team-b"  # what the gateway reads
+    assert stack.api_key == "k1"  # the demo task's
+    assert (stack.sandbox_backend, stack.ports.gateway) == ("local", 8123)
