@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from _procs import ROOT, Processes, free_port, python
 
-__all__ = ["proxy_available", "start_taskyard_proxy"]
+__all__ = ["proxy_available", "start_asgi_proxy", "start_taskyard_proxy"]
+
+ASGI_PROXY = ROOT / "bench" / "_asgi_proxy.py"
 
 
 def proxy_available() -> bool:
@@ -27,6 +29,17 @@ def start_taskyard_proxy(
     if policy is not None:
         argv += ["--policy", policy]
     procs.start(name, argv, env)
+    url = f"http://127.0.0.1:{port}"
+    procs.wait_http(name, f"{url}/healthz", timeout_s=60.0)
+    return url
+
+
+def start_asgi_proxy(procs: Processes, name: str, upstreams: list[str]) -> str:
+    """The same proxy served by uvicorn through a raw ASGI app (`_asgi_proxy.py`)."""
+    port = free_port()
+    argv = [python(), str(ASGI_PROXY), "--port", str(port)]
+    argv += ["--upstreams", ",".join(f"{url}/v1" for url in upstreams)]
+    procs.start(name, argv, {"PYTHONPATH": str(ROOT)})
     url = f"http://127.0.0.1:{port}"
     procs.wait_http(name, f"{url}/healthz", timeout_s=60.0)
     return url
