@@ -22,7 +22,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from services.llm_proxy.pool import Pool, Replica
+from services.llm_proxy.replicas.pool import Pool, Replica
 
 __all__ = ["Histogram", "Metrics"]
 
