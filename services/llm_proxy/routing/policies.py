@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Container, Sequence
+from collections.abc import Callable, Container, Sequence
 from typing import Protocol
 
 from services.llm_proxy.routing.placements import Placements
@@ -195,7 +195,7 @@ class AffinityPolicy:
         return bool(others) and latency > self._slow_factor * statistics.median(others)
 
 
-POLICIES = {
+POLICIES: dict[str, Callable[[], RoutingPolicy]] = {
     "affinity": AffinityPolicy,
     "round_robin": RoundRobinPolicy,
     "least_outstanding": LeastOutstandingPolicy,
