@@ -1,6 +1,6 @@
 """Benchmark taskyard's LLM proxy against going direct and against the LiteLLM proxy.
 
-    .venv/bin/python bench/proxy_bench.py [--quick] [--skip-litellm]
+    .venv/bin/python bench/proxy_bench.py [--quick] [--skip-litellm] [--servers [--rounds N]]
 
 One run, one machine, the same scripted replicas (`services.scripted_model`, no GPU):
 
@@ -13,6 +13,11 @@ One run, one machine, the same scripted replicas (`services.scripted_model`, no 
    robin (the baseline), least outstanding requests (full run only) and its default routing,
    and, for scale, straight to the replicas with each session pinned to one (sticky, balanced,
    no proxy): cache-hit rate, time to first token, load spread, session locality.
+
+`--servers` runs only a side-by-side of the proxy's HTTP server: its own HTTP/1.1 core
+(`shared.http1`) against uvicorn (httptools + uvloop) serving the same proxy through a raw ASGI
+app (`_asgi_proxy.py`), alternating in rounds: added latency p50/p99 at one client and
+requests/s at `--clients` clients.
 
 All traffic goes to 127.0.0.1, bounded in count and time. Figures are printed, never asserted.
 The load generator runs in its own process: `_loadgen.py`, or `wrk` (C, much cheaper on CPU)
@@ -37,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # devstack, from a
 
 import httpx
 from _litellm import start_litellm
-from _taskyard import proxy_available, start_taskyard_proxy
+from _taskyard import proxy_available, start_asgi_proxy, start_taskyard_proxy
 from _workload import SessionMix, chat_request, session_lanes
 from _wrk import wrk_available, wrk_load
 
@@ -228,6 +233,52 @@ def _ms(result: dict[str, Any], kind: str, key: str) -> str:
     return f"{value:>8.3f}" if value is not None else f"{'-':>8}"
 
 
+# the HTTP server side by side
+
+
+def run_servers(procs: Processes, plan: Plan, rounds: int) -> None:
+    """Own core vs uvicorn, each measured `rounds` times, alternating, against one replica."""
+    replica = start_scripted_model(procs, "replica")
+    auth = {"authorization": f"Bearer {TASKYARD_KEY}"}
+    targets = [
+        Target("direct", replica, {}),
+        Target("own core", start_taskyard_proxy(procs, "own", [replica]), auth),
+        Target("uvicorn", start_asgi_proxy(procs, "uvicorn", [replica]), auth),
+    ]
+    one, many = plan.phases[:2]
+    rows: dict[str, list[tuple[float, float, float]]] = {t.name: [] for t in targets}
+    for number in range(rounds):
+        for target in targets:
+            a, b = measure(target, one), measure(target, many)
+            rows[target.name].append((a["latency_ms"]["p50"], a["latency_ms"]["p99"], b["rps"]))
+        print(f"  round {number + 1} of {rounds} measured", flush=True)
+    print_servers(many.concurrency, rows)
+
+
+def print_servers(clients: int, rows: dict[str, list[tuple[float, float, float]]]) -> None:
+    """Each round's added latency (against direct, same round) and req/s, then the means."""
+    print(f"\n{'server':<15}| {'added p50 ms':>12} {'added p99 ms':>12} | req/s, {clients} clients")
+    means = {}
+    for name in ("own core", "uvicorn"):
+        added = [
+            (p50 - d50, p99 - d99, rps)
+            for (p50, p99, rps), (d50, d99, _) in zip(rows[name], rows["direct"], strict=True)
+        ]
+        means[name] = [sum(column) / len(added) for column in zip(*added, strict=True)]
+        for label, (p50, p99, rps) in [
+            *((name, row) for row in added),
+            (f"{name} mean", means[name]),
+        ]:
+            print(f"{label:<15}| {p50:>12.3f} {p99:>12.3f} | {rps:>9.0f}")
+    own, uv = means["own core"], means["uvicorn"]
+    within = uv[0] <= 1.1 * own[0] and uv[2] >= 0.9 * own[2]
+    print(
+        f"uvicorn / own core: added p50 {uv[0] / max(own[0], 1e-9):.2f}x, added p99 "
+        f"{uv[1] / max(own[1], 1e-9):.2f}x, req/s {uv[2] / max(own[2], 1e-9):.2f}x; "
+        f"within 10% on added p50 and req/s: {'yes' if within else 'no'}"
+    )
+
+
 # 2. routing quality
 
 
@@ -341,6 +392,10 @@ def main() -> None:
     parser.add_argument("--replicas", type=int, default=4, help="replicas of the routing phase")
     parser.add_argument("--turns", type=int, default=8, help="turns per routing session")
     parser.add_argument("--routing-only", action="store_true", help="skip phase 1")
+    parser.add_argument(
+        "--servers", action="store_true", help="only the own core vs uvicorn side-by-side"
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of --servers")
     args = parser.parse_args()
     plan = _plan(args)
     began = time.monotonic()
@@ -350,6 +405,10 @@ def main() -> None:
     )
     with Processes() as procs, tempfile.TemporaryDirectory() as workdir:
         try:
+            if args.servers:
+                print("\n== HTTP server: own core vs uvicorn + raw ASGI (same proxy) ==")
+                run_servers(procs, plan, args.rounds)
+                return
             if not args.routing_only:
                 print("\n== 1. Overhead and throughput (chat completion, scripted replica) ==")
                 run_overhead(procs, plan, Path(workdir), args.skip_litellm)

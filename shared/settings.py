@@ -24,8 +24,12 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from redis.connection import parse_url
 
 __all__ = [
+    "HTTP_SCHEMES",
+    "REDIS_SCHEMES",
     "Settings",
     "broker_database",
+    "check_token_secret",
+    "check_url",
     "env_name",
     "get_settings",
     "items",
@@ -99,10 +103,6 @@ class Settings(BaseSettings):
     # A rate-limited model call is tried again after the proxy's Retry-After if that is at
     # most this long (the task waits, and its event stream says why); else the task fails.
     llm_rate_limit_max_wait_s: float = Field(default=120.0, ge=0)
-
-    # LLM proxy: upstreams as "url" or "model=url" separated by commas, or a YAML pool file.
-    proxy_upstreams: str = "http://127.0.0.1:8500/v1"
-    proxy_pool_file: str | None = None
 
     # Gateway: a request body over this many bytes is refused (413) before it is read.
     gateway_max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
@@ -219,42 +219,26 @@ class Settings(BaseSettings):
     @field_validator("llm_token_secret")
     @classmethod
     def _token_secret(cls, value: SecretStr, info: ValidationInfo) -> SecretStr:
-        secret = value.get_secret_value()
-        if secret and (len(secret) < 32 or secret.lower() in _PLACEHOLDER_KEYS):
-            raise ValueError(
-                f"{_env(info)} must be at least 32 characters and not a placeholder "
-                "(openssl rand -hex 32), or empty to leave tenant tokens off"
-            )
+        check_token_secret(value, _env(info))
         return value
 
     @field_validator("redis_url", "broker_url", "result_backend")
     @classmethod
     def _redis_url(cls, value: str, info: ValidationInfo) -> str:
-        _check_url(value, _REDIS_SCHEMES, _env(info), host=False)
+        check_url(value, REDIS_SCHEMES, _env(info), host=False)
         return value
 
     @field_validator("llm_base_url", "search_url")
     @classmethod
     def _http_url(cls, value: str, info: ValidationInfo) -> str:
-        _check_url(value, _HTTP_SCHEMES, _env(info))
+        check_url(value, HTTP_SCHEMES, _env(info))
         return value
 
     @field_validator("otlp_endpoint")
     @classmethod
     def _optional_http_url(cls, value: str, info: ValidationInfo) -> str:
         if value:
-            _check_url(value, _HTTP_SCHEMES, _env(info))
-        return value
-
-    @field_validator("proxy_upstreams")
-    @classmethod
-    def _upstream_list(cls, value: str, info: ValidationInfo) -> str:
-        for entry in items(value):
-            model, url = entry.split("=", 1) if "=" in entry.split("://")[0] else ("*", entry)
-            where = f"{_env(info)} (url or model=url, separated by commas)"
-            if not model.strip():
-                raise ValueError(f"{where}: an entry has no model before its '='")
-            _check_url(url.strip(), _HTTP_SCHEMES, where)
+            check_url(value, HTTP_SCHEMES, _env(info))
         return value
 
     @field_validator("plugin_modules")
@@ -305,8 +289,8 @@ class Settings(BaseSettings):
         return parse_api_keys(self.api_keys)
 
 
-_REDIS_SCHEMES = ("redis", "rediss", "unix", "redis+socket", "sentinel")
-_HTTP_SCHEMES = ("http", "https")
+REDIS_SCHEMES = ("redis", "rediss", "unix", "redis+socket", "sentinel")
+HTTP_SCHEMES = ("http", "https")
 
 
 def _env(info: ValidationInfo) -> str:
@@ -318,12 +302,23 @@ def items(text: str) -> list[str]:
     return [item.strip() for item in text.split(",") if item.strip()]
 
 
-def _check_url(value: str, schemes: tuple[str, ...], where: str, host: bool = True) -> None:
+def check_url(value: str, schemes: tuple[str, ...], where: str, host: bool = True) -> None:
+    """Refuse a URL outside `schemes` or without a host (`host`), naming `where` it came from."""
     parts = urlsplit(value)
     if parts.scheme not in schemes or not (parts.netloc or (not host and parts.path)):
         raise ValueError(
             f"{where} needs a URL starting with {' or '.join(s + '://' for s in schemes)}"
         )  # the value is not repeated: a URL may hold a password
+
+
+def check_token_secret(value: SecretStr, where: str) -> None:
+    """Refuse a tenant-token secret that is short or a placeholder (empty is allowed: off)."""
+    secret = value.get_secret_value()
+    if secret and (len(secret) < 32 or secret.lower() in _PLACEHOLDER_KEYS):
+        raise ValueError(
+            f"{where} must be at least 32 characters and not a placeholder "
+            "(openssl rand -hex 32), or empty to leave tenant tokens off"
+        )
 
 
 def _on_db(url: str, db: int) -> str:

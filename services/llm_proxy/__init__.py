@@ -5,6 +5,7 @@ Start it with `python -m services.llm_proxy` (see `--help`), or in process with 
 """
 
 from services.llm_proxy.app import ProxyApp
-from services.llm_proxy.config import PoolSpec, ProxySettings, ReplicaSpec, get_proxy_settings
+from services.llm_proxy.replicas.spec import PoolSpec, ReplicaSpec
+from services.llm_proxy.settings import ProxySettings, get_proxy_settings
 
 __all__ = ["PoolSpec", "ProxyApp", "ProxySettings", "ReplicaSpec", "get_proxy_settings"]

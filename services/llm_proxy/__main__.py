@@ -11,8 +11,8 @@ from typing import Any
 import uvloop
 
 from services.llm_proxy.app import ProxyApp
-from services.llm_proxy.config import ProxySettings
-from services.llm_proxy.routing import POLICIES
+from services.llm_proxy.routing.policies import POLICIES
+from services.llm_proxy.settings import ProxySettings
 from shared.logs import setup_logging
 from shared.tracing import setup_tracing
 

@@ -9,20 +9,21 @@ from collections.abc import Awaitable, Callable
 import orjson
 from opentelemetry.trace import StatusCode
 
-from services.llm_proxy.admission import WaitQueue
-from services.llm_proxy.config import PoolSpec, ProxySettings, load_pool
+from services.llm_proxy.accounting.metrics import Metrics
 from services.llm_proxy.errors import BodyTooLarge, NoReplica, NotFound, ProxyError, RateLimited
-from services.llm_proxy.forward import Forwarder, Job
-from services.llm_proxy.health import HealthChecker, HealthPolicy
-from services.llm_proxy.httpserver import Connection, HttpServer, Request
-from services.llm_proxy.metrics import Metrics
-from services.llm_proxy.payload import parse_request
-from services.llm_proxy.pool import Pool
-from services.llm_proxy.ratelimit import RateLimiter
-from services.llm_proxy.routing import make_policy
-from services.llm_proxy.sync import RedisSync
-from services.llm_proxy.tenants import Tenant, TenantDirectory
-from services.llm_proxy.tracing import server_span
+from services.llm_proxy.http.payload import parse_request
+from services.llm_proxy.http.tracing import server_span
+from services.llm_proxy.limits.admission import WaitQueue
+from services.llm_proxy.limits.ratelimit import RateLimiter
+from services.llm_proxy.limits.redis_sync import RedisSync
+from services.llm_proxy.limits.tenants import Tenant, TenantDirectory
+from services.llm_proxy.replicas.forward import Forwarder, Job
+from services.llm_proxy.replicas.health import HealthChecker, HealthPolicy
+from services.llm_proxy.replicas.pool import Pool
+from services.llm_proxy.replicas.spec import PoolSpec, load_pool
+from services.llm_proxy.routing.policies import make_policy
+from services.llm_proxy.settings import ProxySettings
+from shared.http1 import Connection, HttpServer, Request, listen_socket
 from shared.tenant_tokens import TenantTokens
 
 __all__ = ["ProxyApp"]
@@ -97,9 +98,8 @@ class ProxyApp:
                 s.proxy_sync_interval_s,
             )  # fmt: skip
             self._sync.start()
-        self.port = await self._server.start(
-            host or s.proxy_host, s.proxy_port if port is None else port
-        )
+        sock = listen_socket(host or s.proxy_host, s.proxy_port if port is None else port)
+        self.port = await self._server.start(sock)
         return self.port
 
     async def stop(self) -> None:
@@ -116,7 +116,7 @@ class ProxyApp:
         """Dispatch one request; every error becomes an OpenAI-style JSON answer."""
         loop = asyncio.get_running_loop()
         started = loop.time()
-        path = request.path.split(b"?", 1)[0]
+        path = request.path
         name, endpoint = self._routes.get((request.method, path), ("unknown", self._not_found))
         try:
             await endpoint(request, conn)

@@ -1,4 +1,5 @@
-"""The proxy's error tree; each error knows its HTTP status and OpenAI-style JSON body.
+"""The proxy's error tree, its one root `ProxyError`; each error knows its HTTP status and
+OpenAI-style JSON body.
 
 ProxyError
 ├── BadRequest          400 invalid_request_error (malformed JSON, missing fields)
@@ -11,16 +12,22 @@ ProxyError
 ├── RateLimited         429 a key's request or token budget is spent (Retry-After)
 ├── Overloaded          429/503 every replica is at its bound and the queue is full or slow
 ├── NoReplica           503 no healthy replica for the model (and its fallbacks)
-└── UpstreamFailed      502 the replicas kept failing after the retries
+├── UpstreamFailed      502 the replicas kept failing after the retries
+└── UpstreamError       one exchange with a replica failed (retried; the client sees it only
+    │                   through the errors above, or as an error event mid-stream)
+    ├── ConnectFailed   refused, or not accepted in time
+    ├── UpstreamTimeout silent for longer than the read timeout
+    └── UpstreamClosed  closed (or aborted) before the answer was complete
 """
 
 from __future__ import annotations
 
-import orjson
+from shared.openai_errors import error_body
 
 __all__ = [
     "BadRequest",
     "BodyTooLarge",
+    "ConnectFailed",
     "ContextTooLong",
     "Forbidden",
     "ModelNotFound",
@@ -30,7 +37,10 @@ __all__ = [
     "ProxyError",
     "RateLimited",
     "Unauthorized",
+    "UpstreamClosed",
+    "UpstreamError",
     "UpstreamFailed",
+    "UpstreamTimeout",
 ]
 
 
@@ -52,8 +62,7 @@ class ProxyError(Exception):
 
     def body(self) -> bytes:
         """The OpenAI error JSON."""
-        error = {"message": self.message, "type": self.type, "param": None, "code": self.code}
-        return orjson.dumps({"error": error})
+        return error_body(self.message, self.type, self.code)
 
     def headers(self) -> list[tuple[bytes, bytes]]:
         """Response headers: JSON, plus Retry-After when the client should come back later."""
@@ -128,3 +137,29 @@ class UpstreamFailed(ProxyError):
     status = 502
     type = "upstream_error"
     code = "upstream_failed"
+
+
+class UpstreamError(ProxyError):
+    """The exchange with a replica failed; `answered` says if any response byte had arrived,
+    `reused` if the connection had served an exchange before (stale keep-alive)."""
+
+    status = 502
+    type = "upstream_error"
+    code = "upstream_failed"
+
+    def __init__(self, message: str, *, answered: bool = False, reused: bool = False) -> None:
+        super().__init__(message)
+        self.answered = answered
+        self.reused = reused
+
+
+class ConnectFailed(UpstreamError):
+    """The replica refused or did not accept the connection in time."""
+
+
+class UpstreamTimeout(UpstreamError):
+    """The replica went silent for longer than the read timeout."""
+
+
+class UpstreamClosed(UpstreamError):
+    """The replica closed the connection before the response was complete."""

@@ -8,14 +8,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from services.scripted_model import wire
-from services.scripted_model.httpserver import Reply, Request
 from services.scripted_model.options import ScriptedOptions
 from services.scripted_model.prefix_cache import PrefixCache
+from services.scripted_model.reply import Reply
 from services.scripted_model.script import ScriptedTurn, chat_turn, echo_text, message_text
+from shared.http1 import Request
+from shared.openai_errors import error_body
 
 __all__ = ["ScriptedApp"]
 
-_SSE = "text/event-stream"
+_SSE = b"text/event-stream"
 
 
 class _BadRequest(Exception):
@@ -41,31 +43,35 @@ class ScriptedApp:
         self.replica = replica
         self.cache = PrefixCache(options.prefix_cache) if options.prefix_cache else None
         self.counters = _Counters()
-        self._routes: dict[tuple[str, str], Callable[[Request], Reply]] = {
-            ("POST", "/v1/chat/completions"): self._chat,
-            ("POST", "/v1/completions"): self._completions,
-            ("GET", "/v1/models"): self._models,
-            ("GET", "/health"): self._health,
-            ("POST", "/scripted/config"): self._config,
-            ("GET", "/scripted/stats"): self._stats,
+        self._routes: dict[tuple[bytes, bytes], Callable[[Request], Reply]] = {
+            (b"POST", b"/v1/chat/completions"): self._chat,
+            (b"POST", b"/v1/completions"): self._completions,
+            (b"GET", b"/v1/models"): self._models,
+            (b"GET", b"/health"): self._health,
+            (b"POST", b"/scripted/config"): self._config,
+            (b"GET", b"/scripted/stats"): self._stats,
         }
 
     def handle(self, request: Request) -> Reply:
         """Route one request; every failure becomes an OpenAI-style error response."""
         route = self._routes.get((request.method, request.path))
         try:
+            if request.body_too_large:
+                raise _BadRequest(413, "the body is too large")
             if route is None:
                 raise _BadRequest(*self._no_route(request))
             return route(request)
         except _BadRequest as error:
-            return Reply(error.status, wire.error_body(error.status, str(error)))
+            kind = "invalid_request_error"
+            return Reply(error.status, error_body(str(error), kind, error.status))
         except Exception as error:  # a bug here must still answer, as an OpenAI server error
-            return Reply(500, wire.error_body(500, f"scripted model: {error!r}", "server_error"))
+            return Reply(500, error_body(f"scripted model: {error!r}", "server_error", 500))
 
     def _no_route(self, request: Request) -> tuple[int, str]:
-        if any(path == request.path for _, path in self._routes):
-            return 405, f"method {request.method} not allowed on {request.path}"
-        return 404, f"no route {request.path}"
+        path = request.path.decode("latin-1")
+        if any(known == request.path for _, known in self._routes):
+            return 405, f"method {request.method.decode('latin-1')} not allowed on {path}"
+        return 404, f"no route {path}"
 
     # model endpoints
 
@@ -123,19 +129,19 @@ class ScriptedApp:
         generation_s = completion.completion_tokens * interval_s
         return Reply(200, encode_body(completion), headers=headers, delay_s=delay_s + generation_s)
 
-    def _prefill(self, tokens: list[str]) -> tuple[float, tuple[tuple[str, str], ...]]:
+    def _prefill(self, tokens: list[str]) -> tuple[float, tuple[tuple[bytes, bytes], ...]]:
         """The prefix cache's extra time to first token, and its header (none without one)."""
         if self.cache is None:
             return 0.0, ()
         lookup = self.cache.lookup(tokens)
         return self.cache.prefill_ms(lookup), (
-            ("x-prefix-cached-tokens", str(lookup.cached_tokens)),
+            (b"x-prefix-cached-tokens", str(lookup.cached_tokens).encode()),
         )
 
     def _failure(self, status: int, delay_ms: float) -> Reply:
         self.counters.requests += 1
         kind = "server_error" if status >= 500 else "invalid_request_error"
-        body = wire.error_body(status, f"scripted failure: status {status} configured", kind)
+        body = error_body(f"scripted failure: status {status} configured", kind, status)
         return Reply(status, body, delay_s=delay_ms / 1000)
 
     def _models(self, request: Request) -> Reply:

@@ -149,8 +149,9 @@ def _tool_names(tools: list[dict[str, Any]] | None) -> set[str]:
     names = set()
     for tool in tools or []:
         function = tool.get("function") if isinstance(tool, dict) else None
-        if isinstance(function, dict):
-            names.add(function.get("name"))
+        name = function.get("name") if isinstance(function, dict) else None
+        if isinstance(name, str):
+            names.add(name)
     return names
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 from collections.abc import Callable
 from types import TracebackType
@@ -11,28 +10,22 @@ from types import TracebackType
 import uvloop
 
 from services.scripted_model.app import ScriptedApp
-from services.scripted_model.httpserver import HttpProtocol
 from services.scripted_model.options import ScriptedOptions
+from services.scripted_model.responder import Responder
+from shared.http1 import HttpServer, listen_socket
 
 __all__ = ["ScriptedModelThread", "ScriptedServer", "serve", "start_server"]
 
-_BACKLOG = 2048  # the benchmarks open hundreds of connections at once
+_MAX_BODY = 64 * 1024 * 1024  # past it, a 413: long prompts are the point of some tests
 
 
 class ScriptedServer:
     """A listening scripted model in the running event loop."""
 
-    def __init__(
-        self,
-        app: ScriptedApp,
-        server: asyncio.Server,
-        connections: set[HttpProtocol],
-        address: tuple[str, int],
-    ) -> None:
+    def __init__(self, app: ScriptedApp, server: HttpServer, address: tuple[str, int]) -> None:
         self.app = app
         self.host, self.port = address
         self._server = server
-        self._connections = connections
 
     @property
     def base_url(self) -> str:
@@ -41,26 +34,19 @@ class ScriptedServer:
 
     async def close(self) -> None:
         """Stop listening and drop every open connection."""
-        self._server.close()
-        for connection in list(self._connections):
-            connection.drop()
-        await self._server.wait_closed()
+        await self._server.close()
 
 
 async def start_server(
     options: ScriptedOptions | None = None, host: str = "127.0.0.1", port: int = 0
 ) -> ScriptedServer:
     """Listen on host:port (0 picks a free port) and answer as the scripted model."""
-    sock = socket.create_server((host, port), backlog=_BACKLOG)
-    bound_port = sock.getsockname()[1]
+    sock = listen_socket(host, port)
+    bound_port: int = sock.getsockname()[1]
     app = ScriptedApp(options or ScriptedOptions(), replica=str(bound_port))
-    headers = {"x-scripted-replica": str(bound_port)}
-    connections: set[HttpProtocol] = set()
-    loop = asyncio.get_running_loop()
-    server = await loop.create_server(
-        lambda: HttpProtocol(app.handle, headers, connections), sock=sock
-    )
-    return ScriptedServer(app, server, connections, (host, bound_port))
+    server = HttpServer(Responder(app, [(b"x-scripted-replica", b"%d" % bound_port)]), _MAX_BODY)
+    await server.start(sock)
+    return ScriptedServer(app, server, (host, bound_port))
 
 
 async def serve(

@@ -21,7 +21,6 @@ __all__ = [
     "chat_body",
     "chat_chunks",
     "count_completion_tokens",
-    "error_body",
     "models_body",
     "split_tokens",
     "text_completion_body",
@@ -124,11 +123,6 @@ def models_body(model: str) -> bytes:
     """`GET /v1/models`: the one (scripted) model this server serves."""
     entry = {"id": model, "object": "model", "created": 0, "owned_by": OWNER}
     return _dump({"object": "list", "data": [entry]})
-
-
-def error_body(status: int, message: str, kind: str = "invalid_request_error") -> bytes:
-    """An OpenAI-style error object."""
-    return _dump({"error": {"message": message, "type": kind, "param": None, "code": status}})
 
 
 def _envelope(kind: str, model: str, choices: list[Any]) -> dict[str, Any]:

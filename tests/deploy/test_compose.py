@@ -16,8 +16,9 @@ from prometheus_client import REGISTRY
 
 import services.agent_worker.metrics
 import services.gateway.metrics  # noqa: F401 - registers the gateway's metrics
-from services.llm_proxy.config import ProxySettings, load_pool
-from services.llm_proxy.metrics import Metrics
+from services.llm_proxy.accounting.metrics import Metrics
+from services.llm_proxy.replicas.spec import load_pool
+from services.llm_proxy.settings import ProxySettings
 from services.tool_worker.metrics import SandboxCollector
 from shared import keys
 from shared.actions import action_queue

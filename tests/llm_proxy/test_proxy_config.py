@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from services.llm_proxy.config import ANY_MODEL, ProxySettings, load_pool
+from services.llm_proxy.replicas.spec import ANY_MODEL, load_pool
+from services.llm_proxy.settings import ProxySettings
+from shared.settings import Settings
 
 
 def test_upstreams_name_models_or_serve_any() -> None:
@@ -53,3 +55,16 @@ def test_settings_come_from_the_taskyard_environment(monkeypatch: pytest.MonkeyP
 def test_an_unknown_policy_is_refused_at_start_up() -> None:
     with pytest.raises(ValueError, match="proxy_policy"):
         ProxySettings(proxy_policy="random")  # type: ignore[arg-type]
+
+
+def test_the_settings_are_the_proxys_own_under_the_shared_variable_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TASKYARD_REDIS_URL", "redis://10.0.0.9:6379/3")
+    monkeypatch.setenv("TASKYARD_LLM_API_KEY", "sk-direct")
+    monkeypatch.setenv("TASKYARD_PROXY_MAX_RETRIES", "5")
+    settings = ProxySettings()
+    assert (settings.redis_url, settings.llm_api_key) == ("redis://10.0.0.9:6379/3", "sk-direct")
+    assert settings.proxy_max_retries == 5
+    assert not isinstance(settings, Settings)
+    assert not set(ProxySettings.model_fields) & {"api_keys", "broker_url", "sandbox_image"}

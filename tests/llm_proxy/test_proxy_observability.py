@@ -11,9 +11,9 @@ from opentelemetry.trace import SpanKind
 from prometheus_client.parser import text_string_to_metric_families
 from proxy_support import API_KEY, ReplicaFactory
 
+from services.llm_proxy.accounting.metrics import Metrics
 from services.llm_proxy.app import ProxyApp
-from services.llm_proxy.config import ProxySettings
-from services.llm_proxy.metrics import Metrics
+from services.llm_proxy.settings import ProxySettings
 
 TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
 PARENT_ID = "b7ad6b7169203331"

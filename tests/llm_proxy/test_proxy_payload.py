@@ -6,7 +6,7 @@ import orjson
 import pytest
 
 from services.llm_proxy.errors import BadRequest
-from services.llm_proxy.payload import parse_request, prompt_prefix, with_model
+from services.llm_proxy.http.payload import parse_request, prompt_prefix, with_model
 
 SYSTEM = "You are a careful agent. " * 20
 

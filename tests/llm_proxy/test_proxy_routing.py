@@ -7,15 +7,14 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from services.llm_proxy.placements import Placements
-from services.llm_proxy.routing import (
+from services.llm_proxy.routing.placements import Placements
+from services.llm_proxy.routing.policies import (
     AffinityPolicy,
-    HashRing,
     LeastOutstandingPolicy,
     RoundRobinPolicy,
-    hash_key,
     make_policy,
 )
+from services.llm_proxy.routing.ring import HashRing, hash_key
 
 
 @dataclass(eq=False)

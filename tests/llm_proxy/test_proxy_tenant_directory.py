@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from services.llm_proxy.errors import Forbidden, Unauthorized
-from services.llm_proxy.tenants import Caller, Tenant, TenantDirectory, parse_limits
+from services.llm_proxy.limits.tenants import Caller, Tenant, TenantDirectory, parse_limits
 from shared.tenant_tokens import TenantTokens
 
 TOKENS = TenantTokens("0123456789abcdef" * 3)

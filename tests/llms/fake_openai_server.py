@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from shared.openai_errors import error_body
+
 
 @dataclass
 class Reply:
@@ -100,10 +102,9 @@ def make_handler(state: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             state.requests.append(Recorded({k.lower(): v for k, v in self.headers.items()}, body))
             reply = state.next_reply()
             if reply.status != 200:
-                error = {"error": {"message": "scripted failure", "type": "server_error",
-                                   "code": reply.code}}  # fmt: skip
+                error = error_body("scripted failure", "server_error", reply.code)
                 extra = {"Retry-After": reply.retry_after} if reply.retry_after else {}
-                self._send(reply.status, "application/json", json.dumps(error).encode(), extra)
+                self._send(reply.status, "application/json", error, extra)
             elif body.get("stream"):
                 self._send(200, "text/event-stream", b"".join(_stream(body, reply)))
             else:

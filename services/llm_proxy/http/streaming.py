@@ -13,19 +13,14 @@ from typing import Any
 
 import orjson
 
-from services.llm_proxy.httpserver import Connection
+from shared.http1 import Connection
+from shared.openai_errors import error_event
 
-__all__ = ["StreamRelay", "error_event"]
+__all__ = ["StreamRelay"]
 
 _USAGE = b'"usage"'
 _EVENT_BREAK = re.compile(rb"\r?\n\r?\n")
 _DONE = b"data: [DONE]\n\n"
-
-
-def error_event(message: str, code: str) -> bytes:
-    """An SSE event the openai SDK raises as an `APIError`."""
-    error = {"message": message, "type": "upstream_error", "param": None, "code": code}
-    return b"data: " + orjson.dumps({"error": error}) + b"\n\n"
 
 
 class StreamRelay:
@@ -75,7 +70,9 @@ class StreamRelay:
         """The upstream broke mid-stream: end with an error event the client can parse."""
         if not self.finished:
             self.finished = True
-            self._send(error_event(message, "stream_interrupted") + _DONE, last=True)
+            self._send(
+                error_event(message, "upstream_error", "stream_interrupted") + _DONE, last=True
+            )
 
     def _send(self, data: bytes, last: bool) -> None:
         if self.started:

@@ -15,20 +15,26 @@ from dataclasses import dataclass
 import orjson
 from opentelemetry.trace import Span
 
-from services.llm_proxy.admission import WaitQueue
-from services.llm_proxy.errors import ModelNotFound, NoReplica, UpstreamFailed
-from services.llm_proxy.health import HealthPolicy
-from services.llm_proxy.httpserver import Connection
-from services.llm_proxy.metrics import Metrics
-from services.llm_proxy.payload import ParsedRequest, with_model
-from services.llm_proxy.pool import Group, Pool, Replica
-from services.llm_proxy.ratelimit import RateLimiter
-from services.llm_proxy.routing import RoutingPolicy
-from services.llm_proxy.streaming import StreamRelay
-from services.llm_proxy.tenants import Tenant
-from services.llm_proxy.tracing import upstream_span
-from services.llm_proxy.upstream import UpstreamConnection, UpstreamError, UpstreamTimeout
-from services.llm_proxy.usage import tokens_of, usage_header
+from services.llm_proxy.accounting.metrics import Metrics
+from services.llm_proxy.accounting.usage import tokens_of, usage_header
+from services.llm_proxy.errors import (
+    ModelNotFound,
+    NoReplica,
+    UpstreamError,
+    UpstreamFailed,
+    UpstreamTimeout,
+)
+from services.llm_proxy.http.payload import ParsedRequest, with_model
+from services.llm_proxy.http.streaming import StreamRelay
+from services.llm_proxy.http.tracing import upstream_span
+from services.llm_proxy.limits.admission import WaitQueue
+from services.llm_proxy.limits.ratelimit import RateLimiter
+from services.llm_proxy.limits.tenants import Tenant
+from services.llm_proxy.replicas.health import HealthPolicy
+from services.llm_proxy.replicas.pool import Group, Pool, Replica
+from services.llm_proxy.replicas.upstream import UpstreamConnection
+from services.llm_proxy.routing.policies import RoutingPolicy
+from shared.http1 import Connection
 
 __all__ = ["Forwarder", "Job"]
 
@@ -194,7 +200,7 @@ class Forwarder:
         sink = _Sink(conn, relay)
         started = self._loop.time()
         conn.send(self._request_bytes(job, replica, body), sink, sink.flush if relay else None)
-        job.client.bind_upstream(conn.abort, conn.transport)
+        job.client.bind_source(conn.abort, conn.transport)
         try:
             status = await conn.wait_head()
             now = self._loop.time()
@@ -203,7 +209,7 @@ class Forwarder:
                 return await self._relay(job, replica, conn, relay)
             await conn.wait_done()
         finally:
-            job.client.bind_upstream(None, None)
+            job.client.bind_source(None, None)
         replica.conns.release(conn)
         return self._answer(job, replica, conn, status, b"".join(sink.chunks), last_group)
 

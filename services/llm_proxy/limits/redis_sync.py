@@ -13,8 +13,8 @@ import logging
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from services.llm_proxy.metrics import Metrics
-from services.llm_proxy.ratelimit import RateLimiter, Spending
+from services.llm_proxy.accounting.metrics import Metrics
+from services.llm_proxy.limits.ratelimit import RateLimiter, Spending
 from shared.keys import proxy_ratelimit
 
 __all__ = ["RedisSync"]

@@ -17,9 +17,9 @@ import logging
 
 import orjson
 
-from services.llm_proxy.config import ANY_MODEL
-from services.llm_proxy.pool import Pool, Replica
-from services.llm_proxy.upstream import ConnectFailed, UpstreamClosed, UpstreamError
+from services.llm_proxy.errors import ConnectFailed, UpstreamClosed, UpstreamError
+from services.llm_proxy.replicas.pool import Pool, Replica
+from services.llm_proxy.replicas.spec import ANY_MODEL
 
 __all__ = ["HealthChecker", "HealthPolicy"]
 

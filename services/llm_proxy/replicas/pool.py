@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from services.llm_proxy.config import ANY_MODEL, PoolSpec, ProxySettings, ReplicaSpec
-from services.llm_proxy.routing import HashRing
-from services.llm_proxy.upstream import UpstreamPool
+from services.llm_proxy.replicas.spec import ANY_MODEL, PoolSpec, ReplicaSpec
+from services.llm_proxy.replicas.upstream import UpstreamPool
+from services.llm_proxy.routing.ring import HashRing
+from services.llm_proxy.settings import ProxySettings
 
 __all__ = ["Group", "Pool", "Replica"]
 

@@ -19,35 +19,26 @@ request or, if nothing is healthy, fails it).
 
 from __future__ import annotations
 
-import bisect
-import hashlib
 import math
 import statistics
-from collections.abc import Container, Sequence
+from collections.abc import Callable, Container, Sequence
 from typing import Protocol
 
-from services.llm_proxy.placements import Placements
+from services.llm_proxy.routing.placements import Placements
+from services.llm_proxy.routing.ring import HashRing
 
 __all__ = [
     "POLICIES",
     "AffinityPolicy",
-    "HashRing",
     "LeastOutstandingPolicy",
     "ReplicaState",
     "RoundRobinPolicy",
     "RoutingPolicy",
-    "hash_key",
     "make_policy",
 ]
 
-_POINTS_PER_WEIGHT = 100
 # Below this a latency gap is noise, not a slow replica.
 _SLOW_FLOOR_MS = 20.0
-
-
-def hash_key(data: bytes) -> int:
-    """A stable 64-bit hash for ring positions and routing keys."""
-    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")
 
 
 class ReplicaState(Protocol):
@@ -76,37 +67,6 @@ class GroupState(Protocol):
     def replicas(self) -> Sequence[ReplicaState]: ...
     @property
     def ring(self) -> HashRing: ...
-
-
-class HashRing:
-    """A consistent-hash ring; each position knows the order of replicas walking from it."""
-
-    def __init__(self, names: Sequence[str], weights: Sequence[float]) -> None:
-        points: list[tuple[int, int]] = []
-        for index, (name, weight) in enumerate(zip(names, weights, strict=True)):
-            count = max(1, round(weight * _POINTS_PER_WEIGHT))
-            points.extend((hash_key(f"{name}#{i}".encode()), index) for i in range(count))
-        points.sort()
-        self._hashes = [h for h, _ in points]
-        owners = [index for _, index in points]
-        self._orders = [self._walk(owners, start, len(names)) for start in range(len(owners))]
-
-    @staticmethod
-    def _walk(owners: list[int], start: int, distinct: int) -> tuple[int, ...]:
-        order: list[int] = []
-        for step in range(len(owners)):
-            owner = owners[(start + step) % len(owners)]
-            if owner not in order:
-                order.append(owner)
-                if len(order) == distinct:
-                    break
-        return tuple(order)
-
-    def preference(self, key: int) -> tuple[int, ...]:
-        """Replica indexes in the order a request with `key` should try them."""
-        if not self._hashes:
-            return ()
-        return self._orders[bisect.bisect(self._hashes, key) % len(self._hashes)]
 
 
 class RoutingPolicy(Protocol):
@@ -235,7 +195,7 @@ class AffinityPolicy:
         return bool(others) and latency > self._slow_factor * statistics.median(others)
 
 
-POLICIES = {
+POLICIES: dict[str, Callable[[], RoutingPolicy]] = {
     "affinity": AffinityPolicy,
     "round_robin": RoundRobinPolicy,
     "least_outstanding": LeastOutstandingPolicy,

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from services.llm_proxy.errors import RateLimited
-from services.llm_proxy.tenants import Tenant
+from services.llm_proxy.limits.tenants import Tenant
 
 __all__ = ["RateLimiter", "Spending"]
 

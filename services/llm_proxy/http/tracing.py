@@ -11,8 +11,8 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, set_span_in_context
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from services.llm_proxy.httpserver import Request
-from services.llm_proxy.pool import Replica
+from services.llm_proxy.replicas.pool import Replica
+from shared.http1 import Request
 from shared.tracing import job_attributes
 
 __all__ = ["server_span", "upstream_span"]

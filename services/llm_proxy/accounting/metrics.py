@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Mapping, Sized
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sized
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import (
@@ -20,9 +20,8 @@ from prometheus_client.core import (
     Metric,
 )
 from prometheus_client.registry import Collector
-from prometheus_client.utils import floatToGoString
 
-from services.llm_proxy.pool import Pool, Replica
+from services.llm_proxy.replicas.pool import Pool, Replica
 
 __all__ = ["Histogram", "Metrics"]
 
@@ -45,7 +44,8 @@ _BUCKETS = (
     60.0,
     120.0,
 )
-_BOUNDS = [*(floatToGoString(b) for b in _BUCKETS), "+Inf"]
+# Go's float format, as Prometheus writes `le`; str() spells these bounds the same way.
+_BOUNDS = [*(str(b) for b in _BUCKETS), "+Inf"]
 
 
 class Histogram:
@@ -63,7 +63,8 @@ class Histogram:
 
     def buckets(self) -> list[tuple[str, float]]:
         """Cumulative counts per upper bound, as Prometheus wants them."""
-        out, running = [], 0
+        out: list[tuple[str, float]] = []
+        running = 0
         for bound, count in zip(_BOUNDS, self.counts, strict=True):
             running += count
             out.append((bound, running))
@@ -104,11 +105,11 @@ class Metrics(Collector):
     def collect(self) -> Iterator[Metric]:
         yield _counter(
             "taskyard_proxy_requests", "Requests answered.", ["endpoint", "status"],
-            {(endpoint, str(status)): n for (endpoint, status), n in self.requests.items()},
+            (((endpoint, str(status)), n) for (endpoint, status), n in self.requests.items()),
         )  # fmt: skip
         yield _counter(
             "taskyard_proxy_errors", "Failures by kind.", ["kind"],
-            {(kind,): n for kind, n in self.errors.items()},
+            (((kind,), n) for kind, n in self.errors.items()),
         )  # fmt: skip
         latency = HistogramMetricFamily(
             "taskyard_proxy_request_seconds", "Time to answer.", labels=["endpoint"]
@@ -118,11 +119,11 @@ class Metrics(Collector):
         yield latency
         yield _counter(
             "taskyard_proxy_tokens", "Tokens by tenant and kind.", ["tenant", "kind"],
-            dict(self.tokens),
+            self.tokens.items(),
         )  # fmt: skip
         yield _counter(
             "taskyard_proxy_tenant_requests", "Completion requests by tenant and outcome.",
-            ["tenant", "outcome"], dict(self.tenant_requests),
+            ["tenant", "outcome"], self.tenant_requests.items(),
         )  # fmt: skip
         yield CounterMetricFamily(
             "taskyard_proxy_redis_syncs", "Successful Redis syncs.", value=self.redis_syncs
@@ -136,7 +137,8 @@ class Metrics(Collector):
         yield from self._replica_families()
 
     def _replica_families(self) -> Iterator[Metric]:
-        families: list[tuple[str, type[Metric], str, Callable[[Replica], float]]] = [
+        Family = type[GaugeMetricFamily] | type[CounterMetricFamily]
+        families: list[tuple[str, Family, str, Callable[[Replica], float]]] = [
             ("taskyard_proxy_replica_in_flight", GaugeMetricFamily, "Requests in flight.",
              lambda r: r.in_flight),
             ("taskyard_proxy_replica_healthy", GaugeMetricFamily, "1 if in rotation.",
@@ -156,9 +158,9 @@ class Metrics(Collector):
 
 
 def _counter(
-    name: str, help_text: str, labels: list[str], values: Mapping[tuple[str, ...], int]
+    name: str, help_text: str, labels: list[str], values: Iterable[tuple[tuple[str, ...], int]]
 ) -> CounterMetricFamily:
     family = CounterMetricFamily(name, help_text, labels=labels)
-    for label_values, value in sorted(values.items()):
+    for label_values, value in sorted(values):
         family.add_metric(list(label_values), value)
     return family

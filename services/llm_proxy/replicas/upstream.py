@@ -4,8 +4,8 @@ A connection runs one exchange at a time. Body bytes go to a sink callback the m
 arrive (the streaming path writes them straight to the client); the caller awaits only two
 moments, the response head and the end of the message.
 
-Errors are translated here into `UpstreamError`s that say whether any response byte had
-arrived, which is what decides if a request may be retried.
+Errors are translated here into `UpstreamError`s (`services.llm_proxy.errors`) that say
+whether any response byte had arrived, which is what decides if a request may be retried.
 """
 
 from __future__ import annotations
@@ -17,37 +17,11 @@ from typing import cast
 
 import httptools
 
-__all__ = [
-    "ConnectFailed",
-    "UpstreamClosed",
-    "UpstreamConnection",
-    "UpstreamError",
-    "UpstreamPool",
-    "UpstreamTimeout",
-]
+from services.llm_proxy.errors import ConnectFailed, UpstreamClosed, UpstreamError, UpstreamTimeout
+
+__all__ = ["UpstreamConnection", "UpstreamPool"]
 
 _PENDING, _HEAD, _DONE = 0, 1, 2
-
-
-class UpstreamError(Exception):
-    """The exchange with a replica failed; `answered` says if any response byte had arrived."""
-
-    def __init__(self, message: str, *, answered: bool = False, reused: bool = False) -> None:
-        super().__init__(message)
-        self.answered = answered
-        self.reused = reused
-
-
-class ConnectFailed(UpstreamError):
-    """The replica refused or did not accept the connection in time."""
-
-
-class UpstreamTimeout(UpstreamError):
-    """The replica went silent for longer than the read timeout."""
-
-
-class UpstreamClosed(UpstreamError):
-    """The replica closed the connection before the response was complete."""
 
 
 Sink = Callable[[bytes], None]

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from services.llm_proxy.errors import BadRequest
-from services.llm_proxy.routing import hash_key
+from services.llm_proxy.routing.ring import hash_key
 
 __all__ = ["ParsedRequest", "parse_request", "prompt_prefix", "with_model"]
 
