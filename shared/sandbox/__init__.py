@@ -1,6 +1,6 @@
 """Code sandboxes: one stateful interpreter per session, behind one small interface.
 
-Use: ``make_sandbox_provider(settings).get(f"{tenant}:{session_id}").run(code, timeout)``;
+Use: ``make_sandbox_provider(settings).get(keys.session_key(tenant, sid)).run(code, timeout)``;
 ``provider.interrupt(session_key)`` stops a running cell from another thread. A result's
 ``display`` holds the cell's rich outputs; ``write_file``, ``read_file`` and ``list_files``
 reach the session's working directory (``provider.find`` gives a session's running sandbox).
