@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from shared.client import (
+    ClientError,
     GatewayUnreachable,
     InvalidRequest,
     NotFound,
     ServerError,
     TaskyardClient,
-    TaskyardError,
     Unauthorized,
 )
 from shared.events import EventKind
@@ -39,7 +39,7 @@ __all__ = ["main"]
 
 DEMO_TASK = "What is the square root of 2, to 12 decimal places? Use Python."
 # Exit codes by error, after 1 (a task that did not succeed) and 2 (bad usage, argparse's).
-EXIT_CODES: dict[type[TaskyardError], int] = {
+EXIT_CODES: dict[type[ClientError], int] = {
     Unauthorized: 3,
     NotFound: 4,
     InvalidRequest: 5,
@@ -52,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return args.run(args)
-    except TaskyardError as exc:
+    except ClientError as exc:
         print(f"taskyard: {exc.reason}", file=sys.stderr)
         return EXIT_CODES[type(exc)]
     except KeyboardInterrupt:
