@@ -39,4 +39,4 @@ bench: venv deps
 	$(BIN)/python bench/agent_tier_bench.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .import_linter_cache
