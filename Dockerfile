@@ -6,7 +6,7 @@ WORKDIR /app
 COPY pyproject.toml requirements.lock ./
 COPY shared ./shared
 COPY services ./services
-RUN pip install --no-cache-dir -c requirements.lock . \
+RUN pip install --no-cache-dir -c requirements.lock ".[service]" \
     && useradd --system --uid 10001 taskyard
 USER 10001
 EXPOSE 8000 8400

@@ -9,16 +9,15 @@ SANDBOX ?= docker
 up: venv deps
 	$(BIN)/taskyard up --sandbox $(SANDBOX)
 
-## test: install and start what the tests need, then run the whole suite
-test: venv deps
-	$(BIN)/ruff check .
+## test: install and start what the tests need, check the code's contracts, run the whole suite
+test: venv lint deps
 	$(BIN)/pytest
 
 venv: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml requirements.lock
 	test -x $(BIN)/python || python3 -m venv $(VENV)
-	$(BIN)/pip install -q --disable-pip-version-check -c requirements.lock -e '.[dev]'
+	$(BIN)/pip install -q --disable-pip-version-check -c requirements.lock -e '.[service,dev]'
 	touch $@
 
 ## deps: system packages, the Docker engine and the sandbox image
@@ -27,9 +26,12 @@ deps:
 	bash scripts/setup_docker.sh
 	bash scripts/build_sandbox_image.sh
 
+## lint: style, formatting, types (mypy, configured in pyproject) and import contracts
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 ## bench: the agent tier's figures in one run (wrk, a C load generator, is installed if missing)
 bench: venv deps
@@ -37,4 +39,4 @@ bench: venv deps
 	$(BIN)/python bench/agent_tier_bench.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .import_linter_cache

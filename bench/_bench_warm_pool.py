@@ -16,8 +16,8 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from shared.sandbox import DockerSandboxProvider
 from shared.sandbox.demand import PoolBounds
+from shared.sandbox.docker import DockerSandboxProvider
 from shared.sandbox.provider import SandboxLimits
 from shared.settings import Settings
 

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import docker
 
-from shared.sandbox import DockerSandboxProvider, LocalSandboxProvider
+from shared.sandbox import LocalSandboxProvider
+from shared.sandbox.docker import DockerSandboxProvider
 from shared.sandbox.provider import KernelSandboxProvider
 from shared.settings import Settings
 

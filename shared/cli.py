@@ -23,12 +23,12 @@ from pydantic import ValidationError
 
 from shared.cli_commands import add_contributed, installed
 from shared.client import (
+    ClientError,
     GatewayUnreachable,
     InvalidRequest,
     NotFound,
     ServerError,
     TaskyardClient,
-    TaskyardError,
     Unauthorized,
 )
 from shared.events import EventKind
@@ -38,7 +38,7 @@ from shared.transcript import TranscriptPrinter
 __all__ = ["follow", "main", "settings_problems"]
 
 # Exit codes by error, after 1 (a task that did not succeed) and 2 (bad usage, argparse's).
-EXIT_CODES: dict[type[TaskyardError], int] = {
+EXIT_CODES: dict[type[ClientError], int] = {
     Unauthorized: 3,
     NotFound: 4,
     InvalidRequest: 5,
@@ -51,7 +51,7 @@ def main(argv: Sequence[str] | None = None, contributed: Iterable[EntryPoint] | 
     args = _parser(contributed).parse_args(argv)
     try:
         return args.run(args)
-    except TaskyardError as exc:
+    except ClientError as exc:
         print(f"taskyard: {exc.reason}", file=sys.stderr)
         return EXIT_CODES[type(exc)]
     except KeyboardInterrupt:

@@ -6,14 +6,16 @@ and read the same answers (the helpers below), only the I/O differs.
 Events are read per the server-sent events specification (httpx-sse: multi-line data, `data:`
 with or without a space, comments), and a dropped stream is resumed by `Last-Event-ID`.
 
-Errors, one class per reason (each carries the server's own words in `reason`):
+Errors, one class per reason (each carries the server's own words in `reason`), under the
+root of every taskyard error:
 
-    TaskyardError
-    ├── Unauthorized        401: missing or unknown API key
-    ├── NotFound            404: no such task for this key
-    ├── InvalidRequest      400, 409, 413, 422: the request cannot be taken as it is
-    ├── ServerError         5xx (and any other answer the gateway should not give)
-    └── GatewayUnreachable  no answer at all: refused, timed out, dropped
+    TaskyardError (shared.errors)
+    └── ClientError
+        ├── Unauthorized        401: missing or unknown API key
+        ├── NotFound            404: no such task for this key
+        ├── InvalidRequest      400, 409, 413, 422: the request cannot be taken as it is
+        ├── ServerError         5xx (and any other answer the gateway should not give)
+        └── GatewayUnreachable  no answer at all: refused, timed out, dropped
 """
 
 from __future__ import annotations
@@ -29,10 +31,12 @@ import httpx
 import orjson
 from httpx_sse import ServerSentEvent, aconnect_sse, connect_sse
 
+from shared.errors import TaskyardError
 from shared.events import Event, EventKind
 
 __all__ = [
     "AsyncTaskyardClient",
+    "ClientError",
     "GatewayUnreachable",
     "InvalidRequest",
     "NotFound",
@@ -46,7 +50,7 @@ _RECONNECTS = 5
 _UNAVAILABLE_RETRIES = 5  # 503s (Redis restarting) a safe request is sent again after
 
 
-class TaskyardError(Exception):
+class ClientError(TaskyardError):
     """The gateway refused the request, or could not be reached; `reason` says why."""
 
     def __init__(self, reason: str, status: int | None = None) -> None:
@@ -55,27 +59,27 @@ class TaskyardError(Exception):
         self.status = status
 
 
-class Unauthorized(TaskyardError):
+class Unauthorized(ClientError):
     """401: the API key is missing or unknown."""
 
 
-class NotFound(TaskyardError):
+class NotFound(ClientError):
     """404: no such task for this API key."""
 
 
-class InvalidRequest(TaskyardError):
+class InvalidRequest(ClientError):
     """400, 409, 413, 422: the request is not valid, or not in the task's current state."""
 
 
-class ServerError(TaskyardError):
+class ServerError(ClientError):
     """A 5xx answer, or another the gateway does not give by design."""
 
 
-class GatewayUnreachable(TaskyardError):
+class GatewayUnreachable(ClientError):
     """No answer: the connection was refused, timed out or dropped."""
 
 
-_BY_STATUS: dict[int, type[TaskyardError]] = {
+_BY_STATUS: dict[int, type[ClientError]] = {
     401: Unauthorized,
     404: NotFound,
     400: InvalidRequest,

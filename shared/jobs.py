@@ -75,7 +75,7 @@ class ToolRunJob(_Job):
     @property
     def session_key(self) -> str:
         """Tool state (sandboxes, browser results) is per tenant and session."""
-        return f"{self.tenant}:{self.session_id}"
+        return keys.session_key(self.tenant, self.session_id)
 
 
 class ChildJob(_Job):
@@ -115,7 +115,7 @@ class SessionFilesJob(_Job):
 
     @property
     def session_key(self) -> str:
-        return f"{self.tenant}:{self.session_id}"
+        return keys.session_key(self.tenant, self.session_id)
 
     @property
     def expired(self) -> bool:

@@ -32,8 +32,10 @@ __all__ = [
     "proxy_ratelimit",
     "session_compaction",
     "session_epoch",
+    "session_key",
     "session_lock",
     "session_memory",
+    "session_memory_path",
     "session_paths",
     "session_sandbox",
     "session_tasks",
@@ -149,6 +151,18 @@ def session_memory(tenant: str, session_id: str, path: str = "memory") -> str:
     memories go by their `state_dict` key (``writer.memory``)."""
     base = f"session:{tenant}:{session_id}:memory"
     return base if path == "memory" else f"{base}:{path}"
+
+
+def session_memory_path(tenant: str, session_id: str, key: str) -> str:
+    """The `state_dict` path of a memory `key` (one `session_memory` made)."""
+    top = session_memory(tenant, session_id)
+    return "memory" if key == top else key.removeprefix(f"{top}:")
+
+
+def session_key(tenant: str, session_id: str) -> str:
+    """A session's name in its tool state's keys (`session_sandbox`, `browser_results`), in the
+    sandbox provider and on `FORGOTTEN_CHANNEL`."""
+    return f"{tenant}:{session_id}"
 
 
 def session_values(tenant: str, session_id: str) -> str:

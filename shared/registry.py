@@ -10,12 +10,14 @@ import importlib
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
+from shared.errors import TaskyardError
+
 __all__ = ["Registry", "RegistryError", "load_plugins"]
 
 T = TypeVar("T")
 
 
-class RegistryError(LookupError):
+class RegistryError(TaskyardError, LookupError):
     """A name that nothing registered."""
 
 

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from shared.errors import TaskyardError
+
 __all__ = [
     "ExpiredToken",
     "InvalidToken",
@@ -38,7 +40,7 @@ PREFIX = "tyt1."
 _TENANT_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"  # as `shared.settings` allows tenant names
 
 
-class TokenError(Exception):
+class TokenError(TaskyardError):
     """A tenant token that does not hold; the message says why (never the token)."""
 
 

@@ -42,6 +42,7 @@ from shared.actions.web import (
     Resolver,
     SystemResolver,
 )
+from shared.errors import TaskyardError
 from shared.events import EventKind
 from shared.jobs import WebhookJob, envelope
 from shared.settings import Settings
@@ -102,7 +103,7 @@ def sign(secret: str, message_id: str, timestamp: int, body: bytes) -> str:
     return "v1," + base64.b64encode(signed.digest()).decode()
 
 
-class InvalidSignature(ValueError):
+class InvalidSignature(TaskyardError, ValueError):
     """A delivery whose signature or timestamp does not check out."""
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from opentelemetry import context, trace
 
+from services.agent_worker.errors import AgentWorkerError
 from services.agent_worker.metrics import MODEL_CALL_SECONDS
 from shared.llms import AsyncOpenAIChat
 from shared.llms.base import ChatMessages, ChatResult
@@ -68,7 +69,7 @@ def open_step_calls(record: TaskRecord) -> StepCalls:
     return calls
 
 
-class ModelCallOutsideStep(RuntimeError):
+class ModelCallOutsideStep(AgentWorkerError, RuntimeError):
     """A model call in the agent worker that no step owns: no tenant to sign it for."""
 
 

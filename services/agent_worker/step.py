@@ -17,6 +17,7 @@ from contextlib import aclosing
 from celery import Celery
 
 from services.agent_worker.compaction import Compactor, PromptSize
+from services.agent_worker.errors import AgentWorkerError
 from services.agent_worker.live_agents import LiveAgents, LiveSession
 from services.agent_worker.metrics import count_tokens
 from services.agent_worker.model_calls import StepCalls, open_step_calls
@@ -34,7 +35,7 @@ __all__ = ["StepRunner"]
 log = logging.getLogger("taskyard.agent_worker")
 
 
-class StepCancelled(Exception):
+class StepCancelled(AgentWorkerError):
     """The task was cancelled while its step ran; the gateway already passed the session on."""
 
 

@@ -1,5 +1,8 @@
 """The gateway's one error shape, FastAPI's ``{"detail": ...}``: a message, or for 422 the list
-of what failed. The models document it; `responses` declares each route's errors from them."""
+of what failed. The models document it; `responses` declares each route's errors from them.
+
+The gateway's own errors derive from `GatewayError` (itself a `shared.errors.TaskyardError`);
+those that are HTTP answers are also Starlette `HTTPException`s, so `http_error` renders them."""
 
 from __future__ import annotations
 
@@ -14,8 +17,11 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
+from shared.errors import TaskyardError
+
 __all__ = [
     "ErrorBody",
+    "GatewayError",
     "Issue",
     "ValidationErrorBody",
     "http_error",
@@ -30,6 +36,10 @@ log = logging.getLogger("taskyard.gateway")
 
 _ECHO_CHARS = 100  # a 422 shows at most this much of what was sent
 _METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+
+
+class GatewayError(TaskyardError):
+    """Base of the gateway's errors."""
 
 
 class ErrorBody(BaseModel):

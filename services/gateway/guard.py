@@ -13,13 +13,15 @@ from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from services.gateway.errors import GatewayError
+
 __all__ = ["AUTH_PREFIX", "BodyTooLarge", "Guard", "LargeBodies"]
 
 AUTH_PREFIX = "/v1/"  # every route under it needs a key; health and docs do not
 _UNAUTHORIZED = "missing or invalid API key (Authorization: Bearer <key>)"
 
 
-class BodyTooLarge(HTTPException):
+class BodyTooLarge(GatewayError, HTTPException):
     """413: the body passed the gateway's limit (or the route's, which `detail` names)."""
 
     def __init__(self, limit: int, detail: str | None = None) -> None:

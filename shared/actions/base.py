@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from shared.actions.api import ToolApi, describe_api, is_tool_api
 from shared.actions.docstrings import parse_docstring
+from shared.errors import TaskyardError
 from shared.sandbox import SandboxProvider
 from shared.schema import ActionReturn, ActionStatusCode
 from shared.settings import Settings
@@ -19,7 +20,7 @@ from shared.settings import Settings
 __all__ = ["ActionError", "ActionResources", "BaseAction", "text_result"]
 
 
-class ActionError(Exception):
+class ActionError(TaskyardError):
     """Raised by a tool for a failure the model should read: the message goes back as is."""
 
     def __init__(self, message: str, state: ActionStatusCode = ActionStatusCode.API_ERROR) -> None:

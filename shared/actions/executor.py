@@ -20,6 +20,7 @@ from typing import Any, Self
 from shared.actions.base import ActionResources, BaseAction
 from shared.actions.hooks import ActionHook
 from shared.actions.registry import build_actions, split_call_name
+from shared.errors import TaskyardError
 from shared.hooks import RemovableHandle
 from shared.parsers.native import decode_arguments
 from shared.schema import (
@@ -36,7 +37,7 @@ __all__ = ["ActionExecutor", "AsyncActionExecutor"]
 _SENDER = "ActionExecutor"  # the sender of replies to messages that named no tool
 
 
-class _Refused(Exception):
+class _Refused(TaskyardError):
     """A call the executor cannot run; carries the reply that says why."""
 
     def __init__(self, sender: str, state: ActionStatusCode, errmsg: str, **fields: Any) -> None:

@@ -9,10 +9,12 @@ UnknownSessionWarning     `state_dict` of a session the agent does not hold (a U
 
 from __future__ import annotations
 
+from shared.errors import TaskyardError
+
 __all__ = ["AgentError", "EmptyReplyError", "NotSynchronousError", "UnknownSessionWarning"]
 
 
-class AgentError(Exception):
+class AgentError(TaskyardError):
     """Base of the agent package's errors."""
 
 

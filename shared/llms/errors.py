@@ -3,10 +3,12 @@ boundary, keeping the HTTP status (None when the server could not be reached).""
 
 from __future__ import annotations
 
+from shared.errors import TaskyardError
+
 __all__ = ["LLMError"]
 
 
-class LLMError(Exception):
+class LLMError(TaskyardError):
     """A model call failed: the server answered with an error, or could not be reached.
 
     `code` is the OpenAI error body's (``rate_limit_exceeded``, ``invalid_api_key``, ...) and

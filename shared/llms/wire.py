@@ -5,10 +5,10 @@ bodies. Plain dicts and JSON, no I/O here."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import orjson
-from opentelemetry.propagate import inject
 
 from shared.llms.base import ChatMessages, ChatResult
 from shared.llms.errors import LLMError
@@ -30,6 +30,18 @@ __all__ = [
 DONE = "[DONE]"  # the data of the last event of an OpenAI stream
 
 
+def _trace_propagator() -> Callable[[dict[str, str]], None]:
+    # OpenTelemetry comes with the `service` extra; the agent library alone sends no context.
+    try:
+        from opentelemetry.propagate import inject
+    except ImportError:
+        return lambda headers: None
+    return inject
+
+
+_inject = _trace_propagator()
+
+
 def request_headers(
     api_key: str, session_id: int | str | None, task_id: str | None
 ) -> dict[str, str]:
@@ -40,7 +52,7 @@ def request_headers(
         headers["X-Session-ID"] = str(session_id)
     if task_id is not None:
         headers["X-Task-ID"] = str(task_id)
-    inject(headers)
+    _inject(headers)
     return headers
 
 

@@ -1,15 +1,15 @@
 """Code sandboxes: one stateful interpreter per session, behind one small interface.
 
-Use: ``make_sandbox_provider(settings).get(f"{tenant}:{session_id}").run(code, timeout)``;
+Use: ``make_sandbox_provider(settings).get(keys.session_key(tenant, sid)).run(code, timeout)``;
 ``provider.interrupt(session_key)`` stops a running cell from another thread. A result's
 ``display`` holds the cell's rich outputs; ``write_file``, ``read_file`` and ``list_files``
 reach the session's working directory (``provider.find`` gives a session's running sandbox).
+The docker backend (`shared.sandbox.docker`) needs the Docker SDK, from the ``service`` extra.
 """
 
 from collections.abc import Callable
 
 from shared.sandbox.base import CodeSandbox, DisplayOutput, ExecutionResult, SandboxProvider
-from shared.sandbox.docker import ContainerSpec, DockerSandboxProvider
 from shared.sandbox.errors import (
     FileRefused,
     KernelGone,
@@ -27,9 +27,7 @@ from shared.settings import Settings
 __all__ = [
     "BACKENDS",
     "CodeSandbox",
-    "ContainerSpec",
     "DisplayOutput",
-    "DockerSandboxProvider",
     "ExecutionResult",
     "FileRefused",
     "KernelGone",
@@ -45,9 +43,17 @@ __all__ = [
     "make_sandbox_provider",
 ]
 
+
+def _docker(settings: Settings) -> SandboxProvider:
+    # Imported when chosen: the agent library alone installs no Docker SDK.
+    from shared.sandbox.docker import DockerSandboxProvider
+
+    return DockerSandboxProvider(settings)
+
+
 # settings.sandbox_backend names one of these.
 BACKENDS: dict[str, Callable[[Settings], SandboxProvider]] = {
-    "docker": DockerSandboxProvider,
+    "docker": _docker,
     "local": LocalSandboxProvider,
 }
 

@@ -20,6 +20,8 @@ it comes back as an `ExecutionResult`.
 
 from __future__ import annotations
 
+from shared.errors import TaskyardError
+
 __all__ = [
     "FileRefused",
     "KernelGone",
@@ -32,7 +34,7 @@ __all__ = [
 ]
 
 
-class SandboxError(Exception):
+class SandboxError(TaskyardError):
     """Base of every sandbox error."""
 
 

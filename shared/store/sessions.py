@@ -50,7 +50,7 @@ async def session_state(
         pipe.zrevrange(keys.session_tasks(tenant, session_id), 0, tasks - 1)
         pipe.get(keys.session_lock(tenant, session_id))
         pipe.lrange(keys.session_waiting(tenant, session_id), 0, -1)
-        pipe.get(keys.session_sandbox(f"{tenant}:{session_id}"))
+        pipe.get(keys.session_sandbox(keys.session_key(tenant, session_id)))
         pipe.smembers(keys.session_paths(tenant, session_id))
         pipe.hgetall(keys.session_values(tenant, session_id))
         raw, total, task_ids, holder, waiting, sandbox, lists, values = await pipe.execute()
@@ -65,20 +65,19 @@ async def _lengths(
     store: TaskStore, tenant: str, session_id: str, lists: set[str]
 ) -> dict[str, int]:
     """Each written memory list's length, by its `state_dict` path."""
-    top = keys.session_memory(tenant, session_id)
     names = sorted(lists)
     async with store.r.pipeline(transaction=False) as pipe:
         for name in names:
             pipe.llen(name)
         lengths = await pipe.execute()
-    paths = ["memory" if n == top else n.removeprefix(f"{top}:") for n in names]
+    paths = [keys.session_memory_path(tenant, session_id, name) for name in names]
     return dict(zip(paths, lengths, strict=True))
 
 
 async def forget_session(store: TaskStore, tenant: str, session_id: str) -> None:
     """Delete the session's memories and tool state and bump its epoch, so workers holding a
     warm copy of it read it afresh (empty). Its tasks stay, as tasks."""
-    session_key = f"{tenant}:{session_id}"
+    session_key = keys.session_key(tenant, session_id)
     names = keys.session_paths(tenant, session_id)
     written = await store.r.smembers(names)
     doomed = [

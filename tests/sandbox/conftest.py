@@ -7,7 +7,8 @@ from collections.abc import Callable, Iterator
 import docker
 import pytest
 
-from shared.sandbox import DockerSandboxProvider, LocalSandboxProvider
+from shared.sandbox import LocalSandboxProvider
+from shared.sandbox.docker import DockerSandboxProvider
 from shared.sandbox.provider import KernelSandboxProvider
 from shared.settings import Settings
 

@@ -10,6 +10,7 @@ from services.gateway.deps import CeleryDep, StoreDep, TenantDep
 from services.gateway.errors import responses
 from services.gateway.json_route import JSONRoute
 from services.gateway.models import Interpreter, SessionPublic
+from shared import keys
 from shared.cancel import announce_forgotten, cancel
 from shared.store import sessions
 from shared.task import SESSION_ID_PATTERN
@@ -68,5 +69,5 @@ async def delete_session(
         if record is not None:
             await cancel(store, celery, record, "cancelled: its session was deleted")
     await sessions.forget_session(store, tenant, session_id)
-    await announce_forgotten(store.r, f"{tenant}:{session_id}")
+    await announce_forgotten(store.r, keys.session_key(tenant, session_id))
     return Response(status_code=status.HTTP_204_NO_CONTENT)

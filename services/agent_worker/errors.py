@@ -1,0 +1,17 @@
+"""The agent worker's errors.
+
+TaskyardError (shared.errors)
+└── AgentWorkerError
+    ├── StepCancelled          the task was cancelled while its step ran
+    └── ModelCallOutsideStep   a model call no step owns (also a RuntimeError)
+"""
+
+from __future__ import annotations
+
+from shared.errors import TaskyardError
+
+__all__ = ["AgentWorkerError"]
+
+
+class AgentWorkerError(TaskyardError):
+    """Base of the agent worker's errors."""

@@ -1,0 +1,26 @@
+"""The root of every error the shared library raises: ``except TaskyardError`` catches them all.
+
+    TaskyardError
+    ├── ClientError        shared.client: the gateway refused a request, or was not reached
+    ├── AgentError         shared.agents: an agent cannot go on
+    ├── LLMError           shared.llms: a model call failed
+    ├── ActionError        shared.actions: a tool failed, in words the model reads
+    ├── SandboxError       shared.sandbox: no interpreter to run code in (see its tree)
+    ├── TokenError         shared.tenant_tokens: a tenant token that does not hold
+    ├── RegistryError      shared.registry: a name nothing registered (also a LookupError)
+    └── InvalidSignature   shared.webhooks: a webhook delivery that does not check out (also a
+                           ValueError)
+
+Each package's errors derive from these; the services' roots (`GatewayError`,
+`AgentWorkerError`) derive from `TaskyardError` too. The sandbox kernel
+(`shared.sandbox.kernel`) is the exception: it runs alone in the sandbox, on the standard
+library, and its errors never leave it.
+"""
+
+from __future__ import annotations
+
+__all__ = ["TaskyardError"]
+
+
+class TaskyardError(Exception):
+    """Base of every error taskyard defines."""
