@@ -88,9 +88,12 @@ class BaseAgent(AgentNode):
         self._hooks[handle.id] = hook
         return handle
 
-    def forward(self, *messages: AgentMessage, session_id: SessionId = 0, **kwargs: Any) -> Any:
-        """One reply to `messages`: an `AgentMessage` or content, or (streaming) a generator of
-        text so far ending with the reply. Override this, not `__call__`.
+    # Untyped here so each subclass declares its own keywords (a type checker takes
+    # ``*args: Any, **kwargs: Any`` as "any signature").
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """``forward(*messages, session_id=..., **keywords)``: one reply to `messages` (fresh
+        `AgentMessage`s): an `AgentMessage` or content, or (streaming) a generator of text so
+        far ending with the reply. Override this, not `__call__`.
 
         The keywords it declares are the ones a call accepts (see `shared.agents.params`)."""
         raise NotImplementedError
@@ -170,7 +173,8 @@ class BaseAgent(AgentNode):
     ) -> AgentMessage:
         llm = self._llm()
         chat = self.prompt(messages, session_id)
-        response = await resolve(llm.chat(chat, session_id=session_id, **self._llm_args(kwargs)))
+        reply = llm.chat(chat, session_id=session_id, **self._llm_args(kwargs))
+        response: ChatResult = await resolve(reply)
         return self.to_message(response)
 
     async def _generate_stream(
