@@ -80,7 +80,7 @@ class _ChatConfig:
         at once: how long to wait for a budget is its decision, not the client's."""
         if attempt >= self.max_retries or not error.transient or error.rate_limited:
             return None
-        backoff = min(0.5 * 2**attempt, _MAX_BACKOFF_S)
+        backoff = min(0.5 * 2.0**attempt, _MAX_BACKOFF_S)
         if error.retry_after is None:
             return backoff
         return max(backoff, error.retry_after) if error.retry_after <= _MAX_BACKOFF_S else None
