@@ -4,7 +4,7 @@ of what failed. The models document it; `responses` declares each route's errors
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fastapi import Request
@@ -29,7 +29,6 @@ __all__ = [
 log = logging.getLogger("taskyard.gateway")
 
 _ECHO_CHARS = 100  # a 422 shows at most this much of what was sent
-_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 
 
 class ErrorBody(BaseModel):
@@ -79,7 +78,7 @@ def responses(*codes: int, why: Mapping[int, str] | None = None) -> dict[int | s
     }
 
 
-def issue(loc: list[str | int], msg: str) -> dict[str, Any]:
+def issue(loc: Sequence[str | int], msg: str) -> dict[str, Any]:
     """A 422 detail item for a check made after validation (unknown tool, reused key)."""
     return {"loc": loc, "msg": msg, "type": "value_error"}
 

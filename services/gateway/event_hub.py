@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,7 +137,7 @@ class EventHub:
 
     async def follow(
         self, task_id: str, after: str = "0-0", ended: bool = False
-    ) -> AsyncIterator[Batch]:
+    ) -> AsyncGenerator[Batch, None]:
         """Batches of the events after `after`, in order, each as soon as it is ready; an
         empty one after a while of silence. Ends with the final event, or for a task that
         had `ended` before the call, once its events after `after` are out."""

@@ -13,7 +13,7 @@ messages) replaces them, and anything else is a `TypeError` saying what is allow
 from __future__ import annotations
 
 import copy
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
 from enum import Enum
 from typing import Any
 
@@ -121,14 +121,14 @@ class BaseAgent(AgentNode):
 
     def _run(
         self, messages: tuple[AgentInput, ...], session_id: SessionId, kwargs: dict[str, Any]
-    ) -> AsyncIterator[AgentMessage]:
+    ) -> AsyncGenerator[AgentMessage, None]:
         # Checked here, when the call is made, so a bad keyword changes nothing.
         check_keywords(f"{self!r} call", kwargs, self.call_keywords())
         return self._steps(messages, session_id, kwargs)
 
     async def _steps(
         self, messages: tuple[AgentInput, ...], session_id: SessionId, kwargs: dict[str, Any]
-    ) -> AsyncIterator[AgentMessage]:
+    ) -> AsyncGenerator[AgentMessage, None]:
         inputs = await self._before(as_inputs(messages), session_id)
         self._remember(inputs, session_id)
         last: Any = _NOTHING

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
 from typing import Any
 
 import aiohttp
@@ -273,7 +273,7 @@ class AsyncOpenAIChat(_ChatConfig):
         extra_headers: Mapping[str, str] | None = None,
         on_usage: UsageSink | None = None,
         **params: Any,
-    ) -> AsyncIterator[ChatResult]:
+    ) -> AsyncGenerator[ChatResult, None]:
         """One streamed completion, as snapshots so far."""
         body, headers = self._request(
             messages, session_id, task_id, tools, params, True, extra_headers
