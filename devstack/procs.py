@@ -37,7 +37,8 @@ def free_port() -> int:
     """A loopback port free right now (a small race with other programs is accepted)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]  # (host, port) for AF_INET
+        return port
 
 
 @dataclass

@@ -23,11 +23,12 @@ class Channel(kombu_redis.Channel):
 
     _shared_client: Any = None
 
+    # kombu's stubs (celery-types) leave this private method out; kombu's Channel has it.
     def _create_client(self, asynchronous: bool = False) -> Any:
         if asynchronous:
-            return super()._create_client(asynchronous=True)
+            return super()._create_client(asynchronous=True)  # type: ignore[misc]
         if self._shared_client is None:
-            self._shared_client = super()._create_client()
+            self._shared_client = super()._create_client()  # type: ignore[misc]
         return self._shared_client
 
 

@@ -25,7 +25,7 @@ __all__ = ["CancelWatch", "announce", "announce_forgotten", "cancel", "cancel_ch
 
 log = logging.getLogger("taskyard.cancel")
 
-OnCancel = Callable[[], None]
+OnCancel = Callable[[], object]  # what it returns is not used
 
 
 async def announce(client: aioredis.Redis, task_id: str) -> None:

@@ -3,13 +3,18 @@ reliable work on Redis: late acks, requeue on a lost worker, one message prefetc
 
 from __future__ import annotations
 
-from celery import Celery, signals
+from typing import Any
+
+from celery import Celery, Task, signals
 from kombu import Queue
 
 from shared import keys
 from shared.settings import Settings
 
-__all__ = ["make_celery"]
+__all__ = ["JobTask", "make_celery"]
+
+# A bound job task as its body sees itself: it takes the job's payload (a JSON object).
+JobTask = Task[[dict[str, Any]], None]
 
 
 @signals.setup_logging.connect

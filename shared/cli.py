@@ -14,7 +14,7 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from importlib.metadata import EntryPoint
 from pathlib import Path
 from typing import Any
@@ -50,7 +50,8 @@ EXIT_CODES: dict[type[ClientError], int] = {
 def main(argv: Sequence[str] | None = None, contributed: Iterable[EntryPoint] | None = None) -> int:
     args = _parser(contributed).parse_args(argv)
     try:
-        return args.run(args)
+        run: Callable[[argparse.Namespace], int] = args.run  # each command's set_defaults
+        return run(args)
     except ClientError as exc:
         print(f"taskyard: {exc.reason}", file=sys.stderr)
         return EXIT_CODES[type(exc)]
@@ -185,10 +186,14 @@ def _ask(client: TaskyardClient, task_id: str, call: dict[str, Any]) -> None:
 
 def _submit(args: argparse.Namespace) -> int:
     with TaskyardClient(args.gateway, args.api_key) as client:
-        session = args.session or (uuid.uuid4().hex if args.file else None)
-        for local in args.file:
-            uploaded = client.upload(session, local)
-            print(f"uploaded {local} as {uploaded['path']} ({uploaded['size']} bytes)", flush=True)
+        session: str | None = args.session
+        if args.file:  # the uploads need a session: a new one unless one is named
+            session = session or uuid.uuid4().hex
+            for local in args.file:
+                uploaded = client.upload(session, local)
+                print(
+                    f"uploaded {local} as {uploaded['path']} ({uploaded['size']} bytes)", flush=True
+                )
         names = [local.name for local in args.file]
         accepted = client.submit(args.text, session_id=session, agent=args.agent, files=names)
         print(f"task {accepted['id']} (session {accepted['session_id']})", flush=True)

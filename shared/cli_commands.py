@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable, Iterable
 from functools import partial
 from importlib.metadata import EntryPoint, entry_points
+from typing import TypeAlias
 
 __all__ = ["COMMANDS_GROUP", "DEV_COMMANDS", "add_contributed", "installed"]
 
@@ -22,7 +23,8 @@ DEV_COMMANDS = {"up": "start the local stack, run the demo task, stay up"}
 # Exit code of a development command run without the development package (bad usage).
 NOT_INSTALLED = 2
 
-Subparsers = argparse._SubParsersAction  # argparse names no public type for it
+# argparse names no public type for it
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 AddCommand = Callable[[Subparsers], None]
 
 
@@ -46,7 +48,8 @@ def _load(ep: EntryPoint) -> AddCommand | None:
     """The entry point's `add`, or None where its package is not there: the production image
     carries the entry point in its metadata but not the development package."""
     try:
-        return ep.load()
+        add: AddCommand = ep.load()  # the entry point's contract: module:add
+        return add
     except ModuleNotFoundError as exc:
         if exc.name != ep.module.partition(".")[0]:
             raise  # the package is there but broken: say so, do not hide it

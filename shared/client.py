@@ -25,7 +25,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import orjson
@@ -158,7 +158,7 @@ class TaskyardClient:
             except httpx.TransportError as exc:
                 time.sleep(resume.failed(exc))
 
-    def _json(self, method: str, path: str, **kwargs: Any) -> Any:
+    def _json(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
         for attempt in range(_UNAVAILABLE_RETRIES + 1):
             try:
                 response = self.http.request(method, path, **kwargs)
@@ -168,7 +168,7 @@ class TaskyardClient:
                 break
             time.sleep(wait)
         _raise_for(response)
-        return response.json() if response.content else None
+        return _object(response)
 
     def session(self, session_id: str, offset: int = 0, limit: int = 100) -> dict[str, Any]:
         """A page of the session's messages, its tasks, what runs it, its interpreter."""
@@ -181,7 +181,8 @@ class TaskyardClient:
 
     def webhook_secret(self) -> str:
         """What this tenant's webhook deliveries are signed with (`shared.webhooks.verify`)."""
-        return self._json("GET", "/v1/webhooks/secret")["secret"]
+        secret: str = self._json("GET", "/v1/webhooks/secret")["secret"]
+        return secret
 
     def upload(
         self, session_id: str, content: bytes | Path, path: str | None = None
@@ -195,7 +196,9 @@ class TaskyardClient:
 
     def files(self, session_id: str) -> list[dict[str, Any]]:
         """The files in the session's working directory."""
-        return self._json("GET", f"/v1/sessions/{session_id}/files", timeout=None)["files"]
+        path = f"/v1/sessions/{session_id}/files"
+        files: list[dict[str, Any]] = self._json("GET", path, timeout=None)["files"]
+        return files
 
     def download(self, session_id: str, path: str) -> bytes:
         """A file of the session's working directory."""
@@ -203,7 +206,9 @@ class TaskyardClient:
 
     def artifacts(self, task_id: str) -> list[dict[str, Any]]:
         """What the task's tools made (figures, tables), each with its `url`."""
-        return self._json("GET", f"/v1/tasks/{task_id}/artifacts")["artifacts"]
+        path = f"/v1/tasks/{task_id}/artifacts"
+        artifacts: list[dict[str, Any]] = self._json("GET", path)["artifacts"]
+        return artifacts
 
     def save_artifact(self, url: str, folder: Path) -> Path:
         """Download an artifact (its `url`, from `artifacts` or an `artifact` event) into
@@ -290,7 +295,7 @@ class AsyncTaskyardClient:
             except httpx.TransportError as exc:
                 await asyncio.sleep(resume.failed(exc))
 
-    async def _json(self, method: str, path: str, **kwargs: Any) -> Any:
+    async def _json(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
         for attempt in range(_UNAVAILABLE_RETRIES + 1):
             try:
                 response = await self.http.request(method, path, **kwargs)
@@ -300,7 +305,7 @@ class AsyncTaskyardClient:
                 break
             await asyncio.sleep(wait)
         _raise_for(response)
-        return response.json() if response.content else None
+        return _object(response)
 
     async def session(self, session_id: str, offset: int = 0, limit: int = 100) -> dict[str, Any]:
         params = {"offset": offset, "limit": limit}
@@ -310,7 +315,8 @@ class AsyncTaskyardClient:
         await self._json("DELETE", f"/v1/sessions/{session_id}", params=_force(force))
 
     async def webhook_secret(self) -> str:
-        return (await self._json("GET", "/v1/webhooks/secret"))["secret"]
+        secret: str = (await self._json("GET", "/v1/webhooks/secret"))["secret"]
+        return secret
 
     async def upload(
         self, session_id: str, content: bytes | Path, path: str | None = None
@@ -321,13 +327,16 @@ class AsyncTaskyardClient:
 
     async def files(self, session_id: str) -> list[dict[str, Any]]:
         path = f"/v1/sessions/{session_id}/files"
-        return (await self._json("GET", path, timeout=None))["files"]
+        files: list[dict[str, Any]] = (await self._json("GET", path, timeout=None))["files"]
+        return files
 
     async def download(self, session_id: str, path: str) -> bytes:
         return await self._bytes(f"/v1/sessions/{session_id}/files/{path}")
 
     async def artifacts(self, task_id: str) -> list[dict[str, Any]]:
-        return (await self._json("GET", f"/v1/tasks/{task_id}/artifacts"))["artifacts"]
+        path = f"/v1/tasks/{task_id}/artifacts"
+        artifacts: list[dict[str, Any]] = (await self._json("GET", path))["artifacts"]
+        return artifacts
 
     async def save_artifact(self, url: str, folder: Path) -> Path:
         return _save(folder, url, await self._bytes(url))
@@ -379,10 +388,15 @@ class _Resume:
         self.failures += 1
         if self.failures > _RECONNECTS:
             raise _unreachable(exc) from exc
-        return min(0.1 * 2**self.failures, 2.0)
+        return min(0.1 * 2.0**self.failures, 2.0)
 
 
 _KINDS = frozenset(kind.value for kind in EventKind)
+
+
+def _object(response: httpx.Response) -> dict[str, Any]:
+    """The answer's JSON object: every gateway answer with a body is one (a 204 has none)."""
+    return cast("dict[str, Any]", response.json()) if response.content else {}
 
 
 def _raise_for(response: httpx.Response) -> None:
@@ -468,6 +482,7 @@ def _retry_after(
 
 def _upload(content: bytes | Path, path: str | None) -> tuple[dict[str, Any], dict[str, str]]:
     """The multipart form of an upload: the file, and its path in the sandbox."""
+    target: str | None
     if isinstance(content, Path):
         data, target = content.read_bytes(), path or content.name
     else:

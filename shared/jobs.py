@@ -186,7 +186,7 @@ def envelope(celery: Celery, job: Job) -> Envelope:
     name, queue = _route(job)
     task_id = str(uuid.uuid4())
     message = celery.amqp.as_task_v2(
-        task_id, name, args=[job.payload()], kwargs={}, ignore_result=True,
+        task_id, name, args=(job.payload(),), kwargs={}, ignore_result=True,
         argsrepr=_describe(job), kwargsrepr="{}",
     )  # fmt: skip
     inject(message.headers)  # the trace goes on with the job (nothing is added when it is off)

@@ -98,7 +98,7 @@ class _GreenletWaiter:
         from gevent.event import AsyncResult
 
         self.hub = get_hub()
-        self.result: AsyncResult = AsyncResult()
+        self.result: AsyncResult[Any] = AsyncResult()
 
     def settle(self, task: asyncio.Task[Any]) -> None:
         post = self.hub.loop.run_callback_threadsafe

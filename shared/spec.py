@@ -69,6 +69,10 @@ class AgentSpec(BaseModel):
     )
 
 
+def _final_states() -> list[_Status]:
+    return ["succeeded", "failed", "cancelled", "timed_out"]
+
+
 class WebhookSpec(BaseModel):
     """Where to tell of the task's state changes, and which ones."""
 
@@ -76,7 +80,7 @@ class WebhookSpec(BaseModel):
 
     url: str = Field(min_length=8, max_length=2048, description="An http(s) URL to POST to.")
     events: list[_Status] = Field(
-        default_factory=lambda: ["succeeded", "failed", "cancelled", "timed_out"],
+        default_factory=_final_states,
         min_length=1, max_length=8,
         description="The states to tell of (default: the final ones).",
     )  # fmt: skip

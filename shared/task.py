@@ -6,6 +6,7 @@ import json
 import time
 import uuid
 from enum import StrEnum
+from typing import Any
 
 from pydantic import BaseModel, Field, field_serializer
 
@@ -72,7 +73,7 @@ class TaskRecord(BaseModel):
     updated_at: float = Field(default_factory=time.time)
 
     @field_serializer("spec")
-    def _spec_as_asked(self, spec: AgentSpec) -> dict:
+    def _spec_as_asked(self, spec: AgentSpec) -> dict[str, Any]:
         # Only what the task set: a registered agent's own defaults must not be overridden.
         return spec.model_dump(mode="json", exclude_unset=True)
 

@@ -6,7 +6,7 @@ follows then adds only what the tokens did not show (its tool calls)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TextIO
+from typing import Any, TextIO
 
 from shared.events import Event, EventKind
 from shared.schema import ActionReturn, AgentMessage, Artifact
@@ -72,7 +72,7 @@ def _render(msg: AgentMessage, skip_text: bool) -> str:
     return "\n".join(lines)
 
 
-def _artifact_fields(data: dict) -> dict:
+def _artifact_fields(data: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k in Artifact.model_fields}
 
 

@@ -47,7 +47,7 @@ from shared.events import EventKind
 from shared.jobs import WebhookJob, envelope
 from shared.settings import Settings
 from shared.spec import WebhookSpec
-from shared.store import TaskStore
+from shared.store import TaskStore, replies
 from shared.task import TaskRecord
 
 __all__ = [
@@ -127,7 +127,7 @@ async def tenant_secret(store: TaskStore, tenant: str) -> str:
     key = keys.webhook_secret(tenant)
     made = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
     await store.r.set(key, made, nx=True)
-    return await store.r.get(key) or made
+    return replies.text(await store.r.get(key)) or made
 
 
 async def deliveries(store: TaskStore, task_id: str) -> list[dict[str, Any]]:
@@ -180,7 +180,9 @@ class Deliverer:
     async def due(self, now: float, limit: int = 500) -> list[str]:
         """Tasks whose webhook events should be looked at again by `now`; each is marked
         for another look a grace period later (the job it gets moves the mark on)."""
-        found = await self.store.r.zrangebyscore(keys.WEBHOOKS_DUE, "-inf", now, start=0, num=limit)
+        found = replies.members(
+            await self.store.r.zrangebyscore(keys.WEBHOOKS_DUE, "-inf", now, start=0, num=limit)
+        )
         for task_id in found:
             await self._due(task_id, now + 120)
         return found
@@ -192,7 +194,7 @@ class Deliverer:
         record = await self.store.get(task_id)
         if record is None or record.webhook is None:
             return Outcome()
-        cursor = await self.store.r.get(keys.task_webhook_cursor(task_id)) or "-"
+        cursor = replies.text(await self.store.r.get(keys.task_webhook_cursor(task_id))) or "-"
         for event in await self.store.events(task_id, after=cursor):
             wanted = (
                 event.kind == EventKind.STATUS and event.data["status"] in record.webhook.events
@@ -202,13 +204,15 @@ class Deliverer:
             await self.store.r.set(keys.task_webhook_cursor(task_id), event.id)
         return Outcome()
 
-    async def _deliver_one(self, record: TaskRecord, event_id: str, data: dict) -> float | None:
+    async def _deliver_one(
+        self, record: TaskRecord, event_id: str, data: dict[str, Any]
+    ) -> float | None:
         """Try one event unless its backoff is still running; the seconds to wait before
         the next try, or None when done with it (delivered, or given up for good)."""
         assert record.webhook is not None
         before = await self._entry(record.id, event_id)
         attempts = before["attempts"] if before else 0
-        if before and (wait := before["next_at"] - time.time()) > 0:
+        if before and (wait := float(before["next_at"]) - time.time()) > 0:
             return wait
         body = orjson.dumps({
             "type": f"task.{data['status']}",
@@ -262,7 +266,7 @@ class Deliverer:
 
     def _backoff(self, attempts: int) -> float:
         s = self.settings
-        base = min(s.webhook_retry_base_s * 2**attempts, s.webhook_retry_max_s)
+        base = min(s.webhook_retry_base_s * 2.0**attempts, s.webhook_retry_max_s)
         return base * random.uniform(0.5, 1.0)  # jitter: receivers coming back are not stampeded
 
     async def close(self) -> None:

@@ -106,8 +106,10 @@ class Compactor:
         return start.record.spec.model or self.settings.default_model
 
     async def _compact(self, live: LiveSession, start: StepStart, window: int, before: int) -> bool:
-        agent, session = live.agent, live.session_id
-        messages = held(agent.memory, session)
+        agent, session, memory = live.agent, live.session_id, live.agent.memory
+        if memory is None:
+            return False  # an agent without memory: only the step's inputs, nothing to cut
+        messages = held(memory, session)
         cut = _cut(
             messages, agent, self._model(start), window * self.settings.compaction_keep_share
         )
@@ -118,8 +120,8 @@ class Compactor:
         prior = await self.store.compaction(live.tenant, session)
         summarised = _is_summary(messages[0]) and prior is not None
         upto = prior[0] + cut - 1 if summarised and prior else cut
-        agent.memory.reset(session)
-        agent.memory.add([summary, *messages[cut:]], session)
+        memory.reset(session)
+        memory.add([summary, *messages[cut:]], session)
         live.mark()
         await self.store.save_compaction(live.tenant, session, upto, summary)
         after = self._count(live, start)

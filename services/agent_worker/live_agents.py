@@ -144,8 +144,10 @@ class LiveAgents:
         compacted = start.compaction if read_whole else await store.compaction(*key)
         for path, memory in agent.named_memories().items():
             tail = start.memories.get(path)
-            whole = tail is not None and tail.offset == 0
-            messages = tail.messages if whole else await store.memory(*key, path)
+            if tail is not None and tail.offset == 0:  # the whole memory came with the step
+                messages = tail.messages
+            else:
+                messages = await store.memory(*key, path)
             offsets[path] = len(messages)
             if path == "memory" and compacted is not None:  # what a compaction left of it
                 upto, summary = compacted

@@ -13,8 +13,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import Any
 
-from celery import Task, signals
+from celery import signals
 from opentelemetry import trace
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -23,7 +24,7 @@ from services.agent_worker.metrics import STEP_SECONDS
 from services.agent_worker.retries import GiveUp, after_model_error
 from services.agent_worker.runtime import AgentRuntime
 from shared import keys
-from shared.celery_app import make_celery
+from shared.celery_app import JobTask, make_celery
 from shared.jobs import AgentStepJob, ChildJob, Job, WebhookJob, enqueue
 from shared.llms import LLMError
 from shared.logs import bind_job, setup_logging
@@ -62,7 +63,7 @@ def runtime() -> AgentRuntime:
 
 
 @app.task(name=keys.AGENT_STEP_TASK, bind=True, max_retries=_MAX_RETRIES)
-def agent_step(self: Task, payload: dict) -> None:
+def agent_step(self: JobTask, payload: dict[str, Any]) -> None:
     """Run one step of a task, then send the jobs it leads to."""
     job = AgentStepJob.model_validate(payload)
     ids = {"task_id": job.task_id, "session_id": job.session_id, "tenant": job.tenant}
@@ -87,13 +88,13 @@ def agent_step(self: Task, payload: dict) -> None:
     retry_backoff=True,
     retry_jitter=True,
 )
-def start_child(payload: dict) -> None:
+def start_child(payload: dict[str, Any]) -> None:
     """Start the child task an agent tool call asks for (see children.py)."""
     runtime().start_child(ChildJob.model_validate(payload))
 
 
 @app.task(name=keys.WEBHOOK_TASK, bind=True, max_retries=None)
-def deliver_webhooks(self: Task, payload: dict) -> None:
+def deliver_webhooks(self: JobTask, payload: dict[str, Any]) -> None:
     """Deliver a task's webhook events not delivered yet. A short wait is a Celery countdown;
     a long backoff waits for the sweep (a countdown past the broker's visibility timeout
     would come back as a second copy)."""
@@ -113,7 +114,7 @@ def send(jobs: list[Job]) -> None:
         enqueue(app, job)
 
 
-def _retry_or_fail(task: Task, job: AgentStepJob, exc: Exception) -> list[Job]:
+def _retry_or_fail(task: JobTask, job: AgentStepJob, exc: Exception) -> list[Job]:
     """Retry a transient upstream error with backoff (the task stays accepted meanwhile);
     end the task with the reason on anything else, never dropping it silently."""
     if isinstance(exc, LLMError) and exc.transient:

@@ -32,12 +32,14 @@ __all__ = [
 
 # Every dependency here is `async def` (FastAPI runs a plain `def` one on its thread pool, a
 # thread hop per request for what is an attribute lookup) and takes the request alone: each
-# dependency of a dependency is one more level FastAPI solves per request.
+# dependency of a dependency is one more level FastAPI solves per request. Starlette's `State`
+# is untyped: each value is named with the type `create_app` and its lifespan give it.
 
 
 async def app_settings(request: Request) -> Settings:
     """The settings the app was made with (`create_app`)."""
-    return request.app.state.settings
+    settings: Settings = request.app.state.settings
+    return settings
 
 
 SettingsDep = Annotated[Settings, Depends(app_settings)]
@@ -63,7 +65,8 @@ async def get_store(request: Request) -> TaskStore:
             settings.redis_url, settings.broker_url, settings.redis_max_connections, CLIENT_NAME,
             outage_retries=4,  # a person waits: a second or so, then 5xx
         )  # fmt: skip
-    return state.store
+    store: TaskStore = state.store
+    return store
 
 
 async def get_hub(request: Request) -> EventHub:
@@ -72,7 +75,8 @@ async def get_hub(request: Request) -> EventHub:
     if state.hub is None:
         reader = reader_client(state.settings.redis_url, CLIENT_NAME)
         state.hub = EventHub(reader, (await get_store(request)).r)
-    return state.hub
+    hub: EventHub = state.hub
+    return hub
 
 
 async def get_system(request: Request) -> SystemProbe:
@@ -82,13 +86,15 @@ async def get_system(request: Request) -> SystemProbe:
         settings: Settings = state.settings
         broker = aioredis.Redis.from_url(settings.broker_url, client_name=CLIENT_NAME)
         state.system = SystemProbe(broker, _celery(settings), settings.llm_base_url)
-    return state.system
+    system: SystemProbe = state.system
+    return system
 
 
 async def get_tenant(request: Request) -> str:
     """The tenant owning the request's API key, which the `Guard` checked before the body
     (`openapi.py` documents the scheme)."""
-    return request.state.tenant
+    tenant: str = request.state.tenant
+    return tenant
 
 
 StoreDep = Annotated[TaskStore, Depends(get_store)]

@@ -7,7 +7,7 @@ those that are HTTP answers are also Starlette `HTTPException`s, so `http_error`
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fastapi import Request
@@ -35,7 +35,6 @@ __all__ = [
 log = logging.getLogger("taskyard.gateway")
 
 _ECHO_CHARS = 100  # a 422 shows at most this much of what was sent
-_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 
 
 class GatewayError(TaskyardError):
@@ -89,7 +88,7 @@ def responses(*codes: int, why: Mapping[int, str] | None = None) -> dict[int | s
     }
 
 
-def issue(loc: list[str | int], msg: str) -> dict[str, Any]:
+def issue(loc: Sequence[str | int], msg: str) -> dict[str, Any]:
     """A 422 detail item for a check made after validation (unknown tool, reused key)."""
     return {"loc": loc, "msg": msg, "type": "value_error"}
 

@@ -17,15 +17,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
+from redis.typing import EncodableT, KeyT, StreamIdT
 from redis.utils import HIREDIS_AVAILABLE
 
 from shared import keys
 from shared.events import EventKind
+from shared.store import replies
 from shared.task import TERMINAL
 
 if HIREDIS_AVAILABLE:  # redis-py's optional C parser; without it, redis-py packs commands
@@ -134,21 +137,24 @@ class EventHub:
 
     async def follow(
         self, task_id: str, after: str = "0-0", ended: bool = False
-    ) -> AsyncIterator[Batch]:
+    ) -> AsyncGenerator[Batch, None]:
         """Batches of the events after `after`, in order, each as soon as it is ready; an
         empty one after a while of silence. Ends with the final event, or for a task that
         had `ended` before the call, once its events after `after` are out."""
         stream = keys.task_events(task_id)
         follower = _Follower(after)
         if ended:  # nothing more will come: no need to read live
-            follower.push(await self.client.xrange(stream, f"({after}", "+"))
+            follower.push(
+                replies.stream_entries(await self.client.xrange(stream, f"({after}", "+"))
+            )
             if entries := follower.unseen():
                 yield Batch.of(entries)
             return
         read_already = await self._join(stream, follower, after)
         try:
             if read_already:
-                follower.push(await self.client.xrange(stream, f"({after}", "+"))
+                missed = await self.client.xrange(stream, f"({after}", "+")
+                follower.push(replies.stream_entries(missed))
             while True:
                 batch = Batch.of(await follower.take(self.keep_alive_s))
                 yield batch
@@ -183,7 +189,8 @@ class EventHub:
     async def _read_forever(self) -> None:
         wake = "0-0"  # a concrete id, so a wake-up written before the first read is not missed
         while self._followers:
-            issued = {self.wake_key: wake, **self._positions}
+            issued: dict[KeyT, StreamIdT] = {self.wake_key: wake}  # xread's (invariant) type
+            issued.update(self._positions.items())
             try:
                 # The read's own timeout, past the block: a dead connection, not a quiet one.
                 # Not the client's `socket_timeout`, which runs each send as a task of its own.
@@ -195,7 +202,7 @@ class EventHub:
                 log.warning("event hub read failed, retrying: %s", exc)
                 await asyncio.sleep(0.5)
                 continue
-            for stream, entries in batch or []:
+            for stream, entries in replies.streams(batch):
                 if stream == self.wake_key:
                     wake = entries[-1][0]
                 # Read from where the stream stands now: not left, nor left and followed
@@ -220,13 +227,14 @@ class _HiredisPacked(aioredis.Connection):
     """Commands packed in C: the hub's XREAD names every followed stream, and redis-py's
     asyncio connection packs arguments in Python (its sync one uses hiredis already)."""
 
-    def pack_command(self, *args: bytes | str | int | float) -> list[bytes]:
+    def pack_command(self, *args: EncodableT) -> list[bytes]:
         name, *rest = args  # redis-py writes some names as one string: "CLIENT SETNAME"
-        return [hiredis.pack_command((*str(name).split(), *rest))]
+        # hiredis' stub types the command as a 1-tuple; it takes any number of arguments.
+        return [hiredis.pack_command((*str(name).split(), *rest))]  # type: ignore[arg-type]
 
 
 def reader_client(url: str, client_name: str) -> aioredis.Redis:
     """The hub's reader: a connection of its own, packing commands with hiredis where it is
     installed (a rediss:// or unix:// URL keeps its own connection class)."""
-    packed = {"connection_class": _HiredisPacked} if HIREDIS_AVAILABLE else {}
+    packed: dict[str, Any] = {"connection_class": _HiredisPacked} if HIREDIS_AVAILABLE else {}
     return aioredis.Redis.from_url(url, decode_responses=True, client_name=client_name, **packed)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.gateway.errors import GatewayError
 
@@ -106,7 +106,7 @@ def _limited(receive: Receive, too_large: BodyTooLarge) -> Receive:
     received = 0
     limit = too_large.limit
 
-    async def receive_limited() -> dict:
+    async def receive_limited() -> Message:
         nonlocal received
         message = await receive()
         received += len(message.get("body", b""))

@@ -4,7 +4,7 @@ are invalid JSON here, so they get FastAPI's 422 for invalid JSON and never reac
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import orjson
@@ -25,7 +25,7 @@ class _OrjsonRequest(Request):
 class JSONRoute(APIRoute):
     """An `APIRoute` that hands its endpoint an orjson-parsing request."""
 
-    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
 
         async def orjson_handler(request: Request) -> Response:

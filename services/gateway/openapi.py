@@ -29,6 +29,7 @@ def openapi_document(app: FastAPI) -> dict[str, Any]:
         del schema["components"]["schemas"][_AUTO_422]
         del schema["components"]["schemas"]["ValidationError"]
         _registered_names(schema["components"]["schemas"]["AgentSpec"]["properties"])
+        app.openapi_schema = schema  # as FastAPI.openapi kept it
     return app.openapi_schema
 
 

@@ -55,7 +55,7 @@ class SystemProbe:
 
     async def workers(self) -> list[str]:
         replies = await asyncio.to_thread(self.celery.control.ping, timeout=_PING_S)
-        return sorted(name for reply in replies for name in reply)
+        return sorted(name for reply in replies or [] for name in reply)
 
     async def replicas(self) -> list[ReplicaState]:
         try:
@@ -64,8 +64,9 @@ class SystemProbe:
             return []  # the proxy is down: no replica is known to serve
         found: dict[tuple[str, str], dict[str, float]] = {}
         for family in text_string_to_metric_families(text):
-            field = _REPLICA_FAMILIES.get(family.name)
-            for sample in family.samples if field else ():
+            if (field := _REPLICA_FAMILIES.get(family.name)) is None:
+                continue
+            for sample in family.samples:
                 key = (sample.labels["replica"], sample.labels["model"])
                 found.setdefault(key, {})[field] = sample.value
         return [

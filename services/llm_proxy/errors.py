@@ -22,6 +22,7 @@ ProxyError
 
 from __future__ import annotations
 
+from shared.errors import TaskyardError
 from shared.openai_errors import error_body
 
 __all__ = [
@@ -44,8 +45,8 @@ __all__ = [
 ]
 
 
-class ProxyError(Exception):
-    """An error the client sees as an OpenAI-style JSON body with `status`."""
+class ProxyError(TaskyardError):
+    """The proxy's root error: one the client sees as an OpenAI-style JSON body with `status`."""
 
     status = 500
     type = "server_error"

@@ -12,6 +12,7 @@ from services.scripted_model.options import ScriptedOptions
 from services.scripted_model.prefix_cache import PrefixCache
 from services.scripted_model.reply import Reply
 from services.scripted_model.script import ScriptedTurn, chat_turn, echo_text, message_text
+from shared.errors import TaskyardError
 from shared.http1 import Request
 from shared.openai_errors import error_body
 
@@ -20,7 +21,11 @@ __all__ = ["ScriptedApp"]
 _SSE = b"text/event-stream"
 
 
-class _BadRequest(Exception):
+class ScriptedModelError(TaskyardError):
+    """The scripted model's root error."""
+
+
+class _BadRequest(ScriptedModelError):
     """The request cannot be answered; carries the HTTP status and the message."""
 
     def __init__(self, status: int, message: str) -> None:

@@ -10,9 +10,10 @@ import asyncio
 import logging
 import threading
 import time
+from typing import Any
 
 import redis.asyncio as aioredis
-from celery import Task, signals
+from celery import signals
 from opentelemetry import trace
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -23,7 +24,7 @@ from services.tool_worker.metrics import TOOL_CALL_SECONDS, watch_sandboxes
 from services.tool_worker.runner import ToolRunner
 from shared import keys
 from shared.cancel import CancelWatch
-from shared.celery_app import make_celery
+from shared.celery_app import JobTask, make_celery
 from shared.events import EventKind
 from shared.files.artifacts import ArtifactStore
 from shared.files.transfer import FileTransfer
@@ -66,7 +67,7 @@ class _Store:
             artifact_store, self._publish, settings.artifacts_task_max_bytes
         )
 
-    def _publish(self, task_id: str, kind: EventKind, data: dict) -> object:
+    def _publish(self, task_id: str, kind: EventKind, data: dict[str, Any]) -> object:
         return self.loop.run(self.store.publish(task_id, kind, data))
 
 
@@ -107,7 +108,7 @@ def _shared_store() -> _Store:
     retry_backoff=True,
     retry_jitter=True,
 )
-def tool_run(self: Task, payload: dict) -> None:
+def tool_run(self: JobTask, payload: dict[str, Any]) -> None:
     """Run one tool call of a task's step; the result that completes the step pushes the
     next step's job with it."""
     job = ToolRunJob.model_validate(payload)
@@ -119,7 +120,7 @@ def tool_run(self: Task, payload: dict) -> None:
         _run_job(self, job)
 
 
-def _run_job(task: Task, job: ToolRunJob) -> None:
+def _run_job(task: JobTask, job: ToolRunJob) -> None:
     shared = _shared_store()
     next_step = envelope(app, AgentStepJob(
         task_id=job.task_id, step=job.step + 1, tenant=job.tenant, session_id=job.session_id
@@ -140,7 +141,7 @@ def _run_job(task: Task, job: ToolRunJob) -> None:
         raise
 
 
-def _run_claimed(task: Task, job: ToolRunJob) -> AgentMessage:
+def _run_claimed(task: JobTask, job: ToolRunJob) -> AgentMessage:
     shared = _shared_store()
     # A cancel of the task stops the session's running cell (its result is then refused).
     with shared.cancels.watch(job.task_id, lambda: tools.interrupt(job.session_key)):
@@ -169,7 +170,7 @@ def _release(shared: _Store, job: ToolRunJob) -> None:
         log.warning("could not release a tool-call claim")
 
 
-def _timed_call(task: Task, job: ToolRunJob) -> AgentMessage:
+def _timed_call(task: JobTask, job: ToolRunJob) -> AgentMessage:
     started, outcome = time.perf_counter(), "crashed"
     try:
         message = _run_call(task, job)
@@ -181,7 +182,7 @@ def _timed_call(task: Task, job: ToolRunJob) -> AgentMessage:
         TOOL_CALL_SECONDS.labels(job.call.name, outcome).observe(elapsed)
 
 
-def _run_call(task: Task, job: ToolRunJob) -> AgentMessage:
+def _run_call(task: JobTask, job: ToolRunJob) -> AgentMessage:
     log.info("tool call %s", job.call.name)
     try:
         return tools.run(job.call, job.session_key)
@@ -209,7 +210,7 @@ def _keep_artifacts(shared: _Store, job: ToolRunJob, message: AgentMessage) -> A
 
 
 @app.task(name=keys.FILES_TASK)
-def session_files(payload: dict) -> None:
+def session_files(payload: dict[str, Any]) -> None:
     """Serve the gateway's request for a session's files (nothing once it stopped waiting)."""
     job = SessionFilesJob.model_validate(payload)
     shared = _shared_store()

@@ -210,8 +210,8 @@ def _as_message(message: AgentMessage | FunctionCall) -> AgentMessage:
 
 def _call_id(message: AgentMessage) -> str | None:
     content = message.content
-    if isinstance(content, dict) and isinstance(content.get("id"), str):
-        return content["id"]
+    if isinstance(content, dict) and isinstance(call_id := content.get("id"), str):
+        return call_id
     return message.tool_call_id
 
 

@@ -5,7 +5,7 @@ Users override `forward` (``def`` on `Agent`, ``async def`` on `AsyncAgent`), no
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, Iterator
 from typing import Any, Unpack
 
 from shared.agents.base import AgentInput, BaseAgent
@@ -60,7 +60,7 @@ class AsyncAgent(BaseAgent):
 
     def stream(
         self, *messages: AgentInput, session_id: SessionId = 0, **kwargs: Any
-    ) -> AsyncIterator[AgentMessage]:
+    ) -> AsyncGenerator[AgentMessage, None]:
         """The same call, yielding ``STREAM_ING`` messages (text so far), then the reply."""
         return self._run(messages, session_id, kwargs)
 

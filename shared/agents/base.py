@@ -13,7 +13,7 @@ messages) replaces them, and anything else is a `TypeError` saying what is allow
 from __future__ import annotations
 
 import copy
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
 from enum import Enum
 from typing import Any
 
@@ -88,9 +88,12 @@ class BaseAgent(AgentNode):
         self._hooks[handle.id] = hook
         return handle
 
-    def forward(self, *messages: AgentMessage, session_id: SessionId = 0, **kwargs: Any) -> Any:
-        """One reply to `messages`: an `AgentMessage` or content, or (streaming) a generator of
-        text so far ending with the reply. Override this, not `__call__`.
+    # Untyped here so each subclass declares its own keywords (a type checker takes
+    # ``*args: Any, **kwargs: Any`` as "any signature").
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """``forward(*messages, session_id=..., **keywords)``: one reply to `messages` (fresh
+        `AgentMessage`s): an `AgentMessage` or content, or (streaming) a generator of text so
+        far ending with the reply. Override this, not `__call__`.
 
         The keywords it declares are the ones a call accepts (see `shared.agents.params`)."""
         raise NotImplementedError
@@ -118,14 +121,14 @@ class BaseAgent(AgentNode):
 
     def _run(
         self, messages: tuple[AgentInput, ...], session_id: SessionId, kwargs: dict[str, Any]
-    ) -> AsyncIterator[AgentMessage]:
+    ) -> AsyncGenerator[AgentMessage, None]:
         # Checked here, when the call is made, so a bad keyword changes nothing.
         check_keywords(f"{self!r} call", kwargs, self.call_keywords())
         return self._steps(messages, session_id, kwargs)
 
     async def _steps(
         self, messages: tuple[AgentInput, ...], session_id: SessionId, kwargs: dict[str, Any]
-    ) -> AsyncIterator[AgentMessage]:
+    ) -> AsyncGenerator[AgentMessage, None]:
         inputs = await self._before(as_inputs(messages), session_id)
         self._remember(inputs, session_id)
         last: Any = _NOTHING
@@ -170,7 +173,8 @@ class BaseAgent(AgentNode):
     ) -> AgentMessage:
         llm = self._llm()
         chat = self.prompt(messages, session_id)
-        response = await resolve(llm.chat(chat, session_id=session_id, **self._llm_args(kwargs)))
+        reply = llm.chat(chat, session_id=session_id, **self._llm_args(kwargs))
+        response: ChatResult = await resolve(reply)
         return self.to_message(response)
 
     async def _generate_stream(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping, MutableSequence
 from itertools import cycle, islice
-from typing import Any, overload
+from typing import Any, cast, overload
 
 from shared.agents.agent import Agent, AsyncAgent
 from shared.agents.base import BaseAgent
@@ -49,8 +49,9 @@ class _Chain(BaseAgent):
         passed_on = common_keywords(agent.call_keywords() for agent in self._chained())
         return None if passed_on is None else passed_on | {"exit_at"}
 
-    def _chained(self) -> list[BaseAgent]:
-        return [agent for _, agent in self.named_children()]  # type: ignore[misc]
+    def _chained(self) -> list[Agent | AsyncAgent]:
+        # The constructor registered agents of `_accepts` only.
+        return [cast("Agent | AsyncAgent", agent) for _, agent in self.named_children()]
 
     async def _chain(
         self,
@@ -63,7 +64,7 @@ class _Chain(BaseAgent):
         steps = len(agents) if exit_at is None else _checked_exit_at(exit_at) + 1
         reply: AgentMessage | None = None
         for agent in islice(cycle(agents), steps):
-            reply = await resolve(agent(*messages, session_id=session_id, **kwargs))  # type: ignore[operator]
+            reply = await resolve(agent(*messages, session_id=session_id, **kwargs))
             messages = (reply,)
         assert reply is not None  # the constructor refuses an empty chain
         return reply

@@ -25,8 +25,9 @@ def run_sync(awaitable: Awaitable[T], owner: str = "a sync agent") -> T:
     try:
         steps.send(None)
     except StopIteration as done:
-        return done.value
-    steps.close()  # type: ignore[attr-defined]
+        value: T = done.value  # what `awaitable` returns
+        return value
+    steps.close()
     raise NotSynchronousError(
         f"{owner} awaited something that suspends (an async LLM client, hook or sub-agent?); "
         "use the Async twin (AsyncAgent, AsyncSequential, ...)"
@@ -52,7 +53,7 @@ async def resolve(value: T | Awaitable[T]) -> T:
     """Await `value` if it is awaitable: lets one core call sync and async components."""
     if inspect.isawaitable(value):
         return await value
-    return value  # type: ignore[return-value]
+    return value
 
 
 async def aiter_any(items: Any) -> AsyncIterator[Any]:

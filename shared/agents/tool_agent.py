@@ -49,7 +49,7 @@ class _ToolLoop(BaseAgent):
     memory keeps the inputs and the final answer.
     """
 
-    _model_class: type[BaseAgent] = BaseAgent
+    _model_class: type[Agent | AsyncAgent]  # the model turn's agent: sync or async
 
     def __init__(
         self,
@@ -78,7 +78,7 @@ class _ToolLoop(BaseAgent):
     ) -> AgentMessage:
         inputs: tuple[AgentMessage, ...] = messages
         for _ in range(self.max_turns):
-            reply = await resolve(self.model(*inputs, session_id=session_id, **kwargs))  # type: ignore[operator]
+            reply = await resolve(self.model(*inputs, session_id=session_id, **kwargs))
             calls = reply.tool_calls
             if not calls:
                 return reply

@@ -59,9 +59,10 @@ class SessionValues:
         return f"SessionValues({len(self.sessions)} sessions)"
 
 
-def _json_copy(values: Any, what: str) -> dict[str, Any]:
+def _json_copy(values: dict[str, Any], what: str) -> dict[str, Any]:
     # A JSON round trip: what is saved is exactly what Redis gives back later.
     try:
-        return orjson.loads(orjson.dumps(values))
+        copied: dict[str, Any] = orjson.loads(orjson.dumps(values))  # a dict comes back one
+        return copied
     except TypeError as exc:
         raise TypeError(f"{what} must be JSON (dicts, lists, str, numbers, bools): {exc}") from None

@@ -8,12 +8,12 @@ For agents whose `output_format` is a `ToolParser` (`PluginParser`, `Interpreter
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from shared.aggregators.default import ChatMessage, DefaultAggregator, SystemPrompt, content_text
 from shared.parsers.base import OutputParser
-from shared.parsers.tool import is_parse_error
+from shared.parsers.tool import ToolParse, is_parse_error
 from shared.schema import ActionReturn, AgentMessage
 
 __all__ = ["InternLMToolAggregator"]
@@ -81,8 +81,8 @@ class InternLMToolAggregator(DefaultAggregator):
         instruction = parser.format_instruction() if parser else None
         if instruction:
             entry = {"role": "system", "content": instruction}
-            if getattr(parser, "tool_type", None):
-                entry["name"] = parser.tool_type  # type: ignore[union-attr]
+            if tool_type := getattr(parser, "tool_type", None):
+                entry["name"] = tool_type
             chat.append(entry)
         return chat
 
@@ -105,7 +105,8 @@ def _tool_type(formatted: Any, last: str | None) -> str | None:
 
 
 def _turn_text(message: AgentMessage, parser: OutputParser | None) -> str:
-    format_response = getattr(parser, "format_response", None)
+    # A `ToolParser`'s (or a mix of them): the turn written again from its parse.
+    format_response: Callable[[ToolParse], str] | None = getattr(parser, "format_response", None)
     if format_response is not None and _is_tool_parse(message.formatted):
         return format_response(message.formatted)
     return content_text(message.content)

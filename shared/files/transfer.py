@@ -17,7 +17,7 @@ expires with its bytes. Bytes travel raw: this client does not decode.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, cast
 
 import redis.asyncio as aioredis
 from pydantic import BaseModel
@@ -90,15 +90,16 @@ class FileTransfer:
         if popped is None:
             return None
         reply = FilesReply.model_validate_json(popped[1])
-        data = await self.r.getdel(keys.files_download(request_id))
-        return reply, data or b""
+        data = cast("bytes | None", await self.r.getdel(keys.files_download(request_id)))
+        return reply, data or b""  # bytes: this client does not decode
 
     # -- the worker's end ------------------------------------------------------------------
 
     async def take_upload(self, request_id: str, tenant: str, session_id: str) -> bytes | None:
         """The staged upload (gone from Redis now), or None if it expired."""
         keys_ = [keys.files_upload(request_id), keys.files_staged(tenant, session_id)]
-        return await self._take(keys=keys_)
+        data: bytes | None = await self._take(keys=keys_)
+        return data
 
     async def answer(self, request_id: str, reply: FilesReply, data: bytes = b"") -> None:
         """Give the gateway its answer; `data` (a read's bytes) is set before the answer

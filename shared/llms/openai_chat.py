@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
 from typing import Any
 
 import aiohttp
@@ -80,7 +80,7 @@ class _ChatConfig:
         at once: how long to wait for a budget is its decision, not the client's."""
         if attempt >= self.max_retries or not error.transient or error.rate_limited:
             return None
-        backoff = min(0.5 * 2**attempt, _MAX_BACKOFF_S)
+        backoff = min(0.5 * 2.0**attempt, _MAX_BACKOFF_S)
         if error.retry_after is None:
             return backoff
         return max(backoff, error.retry_after) if error.retry_after <= _MAX_BACKOFF_S else None
@@ -273,7 +273,7 @@ class AsyncOpenAIChat(_ChatConfig):
         extra_headers: Mapping[str, str] | None = None,
         on_usage: UsageSink | None = None,
         **params: Any,
-    ) -> AsyncIterator[ChatResult]:
+    ) -> AsyncGenerator[ChatResult, None]:
         """One streamed completion, as snapshots so far."""
         body, headers = self._request(
             messages, session_id, task_id, tools, params, True, extra_headers

@@ -21,7 +21,15 @@ __all__ = [
 ]
 
 SessionId = int | str
-MessageInput = AgentMessage | str | list[AgentMessage | str] | tuple[AgentMessage | str, ...]
+# A list is invariant: a list of messages alone, or of strs alone, is named apart.
+MessageInput = (
+    AgentMessage
+    | str
+    | list[AgentMessage]
+    | list[str]
+    | list[AgentMessage | str]
+    | tuple[AgentMessage | str, ...]
+)
 
 
 @runtime_checkable

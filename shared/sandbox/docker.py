@@ -107,7 +107,8 @@ class ContainerSpec:
             labels=labels,
             host_config=host_config,
         )
-        return created["Id"]
+        container_id: str = created["Id"]
+        return container_id
 
 
 class _Demux:

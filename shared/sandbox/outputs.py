@@ -54,7 +54,7 @@ def _output(item: Any) -> DisplayOutput:
         raise KernelProtocolError("a rich output's text over its limit")
     decoded = _base64(data) if mime in BINARY_MIMES else data.encode(errors="replace")
     size = image_size(mime, decoded)
-    kind = item.get("kind") if item.get("kind") in _KINDS else _default_kind(mime)
+    kind = item["kind"] if item.get("kind") in _KINDS else _default_kind(mime)
     return DisplayOutput(
         mime=mime, data=decoded, text=text, kind=kind,
         width=size[0] if size else None, height=size[1] if size else None,

@@ -60,7 +60,8 @@ class KernelSandboxProvider:
         interrupt_grace_s: float = INTERRUPT_GRACE_S,
     ) -> None:
         self.starts = 0
-        self._start_kernel = start = self._counted(start)
+        # Not `_start_kernel`: that is the backends' method, handed in as `start`.
+        self._start = start = self._counted(start)
         self._pool = WarmPool(start, pool)
         self._idle_s = idle_s
         self._limits = limits or SandboxLimits()
@@ -119,7 +120,7 @@ class KernelSandboxProvider:
 
         Raises `SandboxUnavailable` with the reason when that fails: for a worker's start-up.
         """
-        sandbox = KernelSandbox(lambda: self._start_kernel(None), self._grace)
+        sandbox = KernelSandbox(lambda: self._start(None), self._grace)
         try:
             result = sandbox.run("6 * 7", CHECK_TIMEOUT_S)
         finally:

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from shared import keys
+from shared.store import replies
 from shared.store.store import TaskStore
 from shared.task import TaskRecord, TaskStatus
 
@@ -54,8 +55,10 @@ async def list_tasks(
     """The tenant's tasks (of one session, of one status) after `cursor`, newest first."""
     index = keys.session_tasks(tenant, session_id) if session_id else keys.tenant_tasks(tenant)
     top, last_score, last_id = _after(cursor)
-    scanned = await store.r.zrevrangebyscore(
-        index, top, "-inf", start=0, num=limit * _SCAN_FACTOR + 1, withscores=True
+    scanned = replies.scored(
+        await store.r.zrevrangebyscore(
+            index, top, "-inf", start=0, num=limit * _SCAN_FACTOR + 1, withscores=True
+        )
     )
     candidates = [(t, s) for t, s in scanned if _is_after(s, t, last_score, last_id)]
     page, looked = await _filtered(store, candidates, limit, status)

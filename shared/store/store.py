@@ -23,6 +23,7 @@ from shared.events import Event, EventKind, decode_entry, dumps
 from shared.jobs import Envelope
 from shared.schema import AgentMessage, ToolCall
 from shared.settings import broker_database
+from shared.store import replies
 from shared.store.scripts import SCRIPTS, source
 from shared.task import TERMINAL, TaskRecord, TaskStatus
 from shared.text import replace_lone_surrogates
@@ -197,7 +198,7 @@ class TaskStore:
         return Created("created", record.id, holds_session=reply[1] == "1")
 
     async def get(self, task_id: str) -> TaskRecord | None:
-        fields_ = await self.r.hgetall(keys.task(task_id))
+        fields_ = replies.fields(await self.r.hgetall(keys.task(task_id)))
         return TaskRecord.from_redis(fields_) if fields_ else None
 
     async def get_many(self, task_ids: Sequence[str]) -> list[TaskRecord | None]:
@@ -304,12 +305,15 @@ class TaskStore:
 
     async def publish(self, task_id: str, kind: EventKind, data: dict[str, Any]) -> str | None:
         """Add an event while the task is live; None (nothing added) once it has ended."""
-        return await self._run("publish_live", _task_keys(task_id), [kind.value, dumps(data)])
+        entry_id: str | None = await self._run(
+            "publish_live", _task_keys(task_id), [kind.value, dumps(data)]
+        )
+        return entry_id
 
     async def events(self, task_id: str, after: str = "-") -> list[Event]:
         """Every event after the given entry id ("-" for all)."""
         start = "-" if after == "-" else f"({after}"
-        entries = await self.r.xrange(keys.task_events(task_id), start)
+        entries = replies.stream_entries(await self.r.xrange(keys.task_events(task_id), start))
         return [decode_entry(i, f) for i, f in entries]
 
     async def messages(self, task_id: str) -> list[AgentMessage]:
@@ -331,18 +335,18 @@ class TaskStore:
     async def compaction(self, tenant: str, session_id: str) -> tuple[int, AgentMessage] | None:
         """The session's latest compaction: how many of its first messages a summary
         replaces for the model, and that summary."""
-        saved = await self.r.hgetall(keys.session_compaction(tenant, session_id))
+        saved = replies.fields(await self.r.hgetall(keys.session_compaction(tenant, session_id)))
         return _compaction(saved) if saved else None
 
     async def save_compaction(
         self, tenant: str, session_id: str, upto: int, summary: AgentMessage
     ) -> None:
-        mapping = {"upto": str(upto), "summary": summary.model_dump_json()}
-        await self.r.hset(keys.session_compaction(tenant, session_id), mapping=mapping)
+        key = keys.session_compaction(tenant, session_id)
+        await self.r.hset(key, mapping={"upto": str(upto), "summary": summary.model_dump_json()})
 
     async def session_holder(self, tenant: str, session_id: str) -> str | None:
         """The id of the task holding the session, if any."""
-        return await self.r.get(keys.session_lock(tenant, session_id))
+        return replies.text(await self.r.get(keys.session_lock(tenant, session_id)))
 
     async def release_session(self, record: TaskRecord) -> str | None:
         """Pass the session on from `record` (which holds it); the next task's id, if any."""
@@ -358,18 +362,20 @@ class TaskStore:
 
     async def stalled(self, before: float, limit: int = 500) -> list[str]:
         """Live tasks that have not moved since `before` (a Unix time), oldest first."""
-        return await self.r.zrangebyscore(keys.LIVE_TASKS, "-inf", before, start=0, num=limit)
+        found = await self.r.zrangebyscore(keys.LIVE_TASKS, "-inf", before, start=0, num=limit)
+        return replies.members(found)
 
     async def overdue(self, now: float, limit: int = 500) -> list[str]:
         """Live tasks whose deadline has passed."""
-        return await self.r.zrangebyscore(keys.TASK_DEADLINES, "-inf", now, start=0, num=limit)
+        found = await self.r.zrangebyscore(keys.TASK_DEADLINES, "-inf", now, start=0, num=limit)
+        return replies.members(found)
 
     async def undecided(self, now: float, limit: int = 500) -> list[tuple[str, int, str]]:
         """Calls held for approval past their timeout: (task id, step, call id)."""
         members = await self.r.zrangebyscore(
             keys.APPROVAL_DEADLINES, "-inf", now, start=0, num=limit
         )
-        held = [m.split("|") for m in members]
+        held = [m.split("|") for m in replies.members(members)]
         return [(task_id, int(step), call_id) for task_id, step, call_id in held]
 
     async def undecided_gone(self, task_id: str, step: int, call_id: str) -> None:
@@ -421,7 +427,7 @@ class TaskStore:
     async def approvals(self, task_id: str, step: int) -> dict[str, dict[str, Any]]:
         """The step's calls held for approval: call id to its state (`state`, `call`,
         `reason`)."""
-        raw = await self.r.hgetall(keys.task_approvals(task_id, step))
+        raw = replies.fields(await self.r.hgetall(keys.task_approvals(task_id, step)))
         return {call_id: orjson.loads(state) for call_id, state in raw.items()}
 
     async def was_held(self, task_id: str, before_step: int, call_id: str) -> bool:
@@ -457,7 +463,7 @@ class TaskStore:
 
     async def children(self, task_id: str) -> list[str]:
         """The ids of the child tasks the task's agent tool calls started."""
-        return sorted(await self.r.smembers(keys.task_children(task_id)))
+        return sorted(replies.set_members(await self.r.smembers(keys.task_children(task_id))))
 
     async def has_tool_result(self, task_id: str, step: int, call_id: str) -> bool:
         return bool(await self.r.hexists(keys.task_tool_results(task_id, step), call_id))
@@ -470,13 +476,18 @@ class TaskStore:
         worker starts again, or as its result is stored)."""
         claim = keys.tool_call_claim(task_id, step, call_id)
         keys_ = [keys.task_tool_results(task_id, step), claim, keys.tool_worker_claims(worker)]
-        return await self._run("claim_call", keys_, [call_id, worker, int(ttl_s * 1000)])
+        claimed: Literal["claimed", "done", "busy"] = await self._run(
+            "claim_call", keys_, [call_id, worker, int(ttl_s * 1000)]
+        )
+        return claimed
 
     async def release_call(self, task_id: str, step: int, call_id: str, worker: str) -> None:
         """Free a claim without storing a result (the call failed; a retry may run it)."""
         claim = keys.tool_call_claim(task_id, step, call_id)
         async with self.r.pipeline(transaction=True) as pipe:
-            await pipe.delete(claim).srem(keys.tool_worker_claims(worker), claim).execute()
+            pipe.delete(claim)
+            pipe.srem(keys.tool_worker_claims(worker), claim)
+            await pipe.execute()
 
     async def release_worker_claims(self, worker: str) -> int:
         """Free every claim a worker of this label held (it is starting again): their calls

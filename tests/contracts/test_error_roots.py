@@ -21,6 +21,8 @@ ROOTS = {
     "services.agent_worker": "services.agent_worker.errors.AgentWorkerError",
     # No error of its own yet; its first one comes with a root in services/tool_worker/errors.py.
     "services.tool_worker": "shared.errors.TaskyardError",
+    "services.llm_proxy": "services.llm_proxy.errors.ProxyError",
+    "services.scripted_model": "services.scripted_model.app.ScriptedModelError",
 }
 # The sandbox kernel runs alone inside the sandbox, on the standard library: it cannot import
 # shared.errors, and its errors never leave it. `__main__` modules run when imported.

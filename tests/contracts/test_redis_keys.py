@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 KEYS = ROOT / "shared" / "keys.py"
 # Not scanned yet; the lead shrinks this as their owners move their keys to shared/keys.py.
 # (Their key-shaped strings that are no keys, like the proxy's "host:port", need a rewrite.)
-NOT_SCANNED = ("services/llm_proxy", "services/scripted_model")
+NOT_SCANNED: tuple[str, ...] = ()
 
 
 def _literals(tree: ast.AST) -> list[ast.Constant | ast.JoinedStr]:

@@ -6,7 +6,7 @@ import hashlib
 import re
 import uuid
 from functools import lru_cache
-from typing import Annotated
+from typing import Annotated, Literal
 
 from celery import Celery
 from fastapi import APIRouter, Header, HTTPException, Path, Query, status
@@ -227,7 +227,8 @@ async def decide_call(
         raise HTTPException(status.HTTP_404_NOT_FOUND, detail="no such call waits for approval")
     if outcome == Outcome.DECIDED:
         raise HTTPException(status.HTTP_409_CONFLICT, detail="this call was decided already")
-    return ApprovalDecided(call_id=call_id, state=outcome.value)
+    state: Literal["approved", "denied"] = "approved" if outcome == Outcome.APPROVED else "denied"
+    return ApprovalDecided(call_id=call_id, state=state)
 
 
 def _check_registered(spec: AgentSpec) -> None:

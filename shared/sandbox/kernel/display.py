@@ -18,6 +18,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable
+from operator import methodcaller
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,12 @@ class CellOutputs:
             )
             return
         self._bytes += size
-        wire = base64.b64encode(data).decode() if mime in BINARY_MIMES else data
+        # A binary form comes as bytes (`_rich_form` keeps no other).
+        wire = (
+            base64.b64encode(data).decode()
+            if isinstance(data, bytes) and mime in BINARY_MIMES
+            else data
+        )
         self.items.append({"mime": mime, "data": wire, "text": text, "kind": kind})
 
 
@@ -145,7 +151,7 @@ def _rich_form(obj: Any, outputs: CellOutputs) -> tuple[str, bytes | str, str] |
     if isinstance(obj, type):
         return None  # a class: its _repr_*_ are functions of its instances
     for mime, method in _METHODS:
-        data = _call(outputs, obj, method, lambda o, m=method: getattr(o, m)())
+        data = _call(outputs, obj, method, methodcaller(method))
         if isinstance(data, tuple) and data:
             data = data[0]  # IPython's (data, metadata)
         if mime in BINARY_MIMES and isinstance(data, bytes) and data:

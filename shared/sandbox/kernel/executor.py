@@ -180,9 +180,11 @@ class Kernel:
         # Registered so tracebacks can quote the cell's lines.
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
         tree = ast.parse(code, filename)
-        last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+        last = tree.body[-1] if tree.body else None
+        if isinstance(last, ast.Expr):  # evaluated apart: its value is the cell's result
+            tree.body.pop()
         exec(compile(tree, filename, "exec"), self.namespace)
-        if last is None:
+        if not isinstance(last, ast.Expr):
             return None
         value = eval(compile(ast.Expression(last.value), filename, "eval"), self.namespace)
         if value is None:

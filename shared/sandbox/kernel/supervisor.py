@@ -114,7 +114,8 @@ def _sender(ancillary: list[tuple[int, int, bytes]]) -> int | None:
     """The pid the kernel vouches sent the data (SCM_CREDENTIALS), if it says."""
     for level, kind, payload in ancillary:
         if (level, kind) == (socket.SOL_SOCKET, socket.SCM_CREDENTIALS):
-            return _CREDS.unpack(payload[: _CREDS.size])[0]
+            pid: int = _CREDS.unpack(payload[: _CREDS.size])[0]
+            return pid
     return None
 
 
