@@ -18,6 +18,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -51,10 +53,13 @@ def in_flight(pool: str, concurrency: int, tasks: int, latency_ms: float) -> dic
         burst = submit_burst(stack, bodies, connections=32)
         ended = wait_ended(stack, burst.ids, timeout_s=tasks * latency_ms / 1000 + 120)
         peak = peak_rss_kb(pid)
+        held, fill_s = held_at_once(stack, tasks)
     finally:
         stack.stop()
     makespan = ended["ended_at"] - burst.started
     return {
+        "held": held,
+        "fill_s": fill_s,
         "tasks": tasks,
         "succeeded": ended["counts"].get("succeeded", 0),
         "stuck": ended["stuck"],
@@ -65,20 +70,43 @@ def in_flight(pool: str, concurrency: int, tasks: int, latency_ms: float) -> dic
     }
 
 
+def held_at_once(stack: LocalStack, tasks: int, limit_s: float = 30) -> tuple[int, float]:
+    """The most model calls the worker holds at once: the model answers none until `tasks`
+    wait together (`hold_until`), or until `limit_s` passes; (peak, seconds to fill or nan)."""
+    configure_model(stack, latency_ms=0, hold_until=tasks)
+    bodies = [{"input": f"held {i}", "agent": NO_TOOLS} for i in range(tasks)]
+    burst = submit_burst(stack, bodies, connections=32)
+    stats_url = f"http://127.0.0.1:{stack.ports.model}/scripted/stats"
+    peak, fill_s = 0, float("nan")
+    while time.monotonic() - burst.started < limit_s:
+        peak = httpx.get(stats_url, timeout=5).json()["peak_held"]
+        if peak >= tasks:
+            fill_s = time.monotonic() - burst.started
+            break
+        time.sleep(0.1)
+    configure_model(stack, hold_until=None)  # lets the held calls go
+    wait_ended(stack, burst.ids, timeout_s=120)
+    return peak, fill_s
+
+
 def inflight_section(quick: bool) -> None:
     latency = 2000.0
     new_tasks = 300 if quick else 1000
     old_tasks = 64 if quick else 200
     print(f"\n## In flight: one-step tasks at once, scripted model at {latency:.0f} ms")
-    print("| agent worker | tasks | ok | submit | makespan | effective in flight | RSS/task |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("(held at once: the model answers none until all the tasks' calls wait together, or")
+    print(" 30 s pass; the most that waited together, and when they all did)")
+    print("| agent worker | tasks | ok | submit | makespan | effective in flight | RSS/task "
+          "| held at once | all held after |")  # fmt: skip
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     configs = (("gevent -c 1000 (new)", "gevent", 1000, new_tasks),
                ("threads -c 16 (old)", "threads", 16, old_tasks))  # fmt: skip
     for label, pool, conc, tasks in configs:
         r = in_flight(pool, conc, tasks, latency)
         print(f"| {label} | {tasks} | {r['succeeded']} | {r['submit_s']:.2f} s | "
               f"{r['makespan_s']:.2f} s | **{r['in_flight']:.0f}** | "
-              f"{r['rss_kb_per_task']:.1f} KB |")  # fmt: skip
+              f"{r['rss_kb_per_task']:.1f} KB | **{r['held']:.0f}** | "
+              f"{r['fill_s']:.2f} s |")  # fmt: skip
 
 
 SECTIONS: dict[str, Callable[[bool], None]] = {

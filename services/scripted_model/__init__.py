@@ -6,7 +6,8 @@ in-process with `ScriptedModelThread` (sync) or `start_server` / `serve` (async)
 
 Endpoints: ``POST /v1/chat/completions`` and ``POST /v1/completions`` (streamed or not),
 ``GET /v1/models``, ``GET /health``, ``POST /scripted/config`` (``latency_ms``,
-``tokens_per_s``, ``fail_status``, ``fail_after_chunks``) and ``GET /scripted/stats``. Every
+``tokens_per_s``, ``fail_status``, ``fail_after_chunks``, ``hold_until``: calls wait until that
+many wait together, see `gate.py`) and ``GET /scripted/stats``. Every
 response names the replica in ``X-Scripted-Replica`` (its port).
 
 The script: a user turn with the ``IPythonInterpreter`` tool on offer gets a native tool call

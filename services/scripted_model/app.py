@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from services.scripted_model import wire
+from services.scripted_model.gate import HoldGate
 from services.scripted_model.options import ScriptedOptions
 from services.scripted_model.prefix_cache import PrefixCache
 from services.scripted_model.reply import Reply
@@ -48,6 +49,7 @@ class ScriptedApp:
         self.replica = replica
         self.cache = PrefixCache(options.prefix_cache) if options.prefix_cache else None
         self.counters = _Counters()
+        self.gate = HoldGate()
         self._routes: dict[tuple[bytes, bytes], Callable[[Request], Reply]] = {
             (b"POST", b"/v1/chat/completions"): self._chat,
             (b"POST", b"/v1/completions"): self._completions,
@@ -130,9 +132,15 @@ class ScriptedApp:
         interval_s = 1.0 / options.tokens_per_s if options.tokens_per_s else 0.0
         if payload.get("stream"):
             events = encode_events(completion, include_usage)
-            return Reply(200, events, _SSE, headers, delay_s, interval_s, options.fail_after_chunks)
+            return Reply(
+                200, events, _SSE, headers, delay_s, interval_s, options.fail_after_chunks,
+                options.hold_until,
+            )  # fmt: skip
         generation_s = completion.completion_tokens * interval_s
-        return Reply(200, encode_body(completion), headers=headers, delay_s=delay_s + generation_s)
+        return Reply(
+            200, encode_body(completion), headers=headers, delay_s=delay_s + generation_s,
+            hold_until=options.hold_until,
+        )  # fmt: skip
 
     def _prefill(self, tokens: list[str]) -> tuple[float, tuple[tuple[bytes, bytes], ...]]:
         """The prefix cache's extra time to first token, and its header (none without one)."""
@@ -162,6 +170,8 @@ class ScriptedApp:
             self.options.update(_json_object(request.body))
         except ValueError as error:
             raise _BadRequest(400, str(error)) from error
+        if self.options.hold_until is None:
+            self.gate.release()
         return Reply(200, json.dumps(self.options.runtime_view()).encode())
 
     def _stats(self, request: Request) -> Reply:
@@ -170,6 +180,8 @@ class ScriptedApp:
             "requests": self.counters.requests,
             "completion_tokens": self.counters.completion_tokens,
             "max_prompt_chars": self.counters.max_prompt_chars,
+            "held": self.gate.held,
+            "peak_held": self.gate.peak,
             "prefix_cache": self.cache is not None,
         }
         if self.cache is not None:

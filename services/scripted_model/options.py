@@ -8,7 +8,7 @@ from typing import Any
 __all__ = ["PrefixCacheOptions", "ScriptedOptions"]
 
 # Only these may be changed through `POST /scripted/config`.
-_RUNTIME_KEYS = {"latency_ms", "tokens_per_s", "fail_status", "fail_after_chunks"}
+_RUNTIME_KEYS = {"latency_ms", "tokens_per_s", "fail_status", "fail_after_chunks", "hold_until"}
 
 
 @dataclass(slots=True)
@@ -29,6 +29,8 @@ class ScriptedOptions:
     tokens_per_s: float = 0.0
     fail_status: int | None = None
     fail_after_chunks: int | None = None
+    # Model calls wait until this many wait together (`gate.py`); None: no holding.
+    hold_until: int | None = None
     prefix_cache: PrefixCacheOptions | None = None
 
     def update(self, changes: dict[str, Any]) -> None:
@@ -53,6 +55,8 @@ def _checked(key: str, value: Any) -> Any:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"{key} must be an integer or null")
+    if key == "hold_until" and value < 1:
+        raise ValueError("hold_until must be >= 1 (or null: no holding)")
     if key == "fail_status" and not 400 <= value <= 599:
         raise ValueError("fail_status must be an HTTP error status (400-599)")
     if value < 0:

@@ -18,3 +18,4 @@ class Reply:
     delay_s: float = 0.0  # before the first byte
     interval_s: float = 0.0  # between stream events
     abort_after: int | None = None  # close the connection after this many stream events
+    hold_until: int | None = None  # wait at the app's gate for a batch this big first

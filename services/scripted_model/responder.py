@@ -25,7 +25,7 @@ class Responder:
 
     def __call__(self, request: Request, conn: Connection) -> Awaitable[None] | None:
         reply = self._app.handle(request)
-        if reply.delay_s or isinstance(reply.body, list):
+        if reply.delay_s or reply.hold_until or isinstance(reply.body, list):
             return self._send(reply, conn)
         conn.respond(reply.status, self._headers(reply), reply.body)
         return None
@@ -34,6 +34,8 @@ class Responder:
         return [(b"content-type", reply.content_type), *reply.headers, *self._extra]
 
     async def _send(self, reply: Reply, conn: Connection) -> None:
+        if reply.hold_until:
+            await self._app.gate.join(reply.hold_until)
         if reply.delay_s:
             await asyncio.sleep(reply.delay_s)
         if isinstance(reply.body, list):

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
 import httpx
 import openai
 import pytest
@@ -13,6 +17,13 @@ def _chat(client: openai.OpenAI, **kwargs: object) -> object:
     )
 
 
+def wait_until(condition: Callable[[], bool], timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met"
+        time.sleep(0.02)
+
+
 def test_config_reports_the_options_it_set(control: httpx.Client) -> None:
     answer = control.post("/scripted/config", json={"latency_ms": 5, "fail_after_chunks": 2})
     assert answer.status_code == 200
@@ -21,6 +32,7 @@ def test_config_reports_the_options_it_set(control: httpx.Client) -> None:
         "tokens_per_s": 0.0,
         "fail_status": None,
         "fail_after_chunks": 2,
+        "hold_until": None,
     }
 
 
@@ -78,3 +90,31 @@ def test_keep_alive_serves_many_requests_on_one_connection(control: httpx.Client
     for _ in range(5):
         assert control.post("/v1/chat/completions", json=body).status_code == 200
     assert control.get("/scripted/stats").json()["requests"] == 5
+
+
+def test_held_calls_are_answered_together_once_the_batch_is_full(
+    client: openai.OpenAI, control: httpx.Client
+) -> None:
+    control.post("/scripted/config", json={"hold_until": 3})
+    with ThreadPoolExecutor(3) as pool:
+        first = [pool.submit(_chat, client) for _ in range(2)]
+        wait_until(lambda: control.get("/scripted/stats").json()["held"] == 2)
+        assert not any(call.done() for call in first)  # two of three: still held
+        last = pool.submit(_chat, client, stream=True)
+        answers = [call.result(timeout=30) for call in [*first, last]]
+    assert len(answers) == 3
+    stats = control.get("/scripted/stats").json()
+    assert (stats["held"], stats["peak_held"]) == (0, 3)
+
+
+def test_switching_holding_off_lets_the_held_calls_go(
+    client: openai.OpenAI, control: httpx.Client
+) -> None:
+    control.post("/scripted/config", json={"hold_until": 1000})
+    with ThreadPoolExecutor(1) as pool:
+        held = pool.submit(_chat, client)
+        wait_until(lambda: control.get("/scripted/stats").json()["held"] == 1)
+        control.post("/scripted/config", json={"hold_until": None})
+        assert held.result(timeout=30).choices[0].finish_reason == "stop"
+    assert control.get("/scripted/stats").json()["peak_held"] == 1
+    assert control.post("/scripted/config", json={"hold_until": 0}).status_code == 400
