@@ -5,7 +5,7 @@ and brought up to date in a worker whose warm copy another worker left behind.""
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 
 import aiohttp
 import pytest
@@ -28,19 +28,6 @@ from shared.store.sessions import forget_session
 from shared.task import TaskRecord, TaskStatus
 
 Runners = Callable[[], StepRunner]
-
-
-@pytest.fixture(scope="module")
-def model() -> Iterator[ScriptedModelThread]:
-    with ScriptedModelThread() as model:
-        yield model
-
-
-@pytest.fixture
-async def store(redis_server: str, redis_client: redis.Redis) -> AsyncIterator[TaskStore]:
-    store = TaskStore.from_url(f"{redis_server}/0", f"{redis_server}/1")
-    yield store
-    await store.close()
 
 
 @pytest.fixture

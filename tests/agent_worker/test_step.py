@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
@@ -29,19 +29,6 @@ from shared.store import TaskStore
 from shared.task import TaskRecord, TaskStatus
 
 QUESTION = "What is the square root of 2, to 12 decimal places? Use Python."
-
-
-@pytest.fixture(scope="module")
-def model() -> Iterator[ScriptedModelThread]:
-    with ScriptedModelThread() as model:
-        yield model
-
-
-@pytest.fixture
-async def store(redis_server: str, redis_client: redis.Redis) -> AsyncIterator[TaskStore]:
-    store = TaskStore.from_url(f"{redis_server}/0", f"{redis_server}/1")
-    yield store
-    await store.close()
 
 
 @pytest.fixture

@@ -28,13 +28,6 @@ STALL_S = 0.05
 
 
 @pytest.fixture
-async def store(redis_server: str, redis_client: redis.Redis) -> AsyncIterator[TaskStore]:
-    store = TaskStore.from_url(f"{redis_server}/0", f"{redis_server}/1")
-    yield store
-    await store.close()
-
-
-@pytest.fixture
 async def sweeper(store: TaskStore, redis_server: str) -> AsyncIterator[Sweeper]:
     settings = Settings(redis_url=f"{redis_server}/0", stall_s=STALL_S, sweep_interval_s=0.01,
                         task_deadline_s=60)  # fmt: skip
