@@ -18,7 +18,7 @@ import orjson
 
 from services.agent_worker.live_agents import LiveSession, held
 from shared.agents.drive import resolve
-from shared.aggregators import ChatMessage
+from shared.aggregators import ChatMessage, DefaultAggregator
 from shared.events import EventKind
 from shared.schema import AgentMessage, LLMResponse
 from shared.settings import Settings
@@ -93,14 +93,26 @@ class Compactor:
         return 0
 
     def _count(self, live: LiveSession, start: StepStart) -> int:
-        agent = live.agent
-        messages = [*held(agent.memory, live.session_id), *start.inputs()] if agent.memory else []
-        chat = agent.aggregator.aggregate(
-            messages, agent.name, agent.output_format, agent.system_prompt
-        )
+        agent, model = live.agent, self._model(start)
+        memory = held(agent.memory, live.session_id) if agent.memory else []
         tools = orjson.dumps(agent.tools).decode() if agent.tools else ""
-        extra = count_tokens([{"content": tools}], self._model(start)) if tools else 0
-        return count_tokens(chat, self._model(start)) + extra
+        extra = count_tokens([{"content": tools}], model) if tools else 0
+        aggregator = agent.aggregator
+        if not isinstance(aggregator, DefaultAggregator):  # its prompt as a whole, every step
+            chat = aggregator.aggregate(
+                [*memory, *start.inputs()], agent.name, agent.output_format, agent.system_prompt
+            )
+            return count_tokens(chat, model) + extra
+        # The system part (and any few-shot examples), then message by message: the memory's
+        # count is kept and only what it gained is counted, so a long session's step does not
+        # count its whole history again. (Consecutive user messages the prompt merges are
+        # counted apart: a few framing tokens over, never under.)
+        fixed = aggregator.aggregate([], agent.name, agent.output_format, agent.system_prompt)
+        inputs = sum(
+            count_tokens(aggregator.rendered(m, agent.name), model) for m in start.inputs()
+        )
+        held_tokens = live.token_count.count(memory, model, agent.name, aggregator)
+        return count_tokens(fixed, model) + held_tokens + inputs + extra
 
     def _model(self, start: StepStart) -> str:
         return start.record.spec.model or self.settings.default_model

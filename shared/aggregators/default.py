@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import weakref
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from shared.parsers.base import OutputParser
@@ -20,6 +21,26 @@ __all__ = ["ChatMessage", "DefaultAggregator", "SystemPrompt", "content_text"]
 ChatMessage = dict[str, Any]
 SystemPrompt = str | ChatMessage | list[ChatMessage]
 _Rendered = tuple["weakref.ref[AgentMessage]", str, list[ChatMessage]]
+
+
+@dataclass(slots=True)
+class _Body:
+    """A body made for messages starting at `first`: how many, the last one, for whom."""
+
+    first: weakref.ref[AgentMessage]
+    last: weakref.ref[AgentMessage]
+    count: int
+    name: str
+    chat: list[ChatMessage]
+
+    def continues(self, messages: Sequence[AgentMessage], name: str) -> bool:
+        """Whether `messages` start with the very messages this body was made of."""
+        return (
+            name == self.name
+            and len(messages) >= self.count
+            and self.first() is messages[0]
+            and self.last() is messages[self.count - 1]
+        )
 
 
 class DefaultAggregator:
@@ -40,14 +61,37 @@ class DefaultAggregator:
     ) -> list[ChatMessage]:
         """The chat messages for `messages` as seen by the agent called `name`."""
         chat = self.system_messages(system_prompt, parser)
-        for message in messages:
-            for entry in self._render_once(message, name):
-                self._append(chat, entry)
+        body = self._body(messages, name)
+        if body:  # joined as if appended one by one: a leading user entry may merge
+            self._append(chat, body[0])
+            chat.extend(body[1:])
         return chat
 
-    def _render_once(self, message: AgentMessage, name: str) -> list[ChatMessage]:
+    def _body(self, messages: Sequence[AgentMessage], name: str) -> list[ChatMessage]:
+        """The chat messages of `messages`, continued from the last body made for the same
+        first messages (a session's memory only grows between steps), so a long session's
+        step renders and merges only what is new."""
+        bodies: dict[int, _Body] = self.__dict__.setdefault("_bodies", {})
+        first = messages[0] if messages else None
+        key = id(first)
+        known = bodies.get(key)
+        done, body = 0, []
+        if known is not None and known.continues(messages, name):
+            done, body = known.count, list(known.chat)  # a copy: the cached one stays whole
+        append, rendered = self._append, self.rendered
+        for message in messages[done:]:
+            for entry in rendered(message, name):
+                append(body, entry)
+        if first is not None:
+            forget = bodies.pop
+            anchor = weakref.ref(first, lambda _: forget(key, None))
+            bodies[key] = _Body(anchor, weakref.ref(messages[-1]), len(messages), name, body)
+        return body
+
+    def rendered(self, message: AgentMessage, name: str) -> list[ChatMessage]:
         """`render`, remembered for each message still alive: a long session's step renders
-        only its new messages (memory's messages are copies nobody edits in place)."""
+        only its new messages (memory's messages are copies nobody edits in place). The
+        entries are shared: read them, do not edit them."""
         rendered: dict[int, _Rendered] = self.__dict__.setdefault("_rendered", {})
         key = id(message)
         cached = rendered.get(key)

@@ -56,7 +56,9 @@ def _drop_orphan_results(chat: list[ChatMessage]) -> list[ChatMessage]:
     announced: set[str] = set()
     kept = []
     for entry in chat:
-        announced.update(call["id"] for call in entry.get("tool_calls", []))
+        calls = entry.get("tool_calls")
+        if calls:
+            announced.update(call["id"] for call in calls)
         if entry["role"] != "tool" or entry["tool_call_id"] in announced:
             kept.append(entry)
     return kept

@@ -63,3 +63,26 @@ def test_non_text_content_is_rendered_as_text() -> None:
     history = [msg("user", {"k": 1}), msg("tool", result), msg("tool", failed)]
     chat = DefaultAggregator().aggregate(history, "bot")
     assert chat == [{"role": "user", "content": '{"k": 1}\n42\nboom'}]
+
+
+class _CountingRenders(DefaultAggregator):
+    def __init__(self) -> None:
+        self.rendered_now: list[AgentMessage] = []
+
+    def rendered(self, message: AgentMessage, name: str) -> list[dict]:
+        self.rendered_now.append(message)
+        return super().rendered(message, name)
+
+
+def test_a_growing_history_is_aggregated_from_where_it_was_left() -> None:
+    history = [msg("user", "a"), msg("bot", "b"), msg("user", "c")]
+    aggregator = _CountingRenders()
+    aggregator.aggregate(history, "bot", system_prompt="S")
+    history += [msg("user", "d"), msg("bot", "e")]
+    aggregator.rendered_now.clear()
+    chat = aggregator.aggregate(history, "bot", system_prompt="S")
+    assert aggregator.rendered_now == history[3:]  # only the new messages
+    assert chat == DefaultAggregator().aggregate(history, "bot", system_prompt="S")
+    assert chat[-2] == {"role": "user", "content": "c\nd"}  # merged across the two calls
+    other = [history[0], msg("bot", "x")]  # same first message, another history
+    assert DefaultAggregator().aggregate(other, "bot") == aggregator.aggregate(other, "bot")

@@ -1,0 +1,51 @@
+"""A memory's token count is kept between steps: only what the memory gained is counted."""
+
+from __future__ import annotations
+
+from services.agent_worker.prompt_tokens import MemoryTokens
+from shared.aggregators import ChatMessage, DefaultAggregator
+from shared.schema import AgentMessage
+from shared.tokens import count_tokens
+
+MODEL = "scripted"
+
+
+class _Spy(DefaultAggregator):
+    def __init__(self) -> None:
+        self.seen: list[AgentMessage] = []
+
+    def rendered(self, message: AgentMessage, name: str) -> list[ChatMessage]:
+        self.seen.append(message)
+        return super().rendered(message, name)
+
+
+def _messages(n: int, start: int = 0) -> list[AgentMessage]:
+    return [AgentMessage(sender="user" if i % 2 == 0 else "agent", content=f"message {i} " * 5)
+            for i in range(start, start + n)]  # fmt: skip
+
+
+def _whole(messages: list[AgentMessage]) -> int:
+    return sum(count_tokens(DefaultAggregator().render(m, "agent"), MODEL) for m in messages)
+
+
+def test_a_growing_memory_is_counted_once_per_message() -> None:
+    spy, tokens, memory = _Spy(), MemoryTokens(), _messages(10)
+    assert tokens.count(memory, MODEL, "agent", spy) == _whole(memory)
+    memory += _messages(3, start=10)
+    spy.seen.clear()
+    assert tokens.count(memory, MODEL, "agent", spy) == _whole(memory)
+    assert spy.seen == memory[10:]  # the first ten were not counted again
+
+
+def test_a_rewritten_memory_or_another_model_is_counted_again() -> None:
+    spy, tokens, memory = _Spy(), MemoryTokens(), _messages(6)
+    tokens.count(memory, MODEL, "agent", spy)
+    rewritten = [m.model_copy() for m in memory]  # same text, other objects (reloaded)
+    spy.seen.clear()
+    assert tokens.count(rewritten, MODEL, "agent", spy) == _whole(rewritten)
+    assert spy.seen == rewritten
+    compacted = [AgentMessage(sender="user", content="a summary"), *rewritten[4:]]
+    assert tokens.count(compacted, MODEL, "agent", spy) == _whole(compacted)
+    spy.seen.clear()
+    tokens.count(compacted, "another-model", "agent", spy)
+    assert spy.seen == compacted
