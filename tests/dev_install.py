@@ -2,7 +2,10 @@
 
 `pip install -e .` writes the entry points into the installed metadata; a venv installed before
 they changed lacks them. A child with `metadata_env(...)` finds this checkout's instead: its
-PYTHONPATH holds a `taskyard` dist-info, which shadows the installed one.
+PYTHONPATH holds a `taskyard` dist-info, which shadows the installed one. Run the child with a
+working directory outside the checkout: `python -m` puts it first on sys.path, and the
+checkout's own `taskyard.egg-info` (which `pip install -e .` writes there) would shadow the
+stand-in.
 """
 
 from __future__ import annotations

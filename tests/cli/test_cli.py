@@ -66,12 +66,12 @@ def test_a_broken_contributed_command_is_not_hidden() -> None:
 def test_installed_without_devstack_help_works_and_up_says_one_line(tmp_path: Path) -> None:
     env = metadata_env(tmp_path, with_dev_commands=False)
     listing = subprocess.run([sys.executable, "-m", "shared.cli", "--help"], env=env,
-                             capture_output=True, text=True, timeout=30)  # fmt: skip
+                             cwd=tmp_path, capture_output=True, text=True, timeout=30)  # fmt: skip
     assert listing.returncode == 0
     assert "(not installed: development only)" in " ".join(listing.stdout.split())
     # Bad settings too: should the real `up` be found after all, it fails here, starting nothing.
     env["TASKYARD_API_KEYS"] = "justakey"
-    up = subprocess.run([sys.executable, "-m", "shared.cli", "up", "--gateway-port", "1"],
-                        env=env, capture_output=True, text=True, timeout=30)  # fmt: skip
+    argv = [sys.executable, "-m", "shared.cli", "up", "--gateway-port", "1"]
+    up = subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=30)
     assert (up.returncode, up.stdout) == (2, "")
     assert up.stderr.startswith(NOT_INSTALLED) and up.stderr.count("\n") == 1

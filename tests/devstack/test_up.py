@@ -23,6 +23,7 @@ def _taskyard(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedPro
         text=True,
         timeout=30,
         env={**metadata_env(tmp_path / "site"), **env},
+        cwd=tmp_path,  # see metadata_env
     )
 
 
