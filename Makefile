@@ -15,9 +15,11 @@ test: venv lint deps
 
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml requirements.lock
+# The locked packages, each checked against its hashes; then taskyard itself, which adds none.
+$(VENV)/.installed: pyproject.toml requirements-dev.lock
 	test -x $(BIN)/python || python3 -m venv $(VENV)
-	$(BIN)/pip install -q --disable-pip-version-check -c requirements.lock -e '.[service,dev]'
+	$(BIN)/pip install -q --disable-pip-version-check --require-hashes -r requirements-dev.lock
+	$(BIN)/pip install -q --disable-pip-version-check --no-deps -e .
 	touch $@
 
 ## deps: system packages, the Docker engine and the sandbox image
