@@ -6,6 +6,7 @@ OpenAI-compatible upstream unless `upstreams` points at a real one (vLLM, ...).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
@@ -14,11 +15,14 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import docker
+import docker.errors
 import redis
 
 from devstack.llm import proxy_argv, scripted_model_argv
 from devstack.procs import Child, Processes, free_port
 from shared import keys
+from shared.sandbox.docker import WORKER_LABEL
 from shared.settings import parse_api_keys
 
 __all__ = ["LocalStack", "StackPorts"]
@@ -115,7 +119,7 @@ class LocalStack:
             "TASKYARD_PROXY_UPSTREAMS": upstreams,
             "TASKYARD_SANDBOX_BACKEND": self.sandbox_backend,
             # The stack's own: a (re)started tool worker removes every sandbox of its label.
-            "TASKYARD_SANDBOX_WORKER_LABEL": f"stack-{self.run_dir.name}",
+            "TASKYARD_SANDBOX_WORKER_LABEL": self.worker_label,
             # Everything here is on loopback, webhook receivers too.
             "TASKYARD_WEBHOOK_ALLOW_PRIVATE": "true",
             # Written by the tool worker, served by the gateway: one directory on this machine.
@@ -224,11 +228,32 @@ class LocalStack:
         self._spawn(name, self.argvs[name])
         self._wait_ready(name, log_offset)
 
+    @property
+    def worker_label(self) -> str:
+        """The tool workers' sandbox label: this stack's own."""
+        return f"stack-{self.run_dir.name}"
+
     def stop(self) -> None:
         """Stop every process: workers first (warm shutdown), Redis last (also after restarts,
-        which put a service at the end of `procs`)."""
+        which put a service at the end of `procs`); then the sandboxes a killed tool worker
+        left (a restarted worker removes them, but this stack's label is never used again)."""
         for name in reversed([name for name in self.argvs if name in self.procs]):
             self.processes.stop(name)
+        if self.sandbox_backend == "docker":
+            remove_sandboxes(self.worker_label)
+
+
+def remove_sandboxes(worker_label: str) -> None:
+    """Remove every container under a tool worker's label; quietly without an engine."""
+    try:
+        client = docker.from_env()
+        left = client.containers.list(all=True, filters={"label": f"{WORKER_LABEL}={worker_label}"})
+        for container in left:
+            with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+                container.remove(force=True)
+        client.close()
+    except docker.errors.DockerException:
+        pass  # no engine here: nothing of ours runs on it
 
 
 def _redis_server() -> str:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import docker
 import redis
 
-from devstack.stack import LocalStack
+from devstack.stack import LocalStack, remove_sandboxes
+from shared.sandbox.docker import WORKER_LABEL
 
 
 def test_redis_restarts_with_its_fsync_policy_and_answers_at_once(tmp_path: Path) -> None:
@@ -25,3 +27,18 @@ def test_redis_restarts_with_its_fsync_policy_and_answers_at_once(tmp_path: Path
     finally:
         client.close()
         stack.stop()
+
+
+def test_the_sandboxes_a_stack_leaves_are_removed_by_its_label(sandbox_image: str) -> None:
+    client = docker.from_env()
+    try:
+        ours = [client.containers.create(sandbox_image, labels={WORKER_LABEL: "stack-ours"})
+                for _ in range(2)]  # fmt: skip
+        other = client.containers.create(sandbox_image, labels={WORKER_LABEL: "stack-other"})
+        remove_sandboxes("stack-ours")
+        left = {c.id for c in client.containers.list(all=True)}
+        assert not left & {c.id for c in ours}
+        assert other.id in left
+        other.remove(force=True)
+    finally:
+        client.close()
