@@ -96,7 +96,7 @@ def task_events(task_id: str) -> str:
     return f"task:{task_id}:events"
 
 
-def task_tool_results(task_id: str, step: int) -> str:
+def task_tool_results(task_id: str, step: int | str) -> str:
     return f"task:{task_id}:step:{step}:results"
 
 
@@ -137,7 +137,7 @@ def task_approvals(task_id: str, step: int) -> str:
     return f"task:{task_id}:step:{step}:approvals"
 
 
-def task_advanced(task_id: str, step: int) -> str:
+def task_advanced(task_id: str, step: int | str) -> str:
     """Set by the one tool result that completes a step (and so starts the next one)."""
     return f"task:{task_id}:step:{step}:advanced"
 

@@ -21,6 +21,13 @@ class RegistryError(TaskyardError, LookupError):
     """A name that nothing registered."""
 
 
+def _name_of(item: object) -> str:
+    named = getattr(item, "__name__", None)
+    if not isinstance(named, str):
+        raise TypeError(f"{item!r} has no __name__: register it with a name")
+    return named
+
+
 class Registry(Generic[T]):
     """Named things of one kind (agent classes, action classes, ...)."""
 
@@ -32,7 +39,7 @@ class Registry(Generic[T]):
         """Decorator: `@agents.register()` registers under the object's `__name__`."""
 
         def add(item: T) -> T:
-            self.add(name or item.__name__, item)  # type: ignore[attr-defined]
+            self.add(name or _name_of(item), item)
             return item
 
         return add

@@ -47,7 +47,7 @@ def serve(
     except (NoLiveSandbox, SandboxClosed):
         return FilesReply(outcome="no_session", detail=_NO_SESSION), b""
     except FileRefused as refused:
-        return FilesReply(outcome=refused.reason, detail=_refusal(refused, limits)), b""  # type: ignore[arg-type]
+        return FilesReply(outcome=refused.reason, detail=_refusal(refused, limits)), b""
     except SandboxError as exc:
         return FilesReply(outcome="unavailable", detail=f"the sandbox cannot serve it: {exc}"), b""
 

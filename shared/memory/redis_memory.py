@@ -81,4 +81,6 @@ class RedisMemory:
         self.client.delete(self._key(session_id))
 
     def __contains__(self, session_id: object) -> bool:
-        return bool(self.client.exists(self._key(session_id)))  # type: ignore[arg-type]
+        if not isinstance(session_id, int | str):
+            return False  # no session has such an id
+        return bool(self.client.exists(self._key(session_id)))

@@ -20,6 +20,8 @@ it comes back as an `ExecutionResult`.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from shared.errors import TaskyardError
 
 __all__ = [
@@ -54,10 +56,16 @@ class NoLiveSandbox(SandboxError):
     """The session has no running kernel, so no working directory: nothing to read."""
 
 
+# Why a file request is refused: the kernel's words for it (`outputs.refusal` checks them),
+# and the worker's own size check ("too_large").
+Refusal = Literal["invalid", "not_found", "not_a_file", "no_space", "too_large"]
+KERNEL_REFUSALS: tuple[Refusal, ...] = ("invalid", "not_found", "not_a_file", "no_space")
+
+
 class FileRefused(SandboxError):
     """A file request refused, for the `reason` named (see the tree above)."""
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: Refusal, message: str) -> None:
         super().__init__(message)
         self.reason = reason
 

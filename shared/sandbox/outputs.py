@@ -12,7 +12,7 @@ from typing import Any
 
 from shared.files.info import FileInfo, FileListing
 from shared.sandbox.base import DisplayOutput
-from shared.sandbox.errors import FileRefused, KernelProtocolError
+from shared.sandbox.errors import KERNEL_REFUSALS, FileRefused, KernelProtocolError
 from shared.sandbox.kernel import (
     BINARY_MIMES,
     DISPLAY_LIMIT,
@@ -104,11 +104,10 @@ def refusal(reply: dict[str, Any]) -> FileRefused | None:
     if reason is None:
         return None
     message = reply.get("error")
-    if reason not in ("invalid", "not_found", "not_a_file", "no_space") or not isinstance(
-        message, str
-    ):
+    known = next((r for r in KERNEL_REFUSALS if r == reason), None)
+    if known is None or not isinstance(message, str):
         raise KernelProtocolError("a refusal of no known reason")
-    return FileRefused(reason, message[:2000])
+    return FileRefused(known, message[:2000])
 
 
 def file_info(raw: Any, path: str | None = None) -> FileInfo:
