@@ -7,17 +7,21 @@ model call and the warm sandbox call measured straight in the same run.
 
 from __future__ import annotations
 
+import json
 import statistics
 import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
 
 import httpx
+import redis
 from _celery_floor import measure as celery_floor
 
 from devstack.procs import ROOT
 from devstack.stack import LocalStack
+from shared import keys
 from shared.client import TaskyardClient
 from shared.sandbox import make_sandbox_provider
 from shared.settings import Settings
@@ -27,22 +31,52 @@ __all__ = ["overhead_section"]
 TASK = "```python\nprint(1)\n```"
 
 
-def _run_task(client: TaskyardClient, session: str) -> float:
-    start = time.perf_counter()
+class _Run(NamedTuple):
+    task_id: str
+    started: float  # wall clock, s
+    took_s: float
+
+
+def _run_task(client: TaskyardClient, session: str) -> _Run:
+    started, start = time.time(), time.perf_counter()
     task_id = client.submit(TASK, session_id=session)["id"]
     for event in client.events(task_id):
         if event.is_final:
             assert event.data["status"] == "succeeded", event.data
-    return time.perf_counter() - start
+    return _Run(task_id, started, time.perf_counter() - start)
 
 
-def _client_loop(stack: LocalStack, session: str, count: int) -> list[float]:
+def _client_loop(stack: LocalStack, session: str, count: int) -> list[_Run]:
     client = TaskyardClient(stack.gateway_url, stack.api_key)
     try:
         _run_task(client, session)  # warm: the session's sandbox starts here
         return [_run_task(client, session) for _ in range(count)]
     finally:
         client.close()
+
+
+def _timeline(stack: LocalStack, runs: list[_Run]) -> list[tuple[str, float]]:
+    """Where a task's time goes: the median gap before each event of its stream (Redis
+    stamps each entry's id with its own clock, in ms), from the client's submit on."""
+    r = redis.Redis.from_url(f"{stack.redis_url}/0", decode_responses=True)
+    gaps: dict[str, list[float]] = {}
+    for run in runs:
+        previous = run.started * 1e3
+        for index, (entry_id, fields) in enumerate(r.xrange(keys.task_events(run.task_id))):
+            at = int(entry_id.split("-")[0])
+            gaps.setdefault(f"{index} {_label(fields)}", []).append(at - previous)
+            previous = at
+        gaps.setdefault("the client sees the end", []).append(
+            (run.started + run.took_s) * 1e3 - previous
+        )
+    r.close()
+    return [(label, statistics.median(values)) for label, values in gaps.items()]
+
+
+def _label(fields: dict[str, str]) -> str:
+    data = json.loads(fields.get("data") or "{}")
+    detail = data.get("status") or data.get("sender") or ""
+    return f"{fields.get('kind', '?')} {detail}".strip()
 
 
 def _model_call_s(stack: LocalStack, samples: int = 200) -> float:
@@ -89,21 +123,22 @@ def _floor(stack: LocalStack) -> dict[str, float]:
 def _saturation(stack: LocalStack, clients: int, per_client: int) -> float:
     start = time.perf_counter()
     with ThreadPoolExecutor(clients) as pool:
-        runs = list(pool.map(lambda i: _client_loop(stack, f"sat-{i}", per_client), range(clients)))
-    return sum(len(r) + 1 for r in runs) / (time.perf_counter() - start)
+        done = list(pool.map(lambda i: _client_loop(stack, f"sat-{i}", per_client), range(clients)))
+    return sum(len(r) + 1 for r in done) / (time.perf_counter() - start)
 
 
 def overhead_section(quick: bool) -> None:
     tasks, clients = (60, 8) if quick else (200, 16)
     stack = LocalStack(sandbox_backend="docker").start()
     try:
-        latencies = _client_loop(stack, "one-client", tasks)
+        runs = _client_loop(stack, "one-client", tasks)
+        where = _timeline(stack, runs)
         rate = _saturation(stack, clients, max(4, tasks // clients))
         model_s, tool_s = _model_call_s(stack), _tool_call_s()
         floor = _floor(stack)
     finally:
         stack.stop()
-    task_s = statistics.median(latencies)
+    task_s = statistics.median(run.took_s for run in runs)
     overhead_ms = (task_s - 2 * model_s - tool_s) / 2 * 1e3
     print("\n## Overhead: 2-step tasks (`print(1)`), scripted model at 0 ms, Docker sandbox")
     print("| | p50 | tasks/s |")
@@ -115,3 +150,9 @@ def overhead_section(quick: bool) -> None:
     print(f"| warm sandbox `print(1)`, straight | {tool_s * 1e3:.2f} ms | |")
     print(f"| bare Celery no-op hop (same Redis) | {floor['p50_ms']:.2f} ms "
           f"(p99 {floor['p99_ms']:.2f}) | {floor['tasks_s']:.0f} |")  # fmt: skip
+    print("\nWhere one task's time goes (one client; median gap before each event, ms, as Redis")
+    print("stamped the events; 1 ms resolution):")
+    print("| event | gap p50 |")
+    print("| --- | --- |")
+    for label, gap in where:
+        print(f"| {label} | {gap:.1f} ms |")
