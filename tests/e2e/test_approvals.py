@@ -31,13 +31,6 @@ def stack(sandbox_image: str) -> Iterator[LocalStack]:
     stack.stop()
 
 
-@pytest.fixture
-def client(stack: LocalStack) -> Iterator[TaskyardClient]:
-    client = TaskyardClient(stack.gateway_url, stack.api_key)
-    yield client
-    client.close()
-
-
 def _held(client: TaskyardClient, agent: dict = GATED, session: str | None = None) -> tuple:
     task_id = client.submit(CODE, agent=agent, session_id=session)["id"]
     task = wait_status(client, task_id, {"waiting_approval"})

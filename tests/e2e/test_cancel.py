@@ -4,8 +4,6 @@ task that was waiting its turn."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from e2e_support import wait_status
 
@@ -15,20 +13,6 @@ from shared.client import TaskyardClient
 pytestmark = pytest.mark.e2e
 
 FOREVER = "```python\nimport time\ntime.sleep(600)\nprint('woke up')\n```"
-
-
-@pytest.fixture(scope="module")
-def stack(sandbox_image: str) -> Iterator[LocalStack]:
-    stack = LocalStack(sandbox_backend="docker").start()
-    yield stack
-    stack.stop()
-
-
-@pytest.fixture
-def client(stack: LocalStack) -> Iterator[TaskyardClient]:
-    client = TaskyardClient(stack.gateway_url, stack.api_key)
-    yield client
-    client.close()
 
 
 def _cancel(client: TaskyardClient, task_id: str) -> None:

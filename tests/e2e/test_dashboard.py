@@ -64,12 +64,6 @@ def page(browser: BrowserContext, stack: LocalStack) -> Iterator[Page]:
     page.close()
 
 
-@pytest.fixture
-def client(stack: LocalStack) -> Iterator[TaskyardClient]:
-    with TaskyardClient(stack.gateway_url, stack.api_key) as client:
-        yield client
-
-
 def _open(page: Page, task_id: str) -> None:
     row = page.locator(f'#tasks tr[data-task-id="{task_id}"]')
     row.wait_for(timeout=WAIT_MS)  # the list refreshes by itself

@@ -4,7 +4,6 @@ agent worker, tool worker with the Docker sandbox), driven over HTTP like a user
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import docker
 import pytest
@@ -18,20 +17,6 @@ from shared.events import Event, EventKind
 from shared.schema import ActionReturn, AgentMessage
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-def stack(sandbox_image: str) -> Iterator[LocalStack]:
-    stack = LocalStack(sandbox_backend="docker").start()
-    yield stack
-    stack.stop()
-
-
-@pytest.fixture
-def client(stack: LocalStack) -> Iterator[TaskyardClient]:
-    client = TaskyardClient(stack.gateway_url, stack.api_key)
-    yield client
-    client.close()
 
 
 def _wait_for_exited_sandboxes() -> None:

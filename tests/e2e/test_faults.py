@@ -34,13 +34,6 @@ def stack(sandbox_image: str) -> Iterator[LocalStack]:
     stack.stop()
 
 
-@pytest.fixture
-def client(stack: LocalStack) -> Iterator[TaskyardClient]:
-    client = TaskyardClient(stack.gateway_url, stack.api_key)
-    yield client
-    client.close()
-
-
 def _configure_model(stack: LocalStack, **config: object) -> None:
     url = f"http://127.0.0.1:{stack.ports.model}/scripted/config"
     httpx.post(url, json=config, timeout=5).raise_for_status()

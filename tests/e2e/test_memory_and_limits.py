@@ -27,13 +27,6 @@ def stack(sandbox_image: str) -> Iterator[LocalStack]:
     stack.stop()
 
 
-@pytest.fixture
-def client(stack: LocalStack) -> Iterator[TaskyardClient]:
-    client = TaskyardClient(stack.gateway_url, stack.api_key)
-    yield client
-    client.close()
-
-
 def _scripted_stats(stack: LocalStack) -> dict:
     return httpx.get(f"http://127.0.0.1:{stack.ports.model}/scripted/stats", timeout=5).json()
 

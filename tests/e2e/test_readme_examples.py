@@ -11,7 +11,6 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,13 +25,6 @@ SHELL, CLI = re.findall(r"\n```\n(.*?)```", SECTION, re.DOTALL)[:2]
 PYTHON = re.findall(r"```python\n(.*?)```", SECTION, re.DOTALL)
 ANSWER = str(2**100)
 README_GATEWAY = "http://127.0.0.1:8000"
-
-
-@pytest.fixture(scope="module")
-def stack(sandbox_image: str) -> Iterator[LocalStack]:
-    stack = LocalStack(sandbox_backend="docker").start()  # its key is the README's dev-key
-    yield stack
-    stack.stop()
 
 
 def _commands(block: str) -> list[str]:

@@ -34,13 +34,6 @@ def stack(sandbox_image: str) -> Iterator[LocalStack]:
     stack.stop()
 
 
-@pytest.fixture
-def client(stack: LocalStack) -> Iterator[TaskyardClient]:
-    client = TaskyardClient(stack.gateway_url, "key-a")
-    yield client
-    client.close()
-
-
 def _png_size(data: bytes) -> tuple[int, int]:
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
     return struct.unpack(">II", data[16:24])

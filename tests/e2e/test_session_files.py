@@ -32,13 +32,6 @@ def stack(sandbox_image: str) -> Iterator[LocalStack]:
 
 
 @pytest.fixture
-def client(stack: LocalStack) -> Iterator[TaskyardClient]:
-    client = TaskyardClient(stack.gateway_url, "key-a")
-    yield client
-    client.close()
-
-
-@pytest.fixture
 def other(stack: LocalStack) -> Iterator[TaskyardClient]:
     client = TaskyardClient(stack.gateway_url, "key-b")
     yield client

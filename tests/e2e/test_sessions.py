@@ -3,29 +3,12 @@ its interpreter and forgets its memory, and the task list pages through what ran
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from e2e_support import wait_status
 
-from devstack.stack import LocalStack
 from shared.client import TaskyardClient
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-def stack(sandbox_image: str) -> Iterator[LocalStack]:
-    stack = LocalStack(sandbox_backend="docker").start()
-    yield stack
-    stack.stop()
-
-
-@pytest.fixture
-def client(stack: LocalStack) -> Iterator[TaskyardClient]:
-    client = TaskyardClient(stack.gateway_url, stack.api_key)
-    yield client
-    client.close()
 
 
 def _run(client: TaskyardClient, code: str, session: str) -> dict:
