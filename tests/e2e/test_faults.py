@@ -124,28 +124,20 @@ def _drop_job(stack: LocalStack, queue: str, task_id: str) -> None:
     raise AssertionError(f"no job of {task_id} on {queue}")
 
 
-def test_a_lost_step_job_is_sent_again_by_the_sweep(
-    stack: LocalStack, client: TaskyardClient
+@pytest.mark.parametrize(
+    ("worker", "queue"),
+    [("agent_worker", "agent"), ("tool_worker", "tools.IPythonInterpreter")],
+    ids=["step job", "tool job"],
+)
+def test_a_lost_job_is_sent_again_by_the_sweep(
+    stack: LocalStack, client: TaskyardClient, worker: str, queue: str
 ) -> None:
-    stack.kill("agent_worker")
+    stack.kill(worker)
     try:
         task_id = client.submit(DEMO_TASK)["id"]
-        _drop_job(stack, "agent", task_id)
+        _drop_job(stack, queue, task_id)
     finally:
-        stack.restart("agent_worker")
-    task = wait_status(client, task_id)
-    assert task["status"] == "succeeded" and "1.414213562373" in task["result"]
-
-
-def test_a_lost_tool_job_is_sent_again_by_the_sweep(
-    stack: LocalStack, client: TaskyardClient
-) -> None:
-    stack.kill("tool_worker")
-    try:
-        task_id = client.submit(DEMO_TASK)["id"]
-        _drop_job(stack, "tools.IPythonInterpreter", task_id)
-    finally:
-        stack.restart("tool_worker")
+        stack.restart(worker)
     task = wait_status(client, task_id)
     assert task["status"] == "succeeded" and "1.414213562373" in task["result"]
 
