@@ -57,8 +57,11 @@ class Compactor:
         self._windows: dict[str, int] = {}
 
     async def fit(self, live: LiveSession, start: StepStart) -> PromptSize:
-        """The prompt's size after compacting the memory if it had to be."""
+        """The prompt's size after compacting the memory if it had to be. Counted only where
+        the count is used: a known window, or the task's token budget (else 0 tokens)."""
         window = await self.window(start)
+        if not window and start.record.spec.max_tokens_total is None:
+            return PromptSize(0, 0)
         size = PromptSize(self._count(live, start), window)
         limit = int(window * self.settings.compaction_share)
         if not window or size.tokens <= limit or getattr(live.agent, "llm", None) is None:
