@@ -2,15 +2,15 @@
 
 `pip install -e .` writes the entry points into the installed metadata; a venv installed before
 they changed lacks them. A child with `metadata_env(...)` finds this checkout's instead: its
-PYTHONPATH holds a `taskyard` dist-info, which shadows the installed one. Run the child with a
-working directory outside the checkout: `python -m` puts it first on sys.path, and the
-checkout's own `taskyard.egg-info` (which `pip install -e .` writes there) would shadow the
-stand-in.
+PYTHONPATH holds a `taskyard` dist-info, which shadows the installed one. `taskyard_cli` runs
+the CLI so.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import tomllib
 from importlib.metadata import EntryPoint
 from pathlib import Path
@@ -27,7 +27,7 @@ def metadata_env(where: Path, *, with_dev_commands: bool = True) -> dict[str, st
     if not with_dev_commands:
         del groups["taskyard.commands"]
     info = where / f"{PROJECT['name']}-{PROJECT['version']}.dist-info"
-    info.mkdir(parents=True)
+    info.mkdir(parents=True, exist_ok=True)
     (info / "METADATA").write_text(
         f"Metadata-Version: 2.1\nName: {PROJECT['name']}\nVersion: {PROJECT['version']}\n"
     )
@@ -38,6 +38,20 @@ def metadata_env(where: Path, *, with_dev_commands: bool = True) -> dict[str, st
         )
     )
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(where), str(ROOT)])}
+
+
+def taskyard_cli(
+    where: Path, *args: str, with_dev_commands: bool = True, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """`taskyard ARGS` with the checkout's metadata (see `metadata_env`) and `env` on top. It
+    runs in `where`, not in the checkout: `python -m` puts the working directory first on
+    sys.path, and the checkout's own `taskyard.egg-info` (which `pip install -e .` writes
+    there) would shadow the stand-in."""
+    child_env = {**metadata_env(where / "site", with_dev_commands=with_dev_commands), **env}
+    return subprocess.run(
+        [sys.executable, "-m", "shared.cli", *args], env=child_env, cwd=where,
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
 
 
 def declared(group: str) -> list[EntryPoint]:

@@ -10,7 +10,7 @@ from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import pytest
-from dev_install import metadata_env
+from dev_install import taskyard_cli
 
 from shared.cli import main
 
@@ -64,14 +64,11 @@ def test_a_broken_contributed_command_is_not_hidden() -> None:
 
 
 def test_installed_without_devstack_help_works_and_up_says_one_line(tmp_path: Path) -> None:
-    env = metadata_env(tmp_path, with_dev_commands=False)
-    listing = subprocess.run([sys.executable, "-m", "shared.cli", "--help"], env=env,
-                             cwd=tmp_path, capture_output=True, text=True, timeout=30)  # fmt: skip
+    listing = taskyard_cli(tmp_path, "--help", with_dev_commands=False)
     assert listing.returncode == 0
     assert "(not installed: development only)" in " ".join(listing.stdout.split())
     # Bad settings too: should the real `up` be found after all, it fails here, starting nothing.
-    env["TASKYARD_API_KEYS"] = "justakey"
-    argv = [sys.executable, "-m", "shared.cli", "up", "--gateway-port", "1"]
-    up = subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=30)
+    up = taskyard_cli(tmp_path, "up", "--gateway-port", "1", with_dev_commands=False,
+                      TASKYARD_API_KEYS="justakey")  # fmt: skip
     assert (up.returncode, up.stdout) == (2, "")
     assert up.stderr.startswith(NOT_INSTALLED) and up.stderr.count("\n") == 1

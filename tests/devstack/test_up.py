@@ -3,32 +3,18 @@ options, its settings check, the stack it starts."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from dev_install import declared, metadata_env
+from dev_install import declared, taskyard_cli
 
 from devstack.cli import local_stack
 from shared.cli import _parser
 from shared.settings import Settings
 
 
-def _taskyard(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    """`taskyard` as installed from this checkout's pyproject.toml."""
-    return subprocess.run(
-        [sys.executable, "-m", "shared.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        env={**metadata_env(tmp_path / "site"), **env},
-        cwd=tmp_path,  # see metadata_env
-    )
-
-
 def test_pyproject_contributes_up_with_its_options(tmp_path: Path) -> None:
-    result = _taskyard(tmp_path, "up", "--help")
+    result = taskyard_cli(tmp_path, "up", "--help")
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("usage: taskyard up")
     for option in ("--sandbox {docker,local}", "--gateway-port", "--task"):
@@ -36,7 +22,7 @@ def test_pyproject_contributes_up_with_its_options(tmp_path: Path) -> None:
 
 
 def test_up_refuses_bad_settings_before_starting_anything(tmp_path: Path) -> None:
-    result = _taskyard(tmp_path, "up", "--gateway-port", "1", TASKYARD_API_KEYS="justakey")
+    result = taskyard_cli(tmp_path, "up", "--gateway-port", "1", TASKYARD_API_KEYS="justakey")
     assert result.returncode == 2
     assert "TASKYARD_API_KEYS must be key=tenant pairs separated by commas" in result.stderr
     assert "unpack" not in result.stderr and "starting" not in result.stdout
