@@ -465,9 +465,6 @@ class TaskStore:
         """The ids of the child tasks the task's agent tool calls started."""
         return sorted(replies.set_members(await self.r.smembers(keys.task_children(task_id))))
 
-    async def has_tool_result(self, task_id: str, step: int, call_id: str) -> bool:
-        return bool(await self.r.hexists(keys.task_tool_results(task_id, step), call_id))
-
     async def claim_call(
         self, task_id: str, step: int, call_id: str, worker: str, ttl_s: float
     ) -> Literal["claimed", "done", "busy"]:

@@ -170,7 +170,7 @@ async def test_an_ended_task_takes_no_more_results_or_steps(store: TaskStore) ->
     late = StepCommit(record, TaskStatus.SUCCEEDED, fields={"result": "late"})
     assert await store.commit_step(late) == (False, None)
     stored = await store.put_tool_result(record.id, 0, "a", _result("a"))
-    assert not stored.live and not await store.has_tool_result(record.id, 0, "a")
+    assert not stored.live and not await store.r.hexists(keys.task_tool_results(record.id, 0), "a")
     ended = await store.get(record.id)
     assert ended is not None and ended.status == TaskStatus.CANCELLED and ended.result is None
     assert (await store.end(record, TaskStatus.FAILED))[0] is False  # ended stays ended
