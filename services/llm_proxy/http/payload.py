@@ -106,7 +106,7 @@ def _prompt_texts(data: dict[str, Any], chat: bool) -> Iterator[str]:
         content = message.get("content")
         if not isinstance(content, str):
             content = orjson.dumps(content).decode()
-        yield ":".join((str(message.get("role", "")), content))
+        yield f"{message.get('role', '')}:{content}"  # not a Redis key
 
 
 def with_model(request: ParsedRequest, model: str) -> bytes:

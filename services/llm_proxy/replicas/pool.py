@@ -54,7 +54,7 @@ class Replica:
 
 
 def _request_prefix(spec: ReplicaSpec) -> bytes:
-    host = ":".join((spec.host, str(spec.port))).encode()  # the Host header
+    host = f"{spec.host}:{spec.port}".encode()  # not a Redis key: the Host header
     lines = [b"host: " + host, b"content-type: application/json"]
     if spec.api_key:
         lines.append(b"authorization: Bearer " + spec.api_key.encode())
