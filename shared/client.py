@@ -375,9 +375,11 @@ class _Resume:
 
     def take(self, sse: ServerSentEvent) -> Event | None:
         """The event, or None for a kind this client does not know (as a browser's
-        EventSource ignores events nobody listens to)."""
+        EventSource ignores events nobody listens to) and for one with no data, which the SSE
+        specification does not dispatch: httpx-sse yields one for the blank line after a
+        keep-alive comment once an id was seen (florimondmanca/httpx-sse#35)."""
         self.last_event_id, self.failures = sse.id or self.last_event_id, 0
-        if sse.event not in _KINDS:
+        if not sse.data or sse.event not in _KINDS:
             return None
         event = Event(id=sse.id, kind=EventKind(sse.event), data=orjson.loads(sse.data))
         self.done = event.is_final

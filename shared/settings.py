@@ -106,6 +106,9 @@ class Settings(BaseSettings):
 
     # Gateway: a request body over this many bytes is refused (413) before it is read.
     gateway_max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    # Gateway: a task's event stream that has been quiet this long gets a keep-alive comment
+    # (proxies close idle connections; clients must ignore it, as the SSE specification says).
+    gateway_sse_keep_alive_s: float = Field(default=15.0, gt=0)
 
     # Tasks.
     default_max_steps: int = Field(default=8, ge=1)

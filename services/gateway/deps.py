@@ -74,7 +74,8 @@ async def get_hub(request: Request) -> EventHub:
     state = request.app.state
     if state.hub is None:
         reader = reader_client(state.settings.redis_url, CLIENT_NAME)
-        state.hub = EventHub(reader, (await get_store(request)).r)
+        keep_alive_s = state.settings.gateway_sse_keep_alive_s
+        state.hub = EventHub(reader, (await get_store(request)).r, keep_alive_s)
     hub: EventHub = state.hub
     return hub
 
