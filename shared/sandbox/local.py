@@ -27,6 +27,7 @@ from shared.sandbox.cgroups import CgroupLimits, CgroupTree, SandboxCgroup, find
 from shared.sandbox.channel import OutputTail, ReplyLines, describe_exit, encode_line, wait_readable
 from shared.sandbox.demand import PoolBounds, pool_bounds
 from shared.sandbox.errors import KernelGone, SandboxUnavailable
+from shared.sandbox.kernel_copy import KernelCopy
 from shared.sandbox.launchers import LAUNCHERS, LaunchSpec, explain_failure, parse_size
 from shared.sandbox.provider import KernelSandboxProvider, SandboxLimits
 from shared.settings import Settings, get_settings
@@ -177,8 +178,11 @@ class LocalSandboxProvider(KernelSandboxProvider):
         self._cgroup_limits = CgroupLimits(
             parse_size(settings.sandbox_memory), settings.sandbox_pids, settings.sandbox_cpus
         )
+        # Not the package where it lies: its parents may be closed to the sandbox's user.
+        self._kernel = KernelCopy()
         spec = LaunchSpec(
             python=python or shutil.which("python3", path="/usr/bin:/bin") or "",
+            kernel_home=self._kernel.home,
             memory=self._cgroup_limits.memory,
             disk=parse_size(settings.sandbox_disk),
             rlimit_memory=self._cgroups is None,
@@ -201,6 +205,10 @@ class LocalSandboxProvider(KernelSandboxProvider):
             limits=limits or SandboxLimits.from_settings(settings),
             interrupt_grace_s=settings.sandbox_interrupt_grace_s,
         )
+
+    def close_all(self) -> None:
+        super().close_all()
+        self._kernel.remove()
 
     def unenforced(self) -> list[str]:
         """What the docker backend enforces and this one, on this machine, does not."""

@@ -17,7 +17,7 @@ import pytest
 
 from shared.sandbox.errors import KernelProtocolError
 from shared.sandbox.kernel import DISPLAY_LIMIT, DISPLAY_MAX_OUTPUTS
-from shared.sandbox.launchers import KERNEL_DIR
+from shared.sandbox.kernel_copy import KERNEL_SOURCE
 from shared.sandbox.outputs import image_size, parse_display
 from shared.sandbox.provider import KernelSandboxProvider
 from shared.sandbox.session import KernelSandbox
@@ -53,7 +53,7 @@ class Kernel:
         self.process = subprocess.Popen(
             [sys.executable, "-P", "-m", "kernel"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            env={"PYTHONPATH": str(KERNEL_DIR.parent)}, text=True,
+            env={"PYTHONPATH": str(KERNEL_SOURCE.parent)}, text=True,
         )  # fmt: skip
         self.ids = 0
         assert json.loads(self.process.stdout.readline()) == {"ready": True}  # type: ignore[union-attr]

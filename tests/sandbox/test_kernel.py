@@ -15,7 +15,7 @@ import pytest
 from shared.sandbox.kernel import INTERRUPTED, MAX_LINE_BYTES, OUTPUT_LIMIT
 from shared.sandbox.kernel.supervisor import fit_line
 from shared.sandbox.kernel.wire import LineBuffer, TooLong
-from shared.sandbox.launchers import KERNEL_DIR
+from shared.sandbox.kernel_copy import KERNEL_SOURCE
 
 
 class Kernel:
@@ -25,7 +25,7 @@ class Kernel:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
-            env={"PYTHONPATH": str(KERNEL_DIR.parent)},
+            env={"PYTHONPATH": str(KERNEL_SOURCE.parent)},
             text=True,
         )
         self.ids = 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -16,7 +17,8 @@ import pytest
 
 from shared.sandbox.cgroups import CgroupLimits, find_cgroups
 from shared.sandbox.errors import SandboxUnavailable
-from shared.sandbox.launchers import KERNEL_DIR, LaunchSpec, bwrap, parse_size
+from shared.sandbox.kernel_copy import KERNEL_SOURCE
+from shared.sandbox.launchers import LaunchSpec, bwrap, parse_size
 from shared.sandbox.local import LocalChannel, LocalSandboxProvider
 from shared.sandbox.provider import KernelSandboxProvider
 from shared.settings import Settings
@@ -98,9 +100,12 @@ def test_check_reports_the_launchers_own_words(make_local_provider: ProviderFact
 def _bwrap_in_docker(image: str, label: str, *security: str) -> LocalChannel:
     """The local backend's bwrap command line, run inside a Docker container (the host's /usr
     and the kernel bound in) with the given security options: a CI job's set-up."""
-    spec = LaunchSpec(python="/usr/bin/python3", memory=128 << 20, disk=64 << 20, as_root=False)
+    home = KERNEL_SOURCE.parent
+    spec = LaunchSpec(
+        python="/usr/bin/python3", kernel_home=home, memory=128 << 20, disk=64 << 20, as_root=False
+    )
     argv, env = bwrap(spec)
-    volumes = ["-v", "/usr:/usr:ro", "-v", f"{KERNEL_DIR}:{KERNEL_DIR}:ro"]
+    volumes = ["-v", "/usr:/usr:ro", "-v", f"{home}:{home}:ro"]
     docker = ["docker", "run", "-i", "--rm", "--network", "none", "--user", "65534:65534"]
     docker += ["--label", f"taskyard.worker={label}", *volumes, *security]
     docker += ["--entrypoint", argv[0], image, *argv[1:]]
@@ -181,3 +186,38 @@ def test_a_crashed_workers_cgroups_are_removed_at_restart(
 )
 def test_parse_size(text: str, size: int) -> None:
     assert parse_size(text) == size
+
+
+_FROM_PRIVATE_CHECKOUT = """
+import sys
+from shared.sandbox.local import LocalSandboxProvider
+from shared.settings import Settings
+provider = LocalSandboxProvider(Settings(), launcher=sys.argv[1])
+try:
+    result = provider.get("t:private").run("import os; os.getuid(), 6 * 7", 20.0)
+    print(result.result, result.error)
+finally:
+    provider.close_all()
+print("kernel copy left:", provider._kernel.home.exists())
+"""
+
+
+@pytest.mark.parametrize("launcher", ["bwrap", "unshare"])
+def test_a_checkout_under_a_private_directory_still_sandboxes(
+    tmp_path: Path, launcher: str
+) -> None:
+    # /root on a fresh Debian and every `mktemp -d` are 0700: uid 65534 cannot enter them.
+    private = tmp_path / "home"
+    private.mkdir(mode=0o700)
+    shutil.copytree(ROOT / "shared", private / "checkout/shared", ignore=_pycache)
+    result = subprocess.run(
+        [sys.executable, "-c", _FROM_PRIVATE_CHECKOUT, launcher],
+        cwd=private / "checkout", env={**os.environ, "PYTHONPATH": str(private / "checkout")},
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.splitlines() == ["(65534, 42) None", "kernel copy left: False"]
+
+
+def _pycache(_: str, names: list[str]) -> list[str]:
+    return [n for n in names if n == "__pycache__"]

@@ -18,7 +18,7 @@ import pytest
 
 from shared.sandbox.errors import FileRefused, NoLiveSandbox
 from shared.sandbox.kernel import FILE_CHUNK_BYTES, MAX_LISTED_FILES
-from shared.sandbox.launchers import KERNEL_DIR
+from shared.sandbox.kernel_copy import KERNEL_SOURCE
 from shared.sandbox.provider import KernelSandboxProvider
 
 TIMEOUT = 20.0
@@ -32,7 +32,7 @@ class Kernel:
         self.process = subprocess.Popen(
             [sys.executable, "-P", "-m", "kernel"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            env={"PYTHONPATH": str(KERNEL_DIR.parent)}, text=True, cwd=workdir,
+            env={"PYTHONPATH": str(KERNEL_SOURCE.parent)}, text=True, cwd=workdir,
         )  # fmt: skip
         self.ids = 0
         assert json.loads(self.line()) == {"ready": True}
