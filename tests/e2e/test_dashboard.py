@@ -2,7 +2,8 @@
 against the local stack. A task submitted through the API appears in the page and its
 transcript streams in live; a tool call is approved from the page (once approvals exist).
 
-`TASKYARD_UPDATE_SCREENSHOT=1` writes the README's screenshot (docs/dashboard.png)."""
+`TASKYARD_UPDATE_SCREENSHOT=1` writes the screenshot the README and docs/operations.md show
+(docs/dashboard.png)."""
 
 from __future__ import annotations
 
