@@ -90,7 +90,7 @@ VARIANTS = {
     "workers": Variant("workers", "agent and tool workers SIGKILLed", None, "everysec"),
     "shutdown": Variant("shutdown", "workers + Redis SHUTDOWN once", "shutdown", "everysec"),
     "sigkill": Variant("sigkill", "workers + Redis SIGKILL once", "sigkill", "always"),
-    # Not run by default: Redis's default policy under the same SIGKILL (see the README).
+    # Not run by default: Redis's default policy under the same SIGKILL (docs/deployment.md).
     "sigkill-everysec": Variant(
         "sigkill-everysec", "workers + Redis SIGKILL once", "sigkill", "everysec"
     ),

@@ -54,7 +54,7 @@ class LocalStack:
     run_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="taskyard-")))
     api_keys: str = "dev-key=demo"  # the gateway's TASKYARD_API_KEYS
     # Redis's AOF fsync policy: "everysec" (Redis's default) or "always" (an acknowledged
-    # write survives a SIGKILL of Redis; see the README's Deployment section).
+    # write survives a SIGKILL of Redis; see docs/deployment.md, Redis durability).
     redis_appendfsync: str = "everysec"
     sandbox_backend: str = "docker"
     upstreams: str | None = None  # real OpenAI-compatible upstreams; scripted model if None
