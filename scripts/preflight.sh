@@ -9,7 +9,7 @@ PYTHON="${1:-python3}"
 fail() { echo "taskyard: $*" >&2; exit 1; }
 
 [[ $(uname -s) == Linux ]] ||
-    fail "make up/test run on Linux (Debian 12); elsewhere use compose.dev.yaml (README, "What you need")"
+    fail "make up/test run on Linux (Debian 12); elsewhere use compose.dev.yaml (README, 'What you need')"
 
 command -v "$PYTHON" >/dev/null || fail "$PYTHON not found: apt-get install python3 python3-venv (or make ... PYTHON=python3.11)"
 version="$("$PYTHON" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])')"
