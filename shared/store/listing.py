@@ -8,7 +8,7 @@ than `limit` and the next page goes on from where this one stopped.
 
 Each tenant also has an index of its session ids scored by their latest task's creation time
 (written by the same script): a session that gets a new task moves to the top, so a client
-paging meanwhile does not see it again further down.
+paging meanwhile never sees it twice (and misses it if it moves above the pages read).
 """
 
 from __future__ import annotations
@@ -65,9 +65,9 @@ def _cursor(member: str, score: float) -> str:
     return f"{score!r}~{member}"
 
 
-def _is_after(score: float, task_id: str, last_score: float, last_id: str) -> bool:
+def _is_after(score: float, member: str, last_score: float, last_id: str) -> bool:
     # Newest first: by score, then (same score) by id descending, as ZREVRANGEBYSCORE orders.
-    return score < last_score or (score == last_score and task_id < last_id)
+    return score < last_score or (score == last_score and member < last_id)
 
 
 async def list_tasks(
