@@ -50,6 +50,7 @@ __all__ = [
     "task_webhook_cursor",
     "task_webhook_deliveries",
     "task_webhook_lock",
+    "tenant_sessions",
     "tenant_tasks",
     "tool_call_claim",
     "tool_queue",
@@ -174,6 +175,12 @@ def session_values(tenant: str, session_id: str) -> str:
 def tenant_tasks(tenant: str) -> str:
     """A tenant's task ids by creation time (the task list, newest first)."""
     return f"tenant:{tenant}:tasks"
+
+
+def tenant_sessions(tenant: str) -> str:
+    """A tenant's session ids by their latest task's creation time (the session list, most
+    recently used first); a deleted session leaves it until its next task."""
+    return f"tenant:{tenant}:sessions"
 
 
 def session_tasks(tenant: str, session_id: str) -> str:

@@ -17,7 +17,7 @@ from shared import keys
 from shared.schema import AgentMessage
 from shared.store.store import TaskStore
 
-__all__ = ["SessionState", "forget_session", "session_state"]
+__all__ = ["SessionOverview", "SessionState", "forget_session", "overviews", "session_state"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +34,43 @@ class SessionState:
     @property
     def exists(self) -> bool:
         return bool(self.total_messages or self.memories or self.task_ids or self.running)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionOverview:
+    """A session in a list: where it stands, without its messages."""
+
+    session_id: str
+    last_task_at: float  # its latest task's creation time
+    task_count: int
+    running: str | None
+    waiting: int
+    total_messages: int  # in the top agent's memory
+    interpreter: dict[str, Any] | None
+
+
+async def overviews(
+    store: TaskStore, tenant: str, listed: list[tuple[str, float]]
+) -> list[SessionOverview]:
+    """Where each listed session (its id, its latest task's time) stands, in one round trip."""
+    if not listed:
+        return []
+    async with store.r.pipeline(transaction=False) as pipe:
+        for session_id, _ in listed:
+            pipe.zcard(keys.session_tasks(tenant, session_id))
+            pipe.get(keys.session_lock(tenant, session_id))
+            pipe.llen(keys.session_waiting(tenant, session_id))
+            pipe.llen(keys.session_memory(tenant, session_id))
+            pipe.get(keys.session_sandbox(keys.session_key(tenant, session_id)))
+        found = await pipe.execute()
+    per = len(found) // len(listed)  # the replies of each session
+    rows = [found[i : i + per] for i in range(0, len(found), per)]
+    return [
+        SessionOverview(session_id, at, count, holder, waiting, messages,
+                        orjson.loads(sandbox) if sandbox else None)
+        for (session_id, at), (count, holder, waiting, messages, sandbox) in zip(
+            listed, rows, strict=True)
+    ]  # fmt: skip
 
 
 async def session_state(
@@ -75,8 +112,10 @@ async def _lengths(
 
 
 async def forget_session(store: TaskStore, tenant: str, session_id: str) -> None:
-    """Delete the session's memories and tool state and bump its epoch, so workers holding a
-    warm copy of it read it afresh (empty). Its tasks stay, as tasks."""
+    """Delete the session's memories, tool state and task index, take it off the tenant's
+    session list and bump its epoch, so workers holding a warm copy of it read it afresh
+    (empty). Its tasks stay, as tasks (by id, and in the tenant's task list); the session
+    itself is no more (404) until a task names it again."""
     session_key = keys.session_key(tenant, session_id)
     names = keys.session_paths(tenant, session_id)
     written = await store.r.smembers(names)
@@ -84,9 +123,10 @@ async def forget_session(store: TaskStore, tenant: str, session_id: str) -> None
         keys.session_memory(tenant, session_id), names, *written,
         keys.session_values(tenant, session_id),
         keys.browser_results(session_key), keys.session_sandbox(session_key),
-        keys.session_compaction(tenant, session_id),
+        keys.session_compaction(tenant, session_id), keys.session_tasks(tenant, session_id),
     ]  # fmt: skip
     async with store.r.pipeline(transaction=True) as pipe:
         pipe.delete(*doomed)
+        pipe.zrem(keys.tenant_sessions(tenant), session_id)  # listed again with its next task
         pipe.incr(keys.session_epoch(tenant, session_id))
         await pipe.execute()

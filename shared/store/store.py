@@ -181,7 +181,8 @@ class TaskStore:
         idem = keys.idempotency(record.tenant, idempotency_key) if idempotency_key else ""
         keys_ = [*_task_keys(record.id), *_session_keys(record), idem or keys.task(record.id),
                  keys.tenant_tasks(record.tenant),
-                 keys.session_tasks(record.tenant, record.session_id)]  # fmt: skip
+                 keys.session_tasks(record.tenant, record.session_id),
+                 keys.tenant_sessions(record.tenant)]  # fmt: skip
         mark = (fingerprint or "-") if idem else ""  # '' tells the script there is no key
         busy = "1" if reject_if_busy else "0"
         queued = dumps({"status": "queued"})

@@ -1,7 +1,7 @@
 -- Store a new task and take its session (pushing its first step's job), or queue it behind
 -- the session's current task; an idempotency key already used returns the task it created.
 -- KEYS: task, events, session lock, session waiting list, idempotency key, the tenant's
---       task index, the session's task index
+--       task index, the session's task index, the tenant's session index
 -- ARGV: task id, queued event data, fingerprint ('' without a key), key ttl,
 --       '1' to refuse a busy session, store db, broker db, first step's queue and message,
 --       the user's message event data, its deadline (seconds from now), its parent task's
@@ -35,6 +35,7 @@ local created = now()
 redis.call('ZADD', DEADLINES, created + tonumber(ARGV[11]), ARGV[1])
 redis.call('ZADD', KEYS[6], created, ARGV[1])
 redis.call('ZADD', KEYS[7], created, ARGV[1])
+redis.call('ZADD', KEYS[8], created, redis.call('HGET', KEYS[1], 'session_id'))
 if ARGV[3] ~= '' then redis.call('SET', KEYS[5], ARGV[1] .. ' ' .. ARGV[3], 'EX', ARGV[4]) end
 if not holder then
   redis.call('SET', KEYS[3], ARGV[1])
