@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Debian packages the stack and the tests need: Redis, Docker's engine, debootstrap (the
-# sandbox's local base image), bubblewrap (the local sandbox), Chromium with a font (the
+# sandbox's local base image), bubblewrap (the local sandbox), curl (the README's examples,
+# which the tests run), Chromium with a font (the
 # dashboard's browser tests drive Debian's chromium through Playwright) and Docker Compose v2
 # (the tests resolve the compose files with it). Idempotent.
 set -euo pipefail
@@ -10,6 +11,7 @@ command -v redis-server >/dev/null || need+=(redis-server)
 command -v dockerd >/dev/null || need+=(docker.io)
 command -v debootstrap >/dev/null || need+=(debootstrap)
 command -v bwrap >/dev/null || need+=(bubblewrap)
+command -v curl >/dev/null || need+=(curl)  # the README's examples (tests run them)
 browser=()
 command -v chromium >/dev/null || browser=(chromium fonts-liberation)
 if ((${#need[@]} + ${#browser[@]})); then

@@ -10,14 +10,14 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from shared.sandbox.cgroups import CgroupLimits, find_cgroups
 from shared.sandbox.errors import SandboxUnavailable
-from shared.sandbox.kernel_copy import KERNEL_SOURCE
+from shared.sandbox.kernel_copy import KernelCopy
 from shared.sandbox.launchers import LaunchSpec, bwrap, parse_size
 from shared.sandbox.local import LocalChannel, LocalSandboxProvider
 from shared.sandbox.provider import KernelSandboxProvider
@@ -97,10 +97,18 @@ def test_check_reports_the_launchers_own_words(make_local_provider: ProviderFact
     assert "/nonexistent/python3" in message and "No such file or directory" in message
 
 
-def _bwrap_in_docker(image: str, label: str, *security: str) -> LocalChannel:
+@pytest.fixture(scope="module")
+def kernel_copy() -> Iterator[KernelCopy]:
+    """The kernel where uid 65534 reads it, as the local backend puts it."""
+    copy = KernelCopy()
+    yield copy
+    copy.remove()
+
+
+def _bwrap_in_docker(copy: KernelCopy, image: str, label: str, *security: str) -> LocalChannel:
     """The local backend's bwrap command line, run inside a Docker container (the host's /usr
     and the kernel bound in) with the given security options: a CI job's set-up."""
-    home = KERNEL_SOURCE.parent
+    home = copy.home
     spec = LaunchSpec(
         python="/usr/bin/python3", kernel_home=home, memory=128 << 20, disk=64 << 20, as_root=False
     )
@@ -120,21 +128,26 @@ def _bwrap_in_docker(image: str, label: str, *security: str) -> LocalChannel:
     ],
 )
 def test_bwrap_inside_docker_says_why_it_cannot_start(
-    sandbox_image: str, sandbox_worker_label: str, security: list[str], said: str, hint: str
+    kernel_copy: KernelCopy,
+    sandbox_image: str,
+    sandbox_worker_label: str,
+    security: list[str],
+    said: str,
+    hint: str,
 ) -> None:
     options = [arg for option in security for arg in ("--security-opt", option)]
     with pytest.raises(SandboxUnavailable) as failed:
-        _bwrap_in_docker(sandbox_image, sandbox_worker_label, *options)
+        _bwrap_in_docker(kernel_copy, sandbox_image, sandbox_worker_label, *options)
     assert said in str(failed.value) and hint in str(failed.value)
 
 
 def test_bwrap_inside_docker_runs_once_allowed(
-    sandbox_image: str, sandbox_worker_label: str
+    kernel_copy: KernelCopy, sandbox_image: str, sandbox_worker_label: str
 ) -> None:
     # The same command line as above: only the container's options differ.
     options = ["seccomp=unconfined", "systempaths=unconfined"]
     security = [arg for option in options for arg in ("--security-opt", option)]
-    channel = _bwrap_in_docker(sandbox_image, sandbox_worker_label, *security)
+    channel = _bwrap_in_docker(kernel_copy, sandbox_image, sandbox_worker_label, *security)
     try:
         channel.send({"id": 1, "nonce": "n", "code": "6 * 7"})
         assert (channel.receive(time.monotonic() + TIMEOUT) or {}).get("result") == "42"
