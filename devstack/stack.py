@@ -63,6 +63,9 @@ class LocalStack:
     agent_pool: str = "gevent"  # "threads" is the old configuration, kept for the benchmarks
     agent_concurrency: int = 1000
     tool_concurrency: int = 4
+    # Tool workers on the same queues, as `docker compose up --scale tool_worker=N` runs them:
+    # identical but for their Celery node names (tool_worker, tool_worker_2, ...).
+    tool_workers: int = 1
     tool_queues: tuple[str, ...] = ("tools.IPythonInterpreter", "tools.WebBrowser")
     extra_env: dict[str, str] = field(default_factory=dict)  # more TASKYARD_* settings
     # Signs the agent workers' model calls for their tenants (a fresh one per stack).
@@ -159,16 +162,23 @@ class LocalStack:
         agent = [py, "-m", "celery", "-A", "services.agent_worker.worker", "worker",
                  "-Q", f"{keys.AGENT_QUEUE},{keys.WEBHOOK_QUEUE}", "--pool", self.agent_pool,
                  "-c", str(self.agent_concurrency), "-n", "agent@%h", *_CELERY_FLAGS]  # fmt: skip
-        tools = [py, "-m", "celery", "-A", "services.tool_worker.worker", "worker",
-                 "-Q", ",".join(self.tool_queues), "--pool", "threads",
-                 "-c", str(self.tool_concurrency), "-n", "tools@%h", *_CELERY_FLAGS]  # fmt: skip
+        tools = {name: [py, "-m", "celery", "-A", "services.tool_worker.worker", "worker",
+                        "-Q", ",".join(self.tool_queues), "--pool", "threads",
+                        "-c", str(self.tool_concurrency), "-n", f"{node}@%h", *_CELERY_FLAGS]
+                 for name, node in self.tool_worker_nodes().items()}  # fmt: skip
         beat = [py, "-m", "celery", "-A", "services.agent_worker.worker", "beat",
                 "-s", str(self.run_dir / "beat-schedule"), "-l", "INFO"]  # fmt: skip
         commands = {"redis": server, "model": model, "proxy": proxy, "gateway": gateway,
-                    "agent_worker": agent, "tool_worker": tools, "beat": beat}  # fmt: skip
+                    "agent_worker": agent, **tools, "beat": beat}  # fmt: skip
         if self.upstreams is not None:
             del commands["model"]  # a real upstream serves the model
         return commands
+
+    def tool_worker_nodes(self) -> dict[str, str]:
+        """Each tool worker's process name and the name of its Celery node (before the @)."""
+        names = {"tool_worker": "tools"}
+        names.update({f"tool_worker_{i}": f"tools{i}" for i in range(2, self.tool_workers + 1)})
+        return names
 
     def _wait_ready(self, name: str, log_offset: int = 0) -> None:
         health = {
@@ -181,7 +191,7 @@ class LocalStack:
             child.wait_http(health[name])
         elif name == "redis":
             self._wait_redis(child)
-        elif name.endswith("_worker"):
+        elif "_worker" in name:
             child.wait_log("ready.", after=log_offset)
         elif name == "beat":
             child.wait_log("beat: Starting", after=log_offset)
@@ -192,6 +202,8 @@ class LocalStack:
         env = self.env()
         if name in metrics:
             env["TASKYARD_METRICS_PORT"] = str(metrics[name])
+        elif name.startswith("tool_worker_"):  # more tool workers: no port of their own
+            env["TASKYARD_METRICS_PORT"] = "0"
         if name not in _HOLD_TOKEN_SECRET:
             env.pop(_TOKEN_SECRET, None)
         self.processes.start(name, argv, env=env)

@@ -18,6 +18,7 @@ __all__ = [
     "SWEEP_TASK",
     "TASK_DEADLINES",
     "TOOL_RUN_TASK",
+    "TOOL_WORKERS",
     "WEBHOOKS_DUE",
     "WEBHOOK_QUEUE",
     "WEBHOOK_TASK",
@@ -54,7 +55,9 @@ __all__ = [
     "tenant_tasks",
     "tool_call_claim",
     "tool_queue",
+    "tool_worker_alive",
     "tool_worker_claims",
+    "tool_worker_queue",
     "webhook_secret",
 ]
 
@@ -107,10 +110,26 @@ def tool_call_claim(task_id: str, step: int, call_id: str) -> str:
     return f"task:{task_id}:step:{step}:call:{call_id}:claim"
 
 
-def tool_worker_claims(worker_label: str) -> str:
-    """The calls a tool worker (by its label) holds claims on: a restarted worker frees its
+def tool_worker_claims(worker: str) -> str:
+    """The calls a tool worker (by its node name) holds claims on: a restarted worker frees its
     predecessor's at once instead of waiting out their expiry."""
-    return f"tool_worker:{worker_label}:claims"
+    return f"tool_worker:{worker}:claims"
+
+
+# The node names of the tool workers that have their own queue (the sweep re-drives the queue
+# of one that is gone).
+TOOL_WORKERS = "tool_workers"
+
+
+def tool_worker_alive(node: str) -> str:
+    """Kept alive by the tool worker `node` (its heartbeat): its incarnation, while it runs."""
+    return f"tool_worker:{node}:alive"
+
+
+def tool_worker_queue(node: str) -> str:
+    """A tool worker's own queue, named after its Celery node name: the jobs of the sessions
+    whose interpreters it holds."""
+    return f"worker.{node}"
 
 
 def task_children(task_id: str) -> str:
@@ -194,7 +213,8 @@ def session_paths(tenant: str, session_id: str) -> str:
 
 
 def session_sandbox(session_key: str) -> str:
-    """Set by the tool worker while the session's interpreter lives (with its last use)."""
+    """Which tool worker holds the session's interpreter (node, incarnation, its queue), whether
+    it lives (`state`: live or lost, and why), its last use."""
     return f"session:{session_key}:sandbox"
 
 

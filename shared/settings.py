@@ -167,9 +167,14 @@ class Settings(BaseSettings):
     sandbox_warm_window_s: float = Field(default=60.0, gt=0)
     sandbox_max_per_tenant: int = Field(default=16, ge=1)  # live sandboxes of one tenant
     sandbox_max_per_worker: int = Field(default=32, ge=1)  # live sandboxes of one tool worker
-    # Marks this worker's sandboxes; at start it removes every one left under the same label,
-    # so two workers sharing an engine need different labels (hostnames differ by default).
+    # Marks this worker's sandboxes; at start it removes every one left under the same label
+    # and its own Celery node name (several workers may share a label and an engine).
     sandbox_worker_label: str = Field(default_factory=socket.gethostname, min_length=1)
+    # A tool worker holding sessions' interpreters says it lives every `tool_worker_beat_s`;
+    # silent for `tool_worker_dead_s`, it is gone: its sessions' next calls run elsewhere and
+    # say the state was lost, and the sweep moves the jobs on its own queue to the pool.
+    tool_worker_beat_s: float = Field(default=2.0, gt=0)
+    tool_worker_dead_s: float = Field(default=10.0, gt=0)
     # Local backend: the cgroup (path in the hierarchy) to make per-sandbox cgroups under;
     # empty: the worker's own.
     sandbox_cgroup_parent: str = ""

@@ -9,11 +9,12 @@ from typing import Annotated
 import redis.asyncio as aioredis
 from fastapi import Depends, HTTPException, Path, Request, status
 
-from services.gateway.deps import CLIENT_NAME, CeleryDep, SettingsDep
+from services.gateway.deps import CLIENT_NAME, CeleryDep, SettingsDep, StoreDep
 from services.gateway.errors import issue
 from services.gateway.session_files import SessionFiles
 from shared.files.artifacts import ArtifactStore
 from shared.files.transfer import FileTransfer
+from shared.store.sandboxes import SandboxDirectory
 from shared.task import SESSION_ID_MAX, SESSION_ID_PATTERN
 
 __all__ = ["ArtifactStoreDep", "NewSessionIdDep", "SessionFilesDep", "SessionIdDep"]
@@ -27,7 +28,7 @@ _SessionIdPath = Path(
 
 
 async def get_session_files(
-    request: Request, settings: SettingsDep, celery: CeleryDep
+    request: Request, settings: SettingsDep, celery: CeleryDep, store: StoreDep
 ) -> SessionFiles:
     """The app's session-files client: its own connections, which do not decode (bytes) and
     may each wait a while for an answer."""
@@ -39,7 +40,7 @@ async def get_session_files(
         )  # fmt: skip
         client = aioredis.Redis(connection_pool=pool)
         state.transfer = FileTransfer(client, settings.files_timeout_s)
-    return SessionFiles(state.transfer, celery, settings)
+    return SessionFiles(state.transfer, celery, SandboxDirectory(store), settings)
 
 
 async def get_artifact_store(settings: SettingsDep) -> ArtifactStore:

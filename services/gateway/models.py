@@ -204,7 +204,11 @@ class Interpreter(BaseModel):
     """The session's interpreter as its tool worker last reported it."""
 
     alive: bool
-    last_used: float
+    last_used: float = Field(description="Unix time of its last call; 0 before the first.")
+    worker: str | None = Field(default=None, description="The tool worker holding it.")
+    lost: str | None = Field(
+        default=None, description="Why its state was lost (the next call starts afresh)."
+    )
 
 
 class SessionPublic(BaseModel):

@@ -12,9 +12,10 @@ no log driver, so nothing a sandbox writes grows a file on the host; stderr (onl
 own messages reach it) is read from the attach stream, keeping its last few KB.
 
 Containers carry the labels ``taskyard.worker`` (`settings.sandbox_worker_label`),
-``taskyard.owner`` (one id per provider) and ``taskyard.session`` (the session key, or "" for
-a warm-pool container). The kernel exits as soon as the worker's socket closes, even mid-cell;
-a restarted worker removes every container left under its label (`remove_orphans`).
+``taskyard.node`` (the tool worker's Celery node name), ``taskyard.owner`` (one id per
+provider) and ``taskyard.session`` (the session key, or "" for a warm-pool container). The
+kernel exits as soon as the worker's socket closes, even mid-cell; a restarted worker removes
+every container left under its label and node name (`remove_orphans`).
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ from shared.sandbox.provider import KernelSandboxProvider, SandboxLimits
 from shared.settings import Settings, get_settings
 
 __all__ = [
+    "NODE_LABEL",
+    "NO_NODE",
     "OWNER_LABEL",
     "SESSION_LABEL",
     "WORKER_LABEL",
@@ -53,6 +56,8 @@ __all__ = [
 SESSION_LABEL = "taskyard.session"
 OWNER_LABEL = "taskyard.owner"
 WORKER_LABEL = "taskyard.worker"
+NODE_LABEL = "taskyard.node"
+NO_NODE = "-"  # a provider outside a Celery worker (tests, a library user)
 START_TIMEOUT_S = 30.0
 
 log = logging.getLogger(__name__)
@@ -261,12 +266,14 @@ class DockerSandboxProvider(KernelSandboxProvider):
         pool: PoolBounds | None = None,
         idle_s: float | None = None,
         limits: SandboxLimits | None = None,
+        node: str = NO_NODE,
     ) -> None:
         settings = settings or get_settings()
         self._spec = spec or ContainerSpec.from_settings(settings)
         self._client = client or _connect()
         self.owner = uuid.uuid4().hex[:12]
         self.worker_label = settings.sandbox_worker_label
+        self.node = node
         super().__init__(
             self._start_kernel,
             pool=pool or pool_bounds(settings, pool_size),
@@ -278,19 +285,20 @@ class DockerSandboxProvider(KernelSandboxProvider):
     def _start_kernel(self, session_key: str | None) -> DockerChannel:
         labels = {
             WORKER_LABEL: self.worker_label,
+            NODE_LABEL: self.node,
             OWNER_LABEL: self.owner,
             SESSION_LABEL: session_key or "",
         }
         return DockerChannel.start(self._client.api, self._spec, labels)
 
     def remove_orphans(self) -> int:
-        """Remove every container under this worker's label that another provider made
-        (running ones too: a worker that died mid-cell); how many were removed."""
+        """Remove every container under this worker's label and node name that another
+        provider made (running ones too: a worker that died mid-cell); how many were removed.
+        Other workers on the engine under the same label (other node names) keep theirs."""
+        mine = [f"{WORKER_LABEL}={self.worker_label}", f"{NODE_LABEL}={self.node}"]
         leftovers = [
             container
-            for container in self._client.containers.list(
-                all=True, filters={"label": f"{WORKER_LABEL}={self.worker_label}"}
-            )
+            for container in self._client.containers.list(all=True, filters={"label": mine})
             if container.labels.get(OWNER_LABEL) != self.owner
         ]
         for container in leftovers:

@@ -167,6 +167,7 @@ class LocalSandboxProvider(KernelSandboxProvider):
         pool: PoolBounds | None = None,
         idle_s: float | None = None,
         limits: SandboxLimits | None = None,
+        node: str = "-",
     ) -> None:
         settings = settings or get_settings()
         name = launcher or next((n for n in LAUNCHERS if shutil.which(n)), "")
@@ -189,7 +190,8 @@ class LocalSandboxProvider(KernelSandboxProvider):
         )
         self._argv, self._env = LAUNCHERS[name](spec)
         self._no_cgroups = no_cgroups
-        self._label = safe_name(settings.sandbox_worker_label)
+        # Its cgroups' names: a restart of this worker (label and node) removes its leftovers.
+        self._label = safe_name(f"{settings.sandbox_worker_label}.{node}")
         self._owner = uuid.uuid4().hex[:12]
         self._serial = itertools.count(1)
         log.warning(

@@ -15,6 +15,7 @@ import orjson
 
 from shared import keys
 from shared.schema import AgentMessage
+from shared.store import replies
 from shared.store.store import TaskStore
 
 __all__ = ["SessionOverview", "SessionState", "forget_session", "overviews", "session_state"]
@@ -61,13 +62,13 @@ async def overviews(
             pipe.get(keys.session_lock(tenant, session_id))
             pipe.llen(keys.session_waiting(tenant, session_id))
             pipe.llen(keys.session_memory(tenant, session_id))
-            pipe.get(keys.session_sandbox(keys.session_key(tenant, session_id)))
+            pipe.hgetall(keys.session_sandbox(keys.session_key(tenant, session_id)))
         found = await pipe.execute()
     per = len(found) // len(listed)  # the replies of each session
     rows = [found[i : i + per] for i in range(0, len(found), per)]
     return [
         SessionOverview(session_id, at, count, holder, waiting, messages,
-                        orjson.loads(sandbox) if sandbox else None)
+                        _interpreter(replies.fields(sandbox)) if sandbox else None)
         for (session_id, at), (count, holder, waiting, messages, sandbox) in zip(
             listed, rows, strict=True)
     ]  # fmt: skip
@@ -87,15 +88,27 @@ async def session_state(
         pipe.zrevrange(keys.session_tasks(tenant, session_id), 0, tasks - 1)
         pipe.get(keys.session_lock(tenant, session_id))
         pipe.lrange(keys.session_waiting(tenant, session_id), 0, -1)
-        pipe.get(keys.session_sandbox(keys.session_key(tenant, session_id)))
+        pipe.hgetall(keys.session_sandbox(keys.session_key(tenant, session_id)))
         pipe.smembers(keys.session_paths(tenant, session_id))
         pipe.hgetall(keys.session_values(tenant, session_id))
         raw, total, task_ids, holder, waiting, sandbox, lists, values = await pipe.execute()
     messages = [AgentMessage.model_validate_json(m) for m in raw]
-    interpreter = orjson.loads(sandbox) if sandbox else None
+    interpreter = _interpreter(replies.fields(sandbox)) if sandbox else None
     memories = await _lengths(store, tenant, session_id, lists)
     shown = {name: orjson.loads(value) for name, value in sorted(values.items())}
     return SessionState(messages, total, task_ids, holder, waiting, interpreter, memories, shown)
+
+
+def _interpreter(record: dict[str, str]) -> dict[str, Any]:
+    """The session's sandbox record as the API shows it: which worker holds the interpreter,
+    whether it lives, its last use, why its state was lost if it was."""
+    live = record.get("state") == "live"
+    return {
+        "alive": live,
+        "last_used": float(record.get("last_used") or 0),
+        "worker": record.get("node"),
+        "lost": None if live else record.get("reason") or None,
+    }
 
 
 async def _lengths(

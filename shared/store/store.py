@@ -45,12 +45,12 @@ _RESULTS_TTL_S = 7 * 24 * 3600
 @dataclass(frozen=True, slots=True)
 class CallClaim:
     """A tool worker's claim on the call whose result it stores: freed with the write, which
-    also marks the session's interpreter alive (`session_key`, when the call used one) for
-    `interpreter_idle_s`."""
+    also stamps the last use on the session's sandbox record (`session_key`, when the call
+    used an interpreter) and keeps that record `record_ttl_s` longer."""
 
     worker: str
     session_key: str | None = None
-    interpreter_idle_s: float = 0
+    record_ttl_s: float = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,7 +288,7 @@ class TaskStore:
             args += [len(messages), *(m.model_dump_json() for m in messages)]
         values = _flat(commit.values)
         args += [len(values), *values]
-        jobs = [part for job in commit.jobs for part in (job.queue, job.message)]
+        jobs = [part for job in commit.jobs for part in job.parts()]
         args += [len(jobs), *jobs]
         held = [part for call in commit.held for part in (call.id, _pending(call))]
         timeout = commit.approval_timeout_s
@@ -415,11 +415,11 @@ class TaskStore:
                  keys.task_advanced(task_id, step)]  # fmt: skip
         args = [str(step), call_id, raw, _RESULTS_TTL_S, self.db, self.broker_db, *job]
         if claim is not None:
-            alive = dumps({"alive": True, "last_used": time.time()}) if claim.session_key else ""
+            used = f"{time.time():.3f}" if claim.session_key else ""
             keys_ += [keys.tool_call_claim(task_id, step, call_id),
                       keys.tool_worker_claims(claim.worker),
                       keys.session_sandbox(claim.session_key or "-")]  # fmt: skip
-            args += [claim.worker, alive, max(1, int(claim.interpreter_idle_s))]
+            args += [claim.worker, used, max(1, int(claim.record_ttl_s))]
         reply = await self._run("put_tool_result", keys_, args)
         if reply[0] == "ended":
             return ToolResultStored(False, False, live=False)
@@ -458,7 +458,8 @@ class TaskStore:
         args = [str(step), call.id, "approve" if tool_job else "deny", dumps(dict(decided)),
                 dumps(event), self.db, self.broker_db, *job,
                 denial.model_dump_json() if denial else "", _RESULTS_TTL_S,
-                next_step.queue, next_step.message, dumps({"status": "waiting_tools"})]  # fmt: skip
+                next_step.queue, next_step.message, dumps({"status": "waiting_tools"}),
+                tool_job.sticky if tool_job else ""]  # fmt: skip
         outcome, state = await self._run("decide_approval", keys_, args)
         return outcome, state
 

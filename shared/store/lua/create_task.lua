@@ -39,7 +39,7 @@ redis.call('ZADD', KEYS[8], created, redis.call('HGET', KEYS[1], 'session_id'))
 if ARGV[3] ~= '' then redis.call('SET', KEYS[5], ARGV[1] .. ' ' .. ARGV[3], 'EX', ARGV[4]) end
 if not holder then
   redis.call('SET', KEYS[3], ARGV[1])
-  push_jobs(ARGV[6], ARGV[7], {ARGV[8], ARGV[9]})
+  push_jobs(ARGV[6], ARGV[7], {ARGV[8], '', ARGV[9]})
   return {'created', '1'}
 end
 redis.call('RPUSH', KEYS[4], ARGV[1])
