@@ -61,17 +61,26 @@ def _holder(client: TaskyardClient, session_id: str) -> str | None:
     return interpreter["worker"] if interpreter and interpreter["alive"] else None
 
 
+def _has_state(client: TaskyardClient, session_id: str) -> bool:
+    """Whether a call finished in the session's interpreter (else it has no state to lose)."""
+    interpreter = client.session(session_id, limit=1).get("interpreter")
+    return bool(interpreter and interpreter["last_used"])
+
+
 def _names(count: int) -> list[str]:
     tag = uuid.uuid4().hex[:6]
     return [f"scale-{tag}-{n}" for n in range(1, count + 1)]
 
 
 def _sessions(
-    client: TaskyardClient, names: list[str], after_cell: Callable[[int], None] = lambda _: None
+    client: TaskyardClient,
+    names: list[str],
+    after_cell: Callable[[int, dict[str, int]], None] = lambda *_: None,
 ) -> dict[str, list[str]]:
     """The sessions side by side, each running CELLS dependent cells one task after the
-    other; `after_cell(n)` is called as the n-th cell of all ends. Outputs by session."""
-    done, lock = [0], threading.Lock()
+    other; `after_cell(n, cells)` is called as the n-th cell of all ends, with how many cells
+    each session has run. Outputs by session."""
+    done, cells, lock = [0], dict.fromkeys(names, 0), threading.Lock()
 
     def run(session: str) -> tuple[str, list[str]]:
         outputs = []
@@ -80,7 +89,8 @@ def _sessions(
             outputs.append(_output(client, task_id))
             with lock:
                 done[0] += 1
-                after_cell(done[0])
+                cells[session] += 1
+                after_cell(done[0], dict(cells))
         return session, outputs
 
     with ThreadPoolExecutor(max_workers=min(len(names), 24)) as pool:
@@ -122,29 +132,39 @@ def test_a_killed_worker_costs_its_own_sessions_their_state_once(
     stack: LocalStack, client: TaskyardClient
 ) -> None:
     names = _names(24)
-    victims: dict[str, str] = {}
+    # The killed worker's sessions by the cells they had left then (one whose last cell was
+    # under way may have finished it before the kill), and those with state to lose.
+    victims: dict[str, int] = {}
+    stateful: set[str] = set()
+    killed: list[str] = []
 
-    def kill_mid_run(cells_done: int) -> None:
+    def kill_mid_run(cells_done: int, cells: dict[str, int]) -> None:
         if cells_done != len(names) * 2:  # most sessions have state; cells are in flight
             return
         held = {session: _holder(client, session) for session in names}
         node = Counter(n for n in held.values() if n).most_common(1)[0][0]
-        victims.update({session: node for session, n in held.items() if n == node})
+        mine = [s for s, n in held.items() if n == node]
+        stateful.update(s for s in mine if _has_state(client, s))
         stack.kill(_process(stack, node))
+        killed.append(node)
+        victims.update({s: CELLS - cells[s] for s in mine})
 
     outputs = _sessions(client, names, kill_mid_run)
-    assert victims, "the kill never happened"
-    node = next(iter(victims.values()))
+    assert killed, "the kill never happened"
+    node = killed[0]
     try:
         notes = {session: sum(LOST in o for o in out) for session, out in outputs.items()}
-        # Exactly the killed worker's sessions are told, once each, and why.
-        assert {s for s, n in notes.items() if n} == set(victims), notes
-        assert all(n <= 1 for n in notes.values()), notes
-        for session in victims:
-            said = next(o for o in outputs[session] if LOST in o)
+        # The killed worker's sessions with state and cells to run after the kill are told,
+        # once, why. (One whose first call had not finished there lost nothing.)
+        told = {s: outputs[s] for s, left in victims.items() if left >= 2 and s in stateful}
+        assert told and {s: notes[s] for s in told} == dict.fromkeys(told, 1), told
+        assert all(notes[s] <= 1 for s in victims), {s: outputs[s] for s in victims}
+        for out in told.values():
+            said = next(o for o in out if LOST in o)
             assert f"its tool worker {node} stopped answering" in said
+        # Every other session keeps its state, and is told nothing.
         kept = [s for s in names if s not in victims]
-        assert [s for s in kept if not _kept(outputs[s], s)] == []
+        assert {s: outputs[s] for s in kept if not _kept(outputs[s], s) or notes[s]} == {}
     finally:
         stack.restart(_process(stack, node))
 
