@@ -27,7 +27,10 @@ ANSWER = str(2**100)
 README_GATEWAY = "http://127.0.0.1:8000"
 # Blocks of the README that this module does not run, each with its first line and why.
 NOT_RUN = {
-    "docker compose -f compose.yaml -f compose.dev.yaml up --build": "builds images; not here",
+    "docker compose -f compose.yaml -f compose.dev.yaml --env-file deploy/dev.env up --build": (
+        "pulls redis and python images: no registry here (tests/deploy/test_compose_dev.py "
+        "resolves the files)"
+    ),
     "make up      # the local stack + a demo task, printed live; stays up until Ctrl-C": (
         "the two commands themselves: CI runs make test"
     ),
@@ -84,7 +87,7 @@ def test_the_curl_examples(stack: LocalStack) -> None:
 
 
 def test_the_cli_examples(stack: LocalStack) -> None:
-    submit, tasks, follow, get, usage = _commands(CLI)
+    submit, tasks, follow, get, cancel, sessions, usage = _commands(CLI)
     submitted = _run(submit, stack)
     assert submitted.returncode == 0, submitted.stderr
     task_id = submitted.stdout.split()[1]
@@ -95,6 +98,10 @@ def test_the_cli_examples(stack: LocalStack) -> None:
     assert followed.returncode == 0 and ANSWER in followed.stdout
     got = _run(get.replace("<task id>", task_id), stack)
     assert f"{task_id}: succeeded" in got.stdout and ANSWER in got.stdout
+    ended = _run(cancel.replace("<task id>", task_id), stack)  # it ended already: refused
+    assert ended.returncode == 5 and "already succeeded" in ended.stderr
+    listed_sessions = _run(sessions, stack)
+    assert listed_sessions.returncode == 0 and "s1" in listed_sessions.stdout
     assert _run(usage, stack).stdout.startswith("usage: taskyard")
 
 
