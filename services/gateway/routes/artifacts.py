@@ -24,11 +24,12 @@ _ARTIFACT = {
     "description": "The artifact's bytes: images inline, HTML and SVG as attachments.",
     "content": {mime: _BINARY for mime in MEDIA_TYPES.values()},
 }
+_ERRORS = responses(401, 404, why={503: "Redis or the artifact store does not answer."})
 # May run script in a browser: never rendered on the API's origin.
 _ACTIVE = {"text/html", "image/svg+xml"}
 
 
-@router.get("/{task_id}/artifacts", response_model=ArtifactList, responses=responses(401, 404, 503))
+@router.get("/{task_id}/artifacts", response_model=ArtifactList, responses=_ERRORS)
 async def list_artifacts(
     record: OwnedTaskDep, store: StoreDep, artifacts: ArtifactStoreDep
 ) -> ArtifactList:
@@ -46,7 +47,7 @@ async def list_artifacts(
 @router.get(
     "/{task_id}/artifacts/{name}",
     response_class=Response,
-    responses={200: _ARTIFACT, **responses(401, 404, 503)},
+    responses={200: _ARTIFACT, **_ERRORS},
 )
 async def download_artifact(
     record: OwnedTaskDep,
