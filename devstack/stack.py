@@ -125,8 +125,6 @@ class LocalStack:
             "TASKYARD_SANDBOX_WORKER_LABEL": self.worker_label,
             # Everything here is on loopback, webhook receivers too.
             "TASKYARD_WEBHOOK_ALLOW_PRIVATE": "true",
-            # Written by the tool worker, served by the gateway: one directory on this machine.
-            "TASKYARD_ARTIFACTS_DIR": str(self.run_dir / "artifacts"),
             _TOKEN_SECRET: self.token_secret,
             **self.extra_env,
         }

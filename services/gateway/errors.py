@@ -24,6 +24,7 @@ __all__ = [
     "GatewayError",
     "Issue",
     "ValidationErrorBody",
+    "artifacts_unavailable",
     "http_error",
     "issue",
     "responses",
@@ -132,6 +133,13 @@ async def store_unavailable(request: Request, exc: Exception) -> JSONResponse:
     again (with its Idempotency-Key, a submission is never made twice)."""
     log.warning("%s %s: Redis unavailable: %s", request.method, request.url.path, exc)
     detail = "the task store (Redis) does not answer; retry shortly"
+    return JSONResponse({"detail": detail}, status_code=503, headers={"Retry-After": "1"})
+
+
+async def artifacts_unavailable(request: Request, exc: Exception) -> JSONResponse:
+    """503 with Retry-After while the artifact store (Redis or S3) fails: only a read."""
+    log.warning("%s %s: artifact store unavailable: %s", request.method, request.url.path, exc)
+    detail = "the artifact store does not answer; retry shortly"
     return JSONResponse({"detail": detail}, status_code=503, headers={"Retry-After": "1"})
 
 
