@@ -100,11 +100,16 @@ class LocalStack:
 
     def address(self, service: str) -> str:
         """The address `service` binds, and the others reach it by."""
-        return self.hosts[service].address if self.hosts else _LOOPBACK
+        return self._host(service).address if self.hosts else _LOOPBACK
 
     def data_dir(self, service: str) -> Path:
         """Where `service` keeps its files: its host's own /tmp, else the run directory."""
-        return self.hosts[service].data_dir if self.hosts else self.run_dir
+        return self._host(service).data_dir if self.hosts else self.run_dir
+
+    def _host(self, service: str) -> Host:
+        if service not in self.hosts:
+            raise ValueError(f"{service} has no host: give every service one, or none")
+        return self.hosts[service]
 
     @property
     def gateway_url(self) -> str:
@@ -161,9 +166,8 @@ class LocalStack:
         }
 
     def start(self) -> LocalStack:
-        unplaced = sorted(set(self.commands()) - set(self.hosts)) if self.hosts else []
-        if unplaced:
-            raise ValueError(f"services without a host: {unplaced}")
+        for name in self.commands():
+            self.address(name)  # before anything starts: each has a host, or none has
         self.run_dir.mkdir(parents=True, exist_ok=True)
         try:
             self._start_all()
@@ -235,8 +239,8 @@ class LocalStack:
 
     def _spawn(self, name: str, argv: list[str]) -> None:
         self.argvs[name] = argv
-        host = self.hosts.get(name)
-        self.processes.start(name, host.argv(argv) if host else argv, env=self._env_of(name))
+        hosted = self._host(name).argv(argv) if self.hosts else argv
+        self.processes.start(name, hosted, env=self._env_of(name))
 
     def _env_of(self, name: str) -> dict[str, str]:
         """`env()` with what is `name`'s own: its metrics port and address."""
