@@ -75,8 +75,12 @@ def _run(stack: LocalStack, label: str, work: _Workload, per_lane: int) -> _Figu
     def lane(index: int) -> None:
         with TaskyardClient(stack.gateway_url, stack.api_key) as client:
             session = f"bench-hosts-{label.replace(' ', '-')}-{index}"
-            _task(client, session, work, 0)  # warms its sandbox: not counted
-            ready.wait()
+            try:
+                _task(client, session, work, 0)  # warms its sandbox: not counted
+            except BaseException:
+                ready.abort()  # every lane and the section stop, loudly
+                raise
+            ready.wait(timeout=120)
             for n in range(1, per_lane + 1):
                 took, ok = _task(client, session, work, n)
                 with lock:
