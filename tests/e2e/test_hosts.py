@@ -162,13 +162,10 @@ def test_files_a_figure_approvals_and_a_webhook_through_the_gateways_address(
     assert [a["name"] for a in client.artifacts(charted.task_id)] == [f["name"] for f in figures]
 
 
-# Until the artifact store lands (branch wt-art), artifacts travel through a directory that
-# the tool worker writes and the gateway reads: on hosts of their own, the gateway has none.
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="waits on the artifact store: the gateway reads a directory")  # fmt: skip
 def test_a_figure_made_on_a_tool_host_is_served_from_the_gateways(
     client: TaskyardClient, charted: Charted
 ) -> None:
+    """Written on one host, read on another: through the artifact store, not a directory."""
     for figure in _figures(client, charted.task_id):
         png = client.http.get(figure["url"])
         assert png.status_code == 200, png.text
