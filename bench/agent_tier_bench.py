@@ -1,13 +1,14 @@
 """The agent tier at scale, in one run: model calls in flight, taskyard's overhead per step
 next to a bare Celery hop, step cost along a long workflow, the gateway, how fast new
-sessions get a sandbox under a burst (the warm pool), and a workload with every service on a
-host of its own next to the same on loopback.
+sessions get a sandbox under a burst (the warm pool), a workload with every service on a
+host of its own next to the same on loopback, and the capacity model (CPU per step in each
+service and in Redis, what one more core or host buys).
 
 Every figure comes from this run on this machine; the old configuration (the agent worker
 on Celery's threads pool, -c 16) runs beside the new one (gevent, -c 1000).
 
     .venv/bin/python bench/agent_tier_bench.py
-        [--only inflight,overhead,long,gateway,warmpool,hosts] [--quick]
+        [--only inflight,overhead,long,gateway,warmpool,hosts,capacity] [--quick]
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _bench_capacity import capacity_section
 from _bench_gateway import gateway_section
 from _bench_hosts import hosts_section
 from _bench_long import long_section
@@ -118,6 +120,7 @@ SECTIONS: dict[str, Callable[[bool], None]] = {
     "gateway": gateway_section,
     "warmpool": warm_pool_section,
     "hosts": hosts_section,
+    "capacity": capacity_section,
 }
 
 
