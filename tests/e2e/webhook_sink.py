@@ -1,4 +1,4 @@
-"""A webhook receiver as a process of its own (a host of its own in test_hosts.py): it answers
+"""A webhook receiver as a process of its own (a host of its own in test_several_hosts.py): it answers
 every POST with 200 and prints each delivery as one JSON line, its headers and its body, after
 a first "listening on <url>" line."""
 
