@@ -1,11 +1,12 @@
 """Helpers for the proxy tests: scripted replicas and proxies as real processes, the SDK
-client."""
+client, and the plain stubs routing policies are tested on."""
 
 from __future__ import annotations
 
 import re
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 import httpx
 import openai
@@ -13,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from devstack.llm import start_proxy, start_scripted_model
 from devstack.procs import Processes
+from services.llm_proxy.routing.ring import HashRing, hash_key
 
 API_KEY = "test-key"
 # Fast probes and short cooldowns, so health changes show within a test's time.
@@ -125,3 +127,37 @@ def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
             return
         time.sleep(0.02)
     raise AssertionError("the condition did not become true in time")
+
+
+@dataclass(eq=False)
+class StubReplica:
+    """What a routing policy reads of a replica, and nothing else."""
+
+    name: str
+    weight: float = 1.0
+    in_flight: int = 0
+    healthy: bool = True
+    max_in_flight: int = 100
+    latency_ms: float = 0.0
+
+    @property
+    def has_room(self) -> bool:
+        return self.in_flight < self.max_in_flight
+
+
+@dataclass
+class StubGroup:
+    replicas: list[StubReplica]
+    name: str = "m"
+    ring: HashRing = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.ring = HashRing([r.name for r in self.replicas], [r.weight for r in self.replicas])
+
+
+def stub_group(count: int, **kwargs: float) -> StubGroup:
+    return StubGroup([StubReplica(f"r{i}", **kwargs) for i in range(count)])
+
+
+def route_key(text: str) -> int:
+    return hash_key(text.encode())
