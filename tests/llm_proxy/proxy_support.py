@@ -4,16 +4,18 @@ client, and the plain stubs routing policies are tested on."""
 from __future__ import annotations
 
 import re
+import shutil
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import httpx
 import openai
+import redis
 from prometheus_client.parser import text_string_to_metric_families
 
 from devstack.llm import start_proxy, start_scripted_model
-from devstack.procs import Processes
+from devstack.procs import Processes, free_port
 from services.llm_proxy.routing.ring import HashRing, hash_key
 
 API_KEY = "test-key"
@@ -74,6 +76,38 @@ class ProxyProcess:
         """SIGTERM (it flushes usage to Redis on the way out), and wait for it."""
         if self._name in self._procs.children:
             self._procs.stop(self._name)
+
+
+class RedisProcess:
+    """A redis-server of one test's own (no persistence), which it may stop and start again on
+    the same port."""
+
+    def __init__(self, procs: Processes) -> None:
+        binary = shutil.which("redis-server")
+        assert binary, "redis-server missing: `make test` installs it"
+        self._procs, self.port = procs, free_port()
+        self._argv = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                      "--appendonly", "no"]  # fmt: skip
+        self.start()
+
+    def url(self, database: int = 0) -> str:
+        return f"redis://127.0.0.1:{self.port}/{database}"
+
+    def start(self) -> None:
+        child = self._procs.start("redis", self._argv)
+        client = redis.Redis.from_url(self.url())
+        child.wait_until(lambda: _pings(client), "redis answering PING")
+        client.close()
+
+    def stop(self) -> None:
+        self._procs.stop("redis")
+
+
+def _pings(client: redis.Redis) -> bool:
+    try:
+        return bool(client.ping())
+    except redis.ConnectionError:
+        return False
 
 
 ReplicaFactory = Callable[..., list[Replica]]

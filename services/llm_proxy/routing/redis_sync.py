@@ -53,7 +53,9 @@ _PLACED = TypeAdapter(list[tuple[str, int, str, float, float]])
 class _Load(BaseModel):
     """One instance's published load: when, and per replica (mean in flight, live keys)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Fields a newer version adds are passed over: instances of two versions run side by side
+    # during a rolling upgrade.
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
     t: float
     r: dict[str, tuple[float, int]]
