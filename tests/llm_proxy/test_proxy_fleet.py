@@ -28,11 +28,11 @@ def _view(clock: Clock, name: str, publish: bool = True) -> FleetView[ReplicaSta
 def _exchange(views: list[FleetView[ReplicaState]], clock: Clock) -> None:
     """What the Redis sync does for them: each one's news and load to every other."""
     news = {view.instance: view.take_news() for view in views}
-    loads = {view.instance: PeerLoad(clock(), {}, view.own_live()) for view in views}
+    loads = {view.instance: PeerLoad(clock(), {}) for view in views}
     for view in views:
-        for name, placed in news.items():
+        for placed in (news[other.instance] for other in views if other is not view):
             for key, p in placed.items():
-                view.learn(key, Placement(p.replica, p.placed_at, p.seen, name))
+                view.learn(key, Placement(p.replica, p.placed_at, p.seen, p.origin))
         view.set_peers(loads)
 
 
@@ -50,12 +50,36 @@ def test_a_key_placed_elsewhere_is_followed_while_it_is_live() -> None:
     assert view.get(("m", 7)) is None
 
 
-def test_a_stale_or_own_placement_is_not_learnt() -> None:
+def test_each_live_key_counts_once_wherever_it_was_placed() -> None:
+    clock = Clock()
+    view = _view(clock, "a")
+    t = clock()
+    view.put(("m", 1), R0)  # placed here
+    view.learn(("m", 2), Placement(R0, t, t, "b"))  # placed there
+    assert view.live(R0) == 2
+    view.put(("m", 2), R0)  # followed here: still one key
+    view.learn(("m", 2), Placement(R0, t, t + 1, "b"))  # and used there again
+    assert view.live(R0) == 2
+    view.learn(("m", 1), Placement(R1, t + 1, t + 1, "b"))  # moved there
+    assert (view.live(R0), view.live(R1), view.get(("m", 1))) == (1, 1, R1)
+
+
+def test_a_key_used_elsewhere_stays_live_here() -> None:
+    clock = Clock()
+    view = _view(clock, "a")
+    view.put(("m", 1), R0)
+    placed = clock()
+    clock.now += 50
+    view.learn(("m", 1), Placement(R0, placed, clock(), "a"))  # another follows it, says so
+    clock.now += 20  # 70 s after this instance used it, 20 s after the other did
+    assert view.get(("m", 1)) is R0 and view.live(R0) == 1
+
+
+def test_a_placement_unused_for_the_live_window_is_not_learnt() -> None:
     clock = Clock()
     view = _view(clock, "a")
     view.learn(("m", 1), Placement(R1, clock() - 70, clock() - 61, "b"))
-    view.learn(("m", 2), Placement(R1, clock(), clock(), "a"))  # read back from the stream
-    assert view.get(("m", 1)) is None and view.get(("m", 2)) is None
+    assert view.get(("m", 1)) is None and view.live(R1) == 0
 
 
 def test_the_latest_placement_wins_whoever_made_it() -> None:
@@ -117,23 +141,23 @@ def test_a_view_no_sync_reads_keeps_no_news() -> None:
     assert view.take_news() == {}
 
 
-def test_load_is_own_plus_what_each_live_peer_said_last() -> None:
+def test_in_flight_is_own_plus_what_each_live_peer_said_last_and_keys_are_own() -> None:
     clock = Clock()
     view = _view(clock, "a")
     view.put(("m", 1), R0)
     view.set_peers({
-        "b": PeerLoad(clock(), {R0: 3}, {R0: 2, R1: 1}),
-        "c": PeerLoad(clock() - 4, {R0: 1}, {R1: 4}),
-        "a": PeerLoad(clock(), {R0: 50}, {R0: 50}),  # its own, read back
+        "b": PeerLoad(clock(), {R0: 2.5, R1: 1.0}),
+        "c": PeerLoad(clock() - 4, {R0: 0.5}),
+        "a": PeerLoad(clock(), {R0: 50.0}),  # its own, read back
     })  # fmt: skip
-    assert (view.live(R0), view.live(R1), view.in_flight_elsewhere(R0)) == (3, 5, 4)
-    assert view.peers == 2
+    assert (view.in_flight_elsewhere(R0), view.in_flight_elsewhere(R1)) == (3.0, 1.0)
+    assert (view.live(R0), view.live(R1), view.peers) == (1, 0, 2)
     clock.now += 2  # c last said something 6 s ago: past the 5 s TTL
     view.expire_peers()
-    assert (view.live(R1), view.in_flight_elsewhere(R0), view.peers) == (1, 3, 1)
+    assert (view.in_flight_elsewhere(R0), view.peers) == (2.5, 1)
     clock.now += 10  # nothing heard from anyone (Redis down): this instance's own state
     view.expire_peers()
-    assert (view.live(R0), view.live(R1), view.in_flight_elsewhere(R0)) == (1, 0, 0)
+    assert (view.in_flight_elsewhere(R0), view.in_flight_elsewhere(R1), view.peers) == (0, 0, 0)
 
 
 def test_the_bounded_load_counts_requests_other_instances_have_in_flight() -> None:
@@ -143,22 +167,11 @@ def test_the_bounded_load_counts_requests_other_instances_have_in_flight() -> No
     policy = AffinityPolicy(load_factor=1.25, view=view)
     home = policy.route(group, route_key("s"), ())
     assert home is not None
-    view.set_peers({"b": PeerLoad(clock(), {home: 10}, {})})
+    view.set_peers({"b": PeerLoad(clock(), {home: 10.0})})
     spill = policy.route(group, route_key("s"), ())
     assert spill is not None and spill is not home  # busy through the other instance
     view.set_peers({})
     assert policy.route(group, route_key("s"), ()) is home  # the key stayed home
-
-
-def test_new_keys_go_where_the_fleet_holds_few_live_keys() -> None:
-    clock = Clock()
-    group = stub_group(2)
-    busy, idle = group.replicas
-    view = _view(clock, "a")
-    view.set_peers({"b": PeerLoad(clock(), {}, {busy: 50})})
-    policy = AffinityPolicy(view=view)
-    picks = Counter(policy.route(group, route_key(f"s{i}"), ()) for i in range(40))
-    assert picks == {idle: 40}
 
 
 def _route_sessions(share: bool) -> tuple[int, Counter[str]]:

@@ -71,11 +71,9 @@ async def test_placements_and_load_reach_the_other_instance(instance: Factory) -
     await a.sync.sync_once()
     await b.sync.sync_once()
     assert b.view.get(("m", 42)) is b.pool.replicas[2]  # b's own object for that replica
-    assert b.view.in_flight_elsewhere(b.pool.replicas[0]) == 3
-    assert b.view.live(b.pool.replicas[2]) == 1 and b.view.peers == 1
+    assert b.view.in_flight_elsewhere(b.pool.replicas[0]) == 3 and b.view.peers == 1
     await a.sync.sync_once()
     assert a.view.in_flight_elsewhere(a.pool.replicas[0]) == 0  # its own load: not a peer's
-    assert a.view.live(a.pool.replicas[2]) == 1  # counted once
     assert (a.metrics.placement_syncs, b.metrics.peers) == (2, 1)
 
 
@@ -105,6 +103,21 @@ async def test_a_key_moved_by_one_instance_moves_on_the_other(instance: Factory)
     await a.sync.sync_once()
     await b.sync.sync_once()
     assert b.view.get(("m", 1)) is b.pool.replicas[1]
+
+
+async def test_a_placement_followed_elsewhere_stays_its_placers(instance: Factory) -> None:
+    clock = Clock()
+    a, b = instance("a", clock), instance("b", clock)
+    a.view.put(("m", 1), a.pool.replicas[0])
+    await a.sync.sync_once()
+    await b.sync.sync_once()
+    clock.now += 5
+    b.view.put(("m", 1), b.pool.replicas[0])  # b follows it, and publishes that it did
+    await b.sync.sync_once()
+    await a.sync.sync_once()
+    a.view.put(("m", 1), a.pool.replicas[0])
+    assert a.view.take_news() == {}  # still a's own placement, published 5 s ago: no news
+    assert a.view.live(a.pool.replicas[0]) == 1
 
 
 async def test_a_silent_instance_stops_counting_and_its_load_is_removed(
@@ -146,7 +159,7 @@ async def test_an_unreadable_entry_is_counted_and_skipped(
     client.xadd(PROXY_PLACEMENTS, {"i": "future", "p": b'{"another": "format"}'})
     client.hset(PROXY_LOAD, "future", b"[1, 2]")
     a = instance("a", clock)
-    placed = [["m", 5, "*=http://127.0.0.1:9001/v1", clock(), clock()]]
+    placed = [["m", 5, "*=http://127.0.0.1:9001/v1", clock(), clock(), "b"]]
     client.xadd(PROXY_PLACEMENTS, {"i": "b", "p": orjson.dumps(placed)})
     await a.sync.sync_once()
     assert a.metrics.errors["placement_payload"] == 2

@@ -7,12 +7,18 @@ this one placed. The policy reads the merged view:
 - A key's replica is the latest placement any instance made of it while it is live: the one
   placed last wins (ties by instance name). A key re-placed because its home failed moves on
   every instance, and two instances that placed a new key at once settle on one replica at
-  the next sync.
-- A replica's live keys and requests in flight are this instance's own, plus what each other
-  instance published last (its requests in flight as their mean over its last sync interval:
-  at low load a sample would often show a request that ended a moment later, and push a
-  session off its idle home); a peer silent for `peer_ttl_s` (stopped, or Redis unreachable)
-  stops counting, and the view falls back to this instance's own state.
+  the next sync. Each key is held once, as this instance's own (it placed or followed it:
+  those it publishes) or as another's.
+- A replica's requests in flight are this instance's own, plus what each other instance
+  published last: the mean over its last sync interval (at low load a sample would often
+  show a request that ended a moment later, and push a session off its idle home). A peer
+  silent for `peer_ttl_s` (stopped, or Redis unreachable) stops counting, and the view falls
+  back to this instance's own state.
+- A replica's live keys, which new keys are balanced over, are the keys this view holds on
+  it, each counted once whoever placed it. (Adding up counts each instance published would
+  count a session once while it is new and once per instance later: new sessions would pile
+  onto the replicas holding the newest, busiest ones, and their prefix caches overflow;
+  docs/benchmarks.md has the measurement.)
 
 Nothing here touches the network or waits: every method is a few dictionary operations.
 """
@@ -21,7 +27,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -38,11 +43,10 @@ RouteKey = tuple[str, int]  # (model group, key hash)
 @dataclass(frozen=True, slots=True)
 class PeerLoad(Generic[R]):
     """What another instance published of its load: when, and per replica its requests in
-    flight (their mean over its last sync interval) and its live keys."""
+    flight (their mean over its last sync interval)."""
 
     at: float
     in_flight: Mapping[R, float]
-    live: Mapping[R, int]
 
 
 class FleetView(Generic[R]):
@@ -70,13 +74,12 @@ class FleetView(Generic[R]):
         self._news: dict[RouteKey, Placement[R]] = {}
         self._peers: dict[str, PeerLoad[R]] = {}
         self._in_flight_elsewhere: dict[R, float] = {}
-        self._live_elsewhere: Counter[R] = Counter()
 
     # --- the policy's side: read and record, on the request path --------------------------
 
     def get(self, key: RouteKey) -> R | None:
         """The replica of `key`'s latest live placement by any instance, if there is one."""
-        placement = self._latest(key)
+        placement = self._own.entry(key) or self._theirs.entry(key)
         return placement.replica if placement is not None else None
 
     def put(self, key: RouteKey, replica: R) -> None:
@@ -92,24 +95,20 @@ class FleetView(Generic[R]):
                 own = self._own.put(key, replica, theirs.placed_at, now, theirs.origin)
             else:
                 own = self._own.put(key, replica, now, now, self.instance)
+            self._theirs.drop(key)
         if self._publish and now - own.shared >= self._refresh_s:
             own.shared = now
             self._news[key] = own
 
     def live(self, replica: R) -> int:
-        """Keys sent to `replica` within the live window, by this instance and the others."""
-        return self._own.live(replica) + self._live_elsewhere[replica]
+        """Keys any instance sent to `replica` within the live window, as far as this one
+        knows."""
+        return self._own.live(replica) + self._theirs.live(replica)
 
     def in_flight_elsewhere(self, replica: R) -> float:
         """Requests the other instances had in flight to `replica`, on average over their
         last sync interval."""
         return self._in_flight_elsewhere.get(replica, 0.0)
-
-    def _latest(self, key: RouteKey) -> Placement[R] | None:
-        own, theirs = self._own.entry(key), self._theirs.entry(key)
-        if theirs is not None and (own is None or theirs.newer_than(own)):
-            return theirs
-        return own
 
     # --- the sync's side: off the request path -------------------------------------------
 
@@ -124,20 +123,22 @@ class FleetView(Generic[R]):
             self._news.setdefault(key, placement)
 
     def learn(self, key: RouteKey, placement: Placement[R]) -> None:
-        """Take in a placement another instance published."""
-        if placement.origin == self.instance or placement.seen < self._clock() - self._live_s:
+        """Take in a placement another instance published (it may be one this instance
+        made, which the other follows)."""
+        if placement.seen < self._clock() - self._live_s:
             return
-        known = self._theirs.entry(key)
-        if known is not None and not placement.newer_than(known):
+        for held in (self._own, self._theirs):
+            known = held.entry(key)
+            if known is None:
+                continue
             if known.newer_than(placement):
                 return
-            placement.seen = max(placement.seen, known.seen)  # the same placement, seen again
+            if not placement.newer_than(known):  # the same placement, used again elsewhere
+                held.put(key, known.replica, seen=max(known.seen, placement.seen))
+                return
+        self._own.drop(key)  # a later placement than this instance's: the key moved
         replica, placed_at, seen = placement.replica, placement.placed_at, placement.seen
         self._theirs.put(key, replica, placed_at, seen, placement.origin)
-
-    def own_live(self) -> dict[R, int]:
-        """This instance's live keys per replica, to publish."""
-        return self._own.counts()
 
     def set_peers(self, peers: Mapping[str, PeerLoad[R]]) -> None:
         """Replace what the other instances said of their load."""
@@ -148,14 +149,11 @@ class FleetView(Generic[R]):
         """Forget peers silent for longer than the peer TTL; sum the others' load."""
         horizon = self._clock() - self._peer_ttl_s
         self._peers = {name: load for name, load in self._peers.items() if load.at >= horizon}
-        self._in_flight_elsewhere = {}
-        self._live_elsewhere = Counter()
+        elsewhere: dict[R, float] = {}
         for load in self._peers.values():
             for replica, mean in load.in_flight.items():
-                self._in_flight_elsewhere[replica] = (
-                    self._in_flight_elsewhere.get(replica, 0) + mean
-                )
-            self._live_elsewhere.update(load.live)
+                elsewhere[replica] = elsewhere.get(replica, 0.0) + mean
+        self._in_flight_elsewhere = elsewhere
 
     @property
     def peers(self) -> int:

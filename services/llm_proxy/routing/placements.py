@@ -91,14 +91,15 @@ class Placements(Generic[R]):
             self._drop_oldest()
         return placement
 
+    def drop(self, key: Hashable) -> None:
+        """Forget `key`."""
+        placement = self._entries.pop(key, None)
+        if placement is not None:
+            self._live[placement.replica] -= 1
+
     def live(self, replica: R) -> int:
         """How many keys went to `replica` within the live window."""
         return self._live[replica]
-
-    def counts(self) -> dict[R, int]:
-        """Live keys per replica, for every replica holding some."""
-        self._expire()
-        return {replica: n for replica, n in self._live.items() if n > 0}
 
     def _expire(self) -> float:
         horizon = self._clock() - self._live_s

@@ -13,9 +13,9 @@ request or, if nothing is healthy, fails it).
   shared prefix spreads, and comes back). A new or homeless key walks its ring path to the
   first fitting replica whose count of live keys is under its share (`key_factor`), so each
   replica holds its share of the sessions' prefix caches. Without a key, least outstanding.
-  Placements, live keys and in-flight requests come from a `FleetView`: this instance's own,
-  merged with what the other proxy instances last published (`fleet.py`), so N instances
-  route like one.
+  Placements and in-flight requests come from a `FleetView`: this instance's own, merged
+  with what the other proxy instances last published (`fleet.py`), so N instances route like
+  one.
 - `RoundRobinPolicy`: the baseline the benchmark compares against.
 - `LeastOutstandingPolicy`: fewest in-flight requests per unit of weight.
 """

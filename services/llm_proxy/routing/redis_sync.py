@@ -5,10 +5,9 @@ Every `interval_s` (0.1 s), never on a request's path, one pipelined round trip:
 - the placements this instance made since the last round go to the `PROXY_PLACEMENTS` stream,
   as one entry (entries older than the live window are trimmed, by Redis's clock; the key
   expires when no instance wrote for that long);
-- this instance's per-replica load (requests in flight, as their mean since the last round;
-  live keys) goes under its name in the `PROXY_LOAD` hash (the key expires `ttl_s` after the
-  last write; a field older than `ttl_s` is ignored and removed: a dead instance's load stops
-  counting);
+- this instance's per-replica load (requests in flight, as their mean since the last round)
+  goes under its name in the `PROXY_LOAD` hash (the key expires `ttl_s` after the last write;
+  a field older than `ttl_s` is ignored and removed: a dead instance's load stops counting);
 - the stream is read on from where this instance left off, and the hash whole; both go to the
   `FleetView`.
 
@@ -46,19 +45,21 @@ log = logging.getLogger(__name__)
 # Stream entries read per round: an instance that starts late catches up over a few rounds.
 _READ_COUNT = 500
 
-# One published placement: group, key hash, replica, placed at, last seen (wall clock).
-_PLACED = TypeAdapter(list[tuple[str, int, str, float, float]])
+# One published placement: group, key hash, replica, placed at, last seen (wall clock), and
+# the instance that placed it (the entry's publisher may be one that follows it).
+_Placed = tuple[str, int, str, float, float, str]
+_PLACED = TypeAdapter(list[_Placed])
 
 
 class _Load(BaseModel):
-    """One instance's published load: when, and per replica (mean in flight, live keys)."""
+    """One instance's published load: when, and per replica its mean requests in flight."""
 
     # Fields a newer version adds are passed over: instances of two versions run side by side
     # during a rolling upgrade.
     model_config = ConfigDict(frozen=True, extra="ignore")
 
     t: float
-    r: dict[str, tuple[float, int]]
+    r: dict[str, float]
 
 
 class PlacementSync:
@@ -161,15 +162,14 @@ class PlacementSync:
     def _encode(self, news: Mapping[RouteKey, Placement[ReplicaState]]) -> bytes:
         return orjson.dumps(
             [
-                (group, key, self._ids[p.replica], p.placed_at, p.seen)
+                (group, key, self._ids[p.replica], p.placed_at, p.seen, p.origin)
                 for (group, key), p in news.items()
             ]
         )
 
     def _own_load(self) -> bytes:
-        live = self._view.own_live()
         now = asyncio.get_running_loop().time()  # the clock `Replica.begin` and `end` use
-        load = {r.shared_id: (self._mean_in_flight(r, now), live.get(r, 0)) for r in self._replicas}
+        load = {r.shared_id: self._mean_in_flight(r, now) for r in self._replicas}
         return orjson.dumps({"t": self._clock(), "r": load})
 
     def _mean_in_flight(self, replica: Replica, now: float) -> float:
@@ -187,18 +187,17 @@ class PlacementSync:
         for _, entries in reply or ():
             for entry_id, fields in entries:
                 self._read_from = entry_id
-                origin = fields.get(b"i", b"").decode()
-                if origin == self._view.instance:
-                    continue
+                if fields.get(b"i", b"").decode() == self._view.instance:
+                    continue  # this instance's own entry, read back
                 try:
                     placed = _PLACED.validate_json(fields.get(b"p", b""))
                 except ValidationError:
                     self._metrics.errors["placement_payload"] += 1
                     continue
-                self._learn(placed, origin)
+                self._learn(placed)
 
-    def _learn(self, placed: list[tuple[str, int, str, float, float]], origin: str) -> None:
-        for group, key, replica_id, placed_at, seen in placed:
+    def _learn(self, placed: list[_Placed]) -> None:
+        for group, key, replica_id, placed_at, seen, origin in placed:
             replica = self._by_id.get(replica_id)
             if replica is not None:  # a replica this instance is not configured with: skip
                 self._view.learn((group, key), Placement(replica, placed_at, seen, origin))
@@ -222,7 +221,5 @@ class PlacementSync:
         self._view.set_peers(peers)
 
     def _peer_load(self, load: _Load) -> PeerLoad[ReplicaState]:
-        known = [(self._by_id[i], counts) for i, counts in load.r.items() if i in self._by_id]
-        return PeerLoad(
-            load.t, {r: in_flight for r, (in_flight, _) in known}, {r: n for r, (_, n) in known}
-        )
+        known = {self._by_id[i]: mean for i, mean in load.r.items() if i in self._by_id}
+        return PeerLoad(load.t, known)
