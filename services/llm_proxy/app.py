@@ -79,7 +79,7 @@ class ProxyApp:
             and settings.proxy_share_placements
             and settings.proxy_policy == "affinity"
         )
-        self.view: FleetView[ReplicaState] = FleetView(
+        self._view: FleetView[ReplicaState] = FleetView(
             settings.proxy_key_live_s,
             settings.proxy_placement_ttl_s,
             publish=self._shares_placements,
@@ -89,7 +89,7 @@ class ProxyApp:
     async def start(self, host: str | None = None, port: int | None = None) -> int:
         """Start the background jobs (probes, Redis syncs) and listen; returns the bound port."""
         s = self.settings
-        policy = make_policy(s.proxy_policy, s.proxy_load_factor, s.proxy_slow_factor, self.view)
+        policy = make_policy(s.proxy_policy, s.proxy_load_factor, s.proxy_slow_factor, self._view)
         self._forwarder = Forwarder(
             self.pool,
             policy,
@@ -103,21 +103,24 @@ class ProxyApp:
             self.pool, self._health_policy, s.proxy_probe_interval_s, s.proxy_probe_timeout_s
         )
         self._checker.start()
-        if s.proxy_redis_sync:
-            self._sync = RedisSync(
-                s.proxy_redis_url or s.redis_url, self.limiter, self.metrics,
-                s.proxy_sync_interval_s,
-            )  # fmt: skip
-            self._sync.start()
-        if self._shares_placements:
-            self._placement_sync = PlacementSync(
-                s.proxy_redis_url or s.redis_url, self.view, self.pool.replicas, self.metrics,
-                s.proxy_placement_sync_s, s.proxy_placement_ttl_s, s.proxy_key_live_s,
-            )  # fmt: skip
-            self._placement_sync.start()
+        self._start_syncs()
         sock = listen_socket(host or s.proxy_host, s.proxy_port if port is None else port)
         self.port = await self._server.start(sock)
         return self.port
+
+    def _start_syncs(self) -> None:
+        # Rate-limit spending, and placements and load, shared with the other instances.
+        s = self.settings
+        redis_url = s.proxy_redis_url or s.redis_url
+        if s.proxy_redis_sync:
+            self._sync = RedisSync(redis_url, self.limiter, self.metrics, s.proxy_sync_interval_s)
+            self._sync.start()
+        if self._shares_placements:
+            self._placement_sync = PlacementSync(
+                redis_url, self._view, self.pool.replicas, self.metrics,
+                s.proxy_placement_sync_s, s.proxy_placement_ttl_s, s.proxy_key_live_s,
+            )  # fmt: skip
+            self._placement_sync.start()
 
     async def stop(self) -> None:
         """Stop listening, let requests in progress finish (up to `proxy_drain_s`), then stop
