@@ -106,7 +106,7 @@ def decode_line(line: bytes) -> dict[str, Any]:
     # The line itself is never quoted: it would reach the model.
     try:
         message = json.loads(line)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep
         raise KernelProtocolError("the sandbox sent a malformed line") from exc
     if not isinstance(message, dict):
         raise KernelProtocolError("the sandbox sent a line that is not an object")

@@ -44,7 +44,14 @@ from shared.sandbox.errors import (
     NoLiveSandbox,
     SandboxClosed,
 )
-from shared.sandbox.outputs import file_chunk, file_info, file_listing, parse_display, refusal
+from shared.sandbox.outputs import (
+    check_texts,
+    file_chunk,
+    file_info,
+    file_listing,
+    parse_display,
+    refusal,
+)
 
 __all__ = ["FILE_TIMEOUT_S", "INTERRUPT_GRACE_S", "KernelSandbox"]
 
@@ -81,13 +88,6 @@ class _Call:
             and isinstance(nonce, str)
             and hmac.compare_digest(nonce, self.nonce)
         )
-
-
-def _texts_ok(reply: dict[str, Any]) -> bool:
-    return all(
-        reply.get(key) is None or isinstance(reply[key], str)
-        for key in ("stdout", "stderr", "result", "error")
-    )
 
 
 class KernelSandbox:
@@ -335,8 +335,9 @@ class KernelSandbox:
             reply = call.channel.receive(min(stop, now + _POLL_S))
             if reply is None:
                 continue
-            if not call.matches(reply) or not _texts_ok(reply):
+            if not call.matches(reply):
                 raise KernelProtocolError(f"a reply that does not match call {call.id}")
+            check_texts(reply)
             return reply
 
     def _outcome(
