@@ -65,13 +65,15 @@ _STDOUT, _STDERR = 1, 2
 
 @dataclass(frozen=True)
 class ContainerSpec:
-    """How every sandbox container is made: image and limits."""
+    """How every sandbox container is made: image and limits (and, for tests, a command run
+    instead of the image's kernel)."""
 
     image: str
     memory: str = "256m"
     pids: int = 64
     cpus: float = 1.0
     disk: str = "64m"
+    command: tuple[str, ...] = ()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ContainerSpec:
@@ -102,6 +104,7 @@ class ContainerSpec:
         )
         created = api.create_container(
             self.image,
+            entrypoint=list(self.command) or None,
             stdin_open=True,
             detach=False,  # which sets StdinOnce: the kernel sees EOF when our socket closes
             tty=False,

@@ -216,8 +216,18 @@ def test_the_worker_takes_well_formed_outputs() -> None:
         [_output(kind="bogus")],
         [_output(kind=["image"])],  # unhashable: once a TypeError out of the worker
     ],
-    ids=["shape", "count", "bytes", "type", "base64", "data", "text", "text type", "kind",
-         "kind type"],  # fmt: skip
+    ids=[
+        "shape",
+        "count",
+        "bytes",
+        "type",
+        "base64",
+        "data",
+        "text",
+        "text type",
+        "kind",
+        "kind type",
+    ],
 )
 def test_the_worker_refuses_outputs_past_the_caps(display: Any) -> None:
     with pytest.raises(KernelProtocolError):
