@@ -32,7 +32,7 @@ from typing import Any
 import docker
 import requests
 from docker.errors import APIError, DockerException, NotFound
-from docker.types import LogConfig
+from docker.types import LogConfig, Ulimit
 
 from shared.sandbox.channel import OutputTail, ReplyLines, describe_exit, encode_line, wait_readable
 from shared.sandbox.demand import PoolBounds, pool_bounds
@@ -61,6 +61,20 @@ START_TIMEOUT_S = 30.0
 log = logging.getLogger(__name__)
 _FRAME_HEADER = struct.Struct(">BxxxL")  # stream (1 stdout, 2 stderr), padding, payload size
 _STDOUT, _STDERR = 1, 2
+# The container's own IPC namespace holds no System V IPC object and no POSIX message queue
+# (the kernel's seccomp filter refuses their calls too; these also close /dev/mqueue, which
+# a plain open() reaches). Only these sysctls are per IPC namespace, so settable here.
+IPC_SYSCTLS = {
+    "kernel.shmmni": "0",
+    "kernel.shmall": "0",
+    "kernel.shmmax": "0",
+    "kernel.msgmni": "0",
+    "kernel.sem": "0 0 0 0",
+    "fs.mqueue.queues_max": "0",
+}
+# Per process: no message queue bytes, and as many open files as the local backend allows
+# (the engine's default is its own, often a million: each fd is kernel memory).
+ULIMITS = {"msgqueue": 0, "nofile": 256}
 
 
 @dataclass(frozen=True)
@@ -100,6 +114,9 @@ class ContainerSpec:
             nano_cpus=int(self.cpus * 1e9),
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
+            ipc_mode="private",  # its own IPC namespace, which no other container may join
+            sysctls=IPC_SYSCTLS,
+            ulimits=[Ulimit(name=name, soft=n, hard=n) for name, n in ULIMITS.items()],
             log_config=LogConfig(type=LogConfig.types.NONE),  # no host file grows
         )
         created = api.create_container(
