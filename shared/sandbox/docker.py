@@ -147,8 +147,9 @@ class _Demux:
     def read(self, deadline: float) -> dict[str, Any] | None:
         """The next reply, or None at `deadline`; raises `KernelGone` at EOF."""
         while (reply := self.lines.pop()) is None:
-            if self.eof:
-                raise KernelGone("the container's output ended")
+            if self.eof:  # with the kernel's last words: the engine may be slow to say more
+                said = self.stderr.last_line()
+                raise KernelGone("the container's output ended" + (f"; {said}" if said else ""))
             if not self.pump(deadline):
                 return None
         return reply
@@ -262,7 +263,7 @@ class DockerChannel:
             self._api.remove_container(self._container, force=True)
         except NotFound:
             pass  # already gone: that is the goal
-        except DockerException:
+        except (DockerException, requests.RequestException):
             # Closing must not fail a call; the labels let an operator find what is left.
             log.warning("could not remove sandbox container %s", self._container, exc_info=True)
 
