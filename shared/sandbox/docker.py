@@ -34,7 +34,14 @@ import requests
 from docker.errors import APIError, DockerException, NotFound
 from docker.types import LogConfig, Ulimit
 
-from shared.sandbox.channel import OutputTail, ReplyLines, describe_exit, encode_line, wait_readable
+from shared.sandbox.channel import (
+    OutputTail,
+    ReplyLines,
+    describe_exit,
+    encode_line,
+    wait_readable,
+    write_within,
+)
 from shared.sandbox.demand import PoolBounds, pool_bounds
 from shared.sandbox.errors import KernelGone, SandboxUnavailable
 from shared.sandbox.provider import KernelSandboxProvider, SandboxLimits
@@ -160,6 +167,8 @@ class _Demux:
             return False
         try:
             chunk = self._sock.recv(1 << 16)
+        except BlockingIOError:
+            return True  # woken with nothing to read after all
         except OSError:
             chunk = b""
         self.eof = not chunk
@@ -191,7 +200,9 @@ class DockerChannel:
         self._memory = memory
         self._demux = _Demux(sock)
         self._send_lock = threading.Lock()
+        self._broken = False  # a request was left half written
         self._closed = False
+        sock.setblocking(False)  # requests are written within a deadline
 
     @classmethod
     def start(
@@ -223,12 +234,15 @@ class DockerChannel:
         if not (reply or {}).get("ready"):
             raise KernelGone(f"no ready line within {timeout:g}s (got {reply!r})")
 
-    def send(self, message: dict[str, Any]) -> None:
-        try:
-            with self._send_lock:
-                self._sock.sendall(encode_line(message))
-        except OSError as exc:
-            raise KernelGone(f"cannot write to the kernel: {exc}") from exc
+    def send(self, message: dict[str, Any], deadline: float) -> None:
+        with self._send_lock:
+            if self._broken:
+                raise KernelGone("a request to the kernel was left half written")
+            try:
+                write_within(self._sock.fileno(), encode_line(message), deadline)
+            except KernelGone:
+                self._broken = True
+                raise
 
     def receive(self, deadline: float) -> dict[str, Any] | None:
         return self._demux.read(deadline)
@@ -236,7 +250,7 @@ class DockerChannel:
     def alive(self) -> bool:
         while not self._demux.eof and self._demux.pump(0.0):
             pass  # drain what is pending; a closed stream means the container ended
-        return not self._demux.eof
+        return not (self._demux.eof or self._broken)
 
     def stderr(self) -> str:
         return self._demux.stderr.text()

@@ -78,15 +78,16 @@ class _Call:
     cancelled: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def interrupt(self, cancel: bool) -> None:
-        """Ask the kernel to stop this call; only the first ask is sent."""
+    def interrupt(self, cancel: bool, grace: float) -> None:
+        """Ask the kernel to stop this call (the ask sent within `grace`); only the first ask
+        is sent."""
         with self._lock:
             self.cancelled = self.cancelled or cancel
             if self.interrupted_at is not None:
                 return
             self.interrupted_at = time.monotonic()
         with contextlib.suppress(KernelGone):  # the waiting call finds out itself
-            self.channel.send({"interrupt": self.id})
+            self.channel.send({"interrupt": self.id}, self.interrupted_at + grace)
 
     def matches(self, reply: dict[str, Any]) -> bool:
         nonce = reply.get("nonce")
@@ -177,7 +178,7 @@ class KernelSandbox:
             if call is None:
                 self._cancel_pending = True
                 return True
-        call.interrupt(cancel=True)
+        call.interrupt(cancel=True, grace=self._grace)
         return True
 
     @property
@@ -292,7 +293,7 @@ class KernelSandbox:
         self, channel: KernelChannel, message: dict[str, Any], deadline: float
     ) -> dict[str, Any]:
         call = _Call(channel, next(self._ids))
-        channel.send({"id": call.id, "nonce": call.nonce, **message})
+        channel.send({"id": call.id, "nonce": call.nonce, **message}, deadline)
         reply = channel.receive(deadline)
         if reply is None:
             raise KernelGone(f"the sandbox did not answer a file request in {FILE_TIMEOUT_S:g}s")
@@ -328,7 +329,7 @@ class KernelSandbox:
                 return result
             self._call = call
         try:
-            call.channel.send({"id": call.id, "nonce": call.nonce, "code": code})
+            call.channel.send({"id": call.id, "nonce": call.nonce, "code": code}, deadline)
             self._has_state = True
             reply = self._await(call, deadline)
             display = parse_display(reply.get("display")) if reply is not None else []
@@ -367,7 +368,7 @@ class KernelSandbox:
             if now >= stop:
                 if call.interrupted_at is not None:
                     return None
-                call.interrupt(cancel=False)
+                call.interrupt(cancel=False, grace=self._grace)
                 continue
             reply = call.channel.receive(min(stop, now + _POLL_S))
             if reply is None:

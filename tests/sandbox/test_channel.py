@@ -118,6 +118,15 @@ def test_a_trickle_cannot_stretch_the_call_past_its_deadline(against: Against) -
     assert result.timed_out and result.state_lost
 
 
+def test_a_kernel_that_stops_reading_cannot_hold_a_call(against: Against) -> None:
+    sandbox = against(_reply(result="'first'"))  # then it reads nothing more
+    assert sandbox.run("1", 20.0).result == "'first'"
+    started = time.monotonic()
+    result = sandbox.run(f"x = '{'x' * (8 << 20)}'", 1.0)  # more than any buffer on the way
+    assert time.monotonic() - started < 2.0
+    assert result.state_lost and "took no request" in (result.error or "")
+
+
 def _reply(**fields: object) -> str:
     """A statement answering the request with `fields`, quoting its id and nonce."""
     return _reply_of(**{name: repr(value) for name, value in fields.items()})

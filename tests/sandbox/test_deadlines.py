@@ -35,7 +35,7 @@ class SlowKernel:
         self._request: dict[str, Any] = {}
         self._sent_at = 0.0
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: dict[str, Any], deadline: float) -> None:
         if "interrupt" not in message:
             self._request, self._sent_at = message, time.monotonic()
 
