@@ -23,7 +23,9 @@ Protocol with the worker, one JSON object per line (`wire.py`):
   text, and `display` the cell's rich outputs (Jupyter's display_data: figures, images, HTML;
   `display.py`), each ``{"mime", "data", "text", "kind"}`` with binary data in base64.
   The nonce is fresh per call and only the supervisor ever sees it, so the worker can tell a
-  real reply from anything else; no reply line is longer than `MAX_LINE_BYTES`;
+  real reply from anything else; no reply line is longer than `MAX_LINE_BYTES`. The supervisor
+  builds the reply from the executor's frame within every cap (`replies.py`): a cell runs in
+  the executor and could have written that frame itself;
 - files: ``{"id", "nonce", "file_op": "write" | "read" | "list", ...}`` reads or writes the
   working directory (`files.py`), done by the supervisor itself, never by user code:
   ``write`` (``path``, base64 ``data``) answers ``{"file": {"path", "size", "modified"}}``,
