@@ -38,9 +38,14 @@ def test_a_forged_12_mb_frame_comes_back_cut_to_the_cap(provider: KernelSandboxP
 
 def test_forged_rich_outputs_are_kept_within_their_caps(provider: KernelSandboxProvider) -> None:
     sandbox = provider.get("t:forged-display")
-    many = sandbox.run(forge_frame(f"{{'display': [{_image()}] * 100_000}}"), TIMEOUT)
+    forged = f"{{'stderr': 'e' * {MAX_TEXT_CHARS}, 'display': [{_image()}] * 100_000}}"
+    many = sandbox.run(forge_frame(forged), TIMEOUT)
     assert len(many.display) == DISPLAY_MAX_OUTPUTS and not many.state_lost
-    assert f"{100_000 - DISPLAY_MAX_OUTPUTS} rich outputs were left out" in many.stderr
+    assert len(many.stderr) <= MAX_TEXT_CHARS  # cut, and the note still fits after it
+    assert many.stderr.endswith(
+        f"{100_000 - DISPLAY_MAX_OUTPUTS} rich outputs were left out: "
+        "a cell returns at most 16 rich outputs and 2097152 bytes of them]\n"
+    )
     big = "__import__('base64').b64encode(b'x' * (1536 << 10)).decode()"
     large = sandbox.run(forge_frame(f"{{'display': [{_image(big)}] * 3}}"), TIMEOUT)
     # Each is 1.5 MB: a second would pass the bytes a cell's rich outputs may hold.

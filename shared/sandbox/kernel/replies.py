@@ -31,6 +31,7 @@ from . import (
 __all__ = ["TEXT_FIELDS", "Malformed", "cell_reply"]
 
 TEXT_FIELDS = ("stdout", "stderr", "result", "error")
+_NOTE_ROOM = 500  # left under MAX_TEXT_CHARS for the note on what was left out
 
 
 class Malformed(ValueError):
@@ -39,7 +40,8 @@ class Malformed(ValueError):
 
 def cell_reply(frame: dict[str, Any]) -> dict[str, Any]:
     """The frame's texts and rich outputs within the caps; raises `Malformed`."""
-    texts = {key: _cut(_text(frame, key), MAX_TEXT_CHARS, OUTPUT_LIMIT) for key in TEXT_FIELDS}
+    most = MAX_TEXT_CHARS - _NOTE_ROOM
+    texts = {key: _cut(_text(frame, key), most, OUTPUT_LIMIT) for key in TEXT_FIELDS}
     display, left_out = _display(frame.get("display"))
     if left_out:
         texts["stderr"] = (texts["stderr"] or "") + (
