@@ -136,6 +136,8 @@ def write_within(fd: int, data: bytes, deadline: float) -> None:
     is gone, `KernelProtocolError` if it takes too long (part of `data` may then be written)."""
     view = memoryview(data)
     poller = select.poll()
+    if fd < 0:  # a socket closed meanwhile says -1
+        raise KernelGone("the kernel's channel was closed")
     poller.register(fd, select.POLLOUT)
     while view:
         if not poller.poll(max(0.0, deadline - time.monotonic()) * 1000):

@@ -80,7 +80,7 @@ IPC_SYSCTLS = {
     "fs.mqueue.queues_max": "0",
 }
 # Per process: no message queue bytes, and as many open files as the local backend allows
-# (the engine's default is its own, often a million: each fd is kernel memory).
+# (else the engine's own limit applies, 20,000 here: each fd is kernel memory).
 ULIMITS = {"msgqueue": 0, "nofile": 256}
 
 
