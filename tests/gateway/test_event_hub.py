@@ -30,7 +30,9 @@ async def hub(redis_server: str, redis_client: redis.Redis) -> AsyncIterator[Eve
 
 
 async def _add(hub: EventHub, *events: tuple[str, dict[str, Any]]) -> list[str]:
-    async with hub.client.pipeline(transaction=False) as pipe:
+    # One transaction, as the store's scripts write a commit's events: a reader blocked on
+    # the stream sees them together (a plain pipeline may wake it between two of them).
+    async with hub.client.pipeline(transaction=True) as pipe:
         for kind, data in events:
             pipe.xadd(keys.task_events(TASK), {"kind": kind, "data": orjson.dumps(data).decode()})
         return await pipe.execute()

@@ -195,3 +195,12 @@ def stub_group(count: int, **kwargs: float) -> StubGroup:
 
 def route_key(text: str) -> int:
     return hash_key(text.encode())
+
+
+def metric_settles(proxy: ProxyProcess, selector: str, value: float, timeout: float = 5) -> float:
+    """`metric` once it reads `value` (or what it reads after `timeout`): a stream's usage is
+    counted as its relay ends, which may be just after the client has read the end."""
+    deadline = time.monotonic() + timeout
+    while (seen := metric(proxy, selector, absent=0.0)) != value and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return seen
