@@ -1,0 +1,119 @@
+"""Every Redis client of every service is made here: on the server a URL names, or, with
+Sentinel, on the master the sentinels name.
+
+With Sentinel (`SentinelSpec`, from ``TASKYARD_REDIS_SENTINELS`` and ``TASKYARD_REDIS_MASTER``)
+a URL gives only the database number and the credentials; its host and port are not used.
+Each connection asks the sentinels for the master when it connects, so after a failover a
+command in flight fails on the dead server, its retry (the caller's `retry`, as without
+Sentinel) connects to the promoted replica, and idle connections to the old master are
+dropped on the way. Celery's clients are kombu's and Celery's own: `shared.celery_app` hands
+them the same settings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, cast
+
+import redis
+import redis.asyncio as aioredis
+from redis import sentinel as sync_sentinel
+from redis.asyncio import sentinel as async_sentinel
+from redis.connection import parse_url
+
+__all__ = ["SENTINEL_CLIENT_OPTIONS", "SentinelSpec", "async_client", "sync_client"]
+
+# The connections to the sentinels themselves: they answer in microseconds, so one that does
+# not within a second is skipped for the next (Celery's sentinel clients take them too).
+SENTINEL_CLIENT_OPTIONS = {"socket_connect_timeout": 1.0, "socket_timeout": 1.0}
+# What a URL may say besides the server, kept under Sentinel (credentials, database).
+_KEPT_FROM_URL = ("db", "username", "password")
+
+
+@dataclass(frozen=True, slots=True)
+class SentinelSpec:
+    """The sentinels to ask (host, port) and the name of the master they monitor."""
+
+    addresses: tuple[tuple[str, int], ...]
+    master: str
+
+
+def async_client(
+    url: str,
+    sentinel: SentinelSpec | None = None,
+    *,
+    max_connections: int | None = None,
+    pool_timeout: float | None = 20,
+    connection_mixin: type | None = None,
+    **options: Any,
+) -> aioredis.Redis:
+    """An asyncio client on the URL's database, owning its pool. With `max_connections` the
+    pool is bounded and a caller past it waits up to `pool_timeout` seconds for a connection
+    (a blocking pool); without, it opens what it needs. `connection_mixin` is put in front of
+    the connection class (one that packs commands differently); `options` are redis-py's."""
+    blocking = {} if max_connections is None else {"max_connections": max_connections,
+                                                   "timeout": pool_timeout}  # fmt: skip
+    if sentinel is None:
+        pool_class = aioredis.ConnectionPool if max_connections is None else (
+            aioredis.BlockingConnectionPool)  # fmt: skip
+        if connection_mixin is not None:
+            options["connection_class"] = _mixed(connection_mixin, aioredis.Connection)
+        pool = pool_class.from_url(url, **blocking, **options)
+        return aioredis.Redis.from_pool(pool)
+    manager = async_sentinel.Sentinel(sentinel.addresses, sentinel_kwargs=SENTINEL_CLIENT_OPTIONS)
+    sentinel_pool: type[async_sentinel.SentinelConnectionPool] = (
+        async_sentinel.SentinelConnectionPool if max_connections is None else _BlockingSentinelPool
+    )
+    if connection_mixin is not None:
+        managed = async_sentinel.SentinelManagedConnection
+        options["connection_class"] = _mixed(connection_mixin, managed)
+    client = manager.master_for(
+        sentinel.master, redis_class=_AsyncSentinelRedis, connection_pool_class=sentinel_pool,
+        **_from_url(url), **blocking, **options,
+    )  # fmt: skip
+    return cast(aioredis.Redis, client)
+
+
+def sync_client(url: str, sentinel: SentinelSpec | None = None, **options: Any) -> redis.Redis:
+    """A blocking client on the URL's database (redis-py's `options`)."""
+    if sentinel is None:
+        return redis.Redis.from_url(url, **options)
+    manager = sync_sentinel.Sentinel(sentinel.addresses, sentinel_kwargs=SENTINEL_CLIENT_OPTIONS)
+    client = manager.master_for(
+        sentinel.master, redis_class=_SyncSentinelRedis, **_from_url(url), **options
+    )
+    return cast(redis.Redis, client)
+
+
+class _BlockingSentinelPool(async_sentinel.SentinelConnectionPool, aioredis.BlockingConnectionPool):
+    """The master's connections, bounded: a caller waits for one instead of opening more."""
+
+
+class _AsyncSentinelRedis(aioredis.Redis):
+    """Closing the client closes its connections to the sentinels too."""
+
+    async def aclose(self, close_connection_pool: bool | None = None) -> None:
+        await super().aclose(close_connection_pool)
+        pool = cast(async_sentinel.SentinelConnectionPool, self.connection_pool)
+        await pool.sentinel_manager.aclose()
+
+
+class _SyncSentinelRedis(redis.Redis):
+    """Closing the client closes its connections to the sentinels too."""
+
+    def close(self) -> None:
+        super().close()
+        pool = cast(sync_sentinel.SentinelConnectionPool, self.connection_pool)
+        for client in pool.sentinel_manager.sentinels:
+            client.close()
+
+
+def _from_url(url: str) -> dict[str, Any]:
+    """What the URL gives a client of Sentinel's master: its database and credentials."""
+    parsed = parse_url(url)
+    return {name: parsed[name] for name in _KEPT_FROM_URL if parsed.get(name) is not None}
+
+
+def _mixed(mixin: type, base: type) -> type:
+    """`base` with `mixin`'s methods in front: a connection class of the pool's own kind."""
+    return type(f"{mixin.__name__}{base.__name__}", (mixin, base), {})
