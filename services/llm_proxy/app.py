@@ -95,7 +95,7 @@ class ProxyApp:
         if s.proxy_redis_sync:
             self._sync = RedisSync(
                 s.proxy_redis_url or s.redis_url, self.limiter, self.metrics,
-                s.proxy_sync_interval_s,
+                s.proxy_sync_interval_s, s.sentinel,
             )  # fmt: skip
             self._sync.start()
         sock = listen_socket(host or s.proxy_host, s.proxy_port if port is None else port)

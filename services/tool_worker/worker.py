@@ -15,7 +15,6 @@ import threading
 import time
 from typing import Any
 
-import redis.asyncio as aioredis
 from celery import signals
 from opentelemetry import trace
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -43,10 +42,11 @@ from shared.jobs import (
 from shared.logs import bind_job, setup_logging
 from shared.loop import LoopThread
 from shared.metrics import serve_metrics
+from shared.redis_clients import async_client
 from shared.registry import load_plugins
 from shared.sandbox import SandboxError
 from shared.schema import ActionReturn, ActionStatusCode, AgentMessage, ToolCall
-from shared.settings import get_settings
+from shared.settings import Settings, get_settings
 from shared.store import CallClaim, TaskStore, ToolResultStored
 from shared.store.sandboxes import SandboxDirectory, ToolWorkerId
 from shared.text import replace_lone_surrogates
@@ -74,10 +74,10 @@ class _Store:
     """The async store on a loop of its own, for this worker's threads, and the watch that
     hears a task's cancel there."""
 
-    def __init__(self, redis_url: str, broker_url: str) -> None:
+    def __init__(self, redis: Settings) -> None:
         self.loop = LoopThread("tool-store")
-        self.store: TaskStore = self.loop.run(_open_store(redis_url, broker_url))
-        self.transfer: FileTransfer = self.loop.run(_open_transfer(redis_url))
+        self.store: TaskStore = self.loop.run(_open_store(redis))
+        self.transfer: FileTransfer = self.loop.run(_open_transfer(redis))
         self.cancels = CancelWatch(self.store.r, on_forgotten=tools.release)
         self.loop.run(_listen(self.cancels))
         self.artifacts = ArtifactKeeper(
@@ -91,14 +91,12 @@ class _Store:
         return self.loop.run(self.store.publish(task_id, kind, data))
 
 
-async def _open_store(redis_url: str, broker_url: str) -> TaskStore:
-    return TaskStore.from_url(
-        redis_url, broker_url, settings.redis_max_connections, "taskyard-tool-worker"
-    )
+async def _open_store(redis: Settings) -> TaskStore:
+    return TaskStore.from_settings(redis, "taskyard-tool-worker")
 
 
-async def _open_transfer(redis_url: str) -> FileTransfer:
-    client = aioredis.Redis.from_url(redis_url, client_name="taskyard-tool-worker-files")
+async def _open_transfer(redis: Settings) -> FileTransfer:
+    client = async_client(redis.redis_url, redis.sentinel, client_name="taskyard-tool-worker-files")
     return FileTransfer(client, settings.files_timeout_s)
 
 
@@ -115,7 +113,7 @@ def _shared_store() -> _Store:
     global _store
     with _store_lock:
         if _store is None:
-            _store = _Store(settings.redis_url, settings.broker_url)
+            _store = _Store(settings)
         return _store
 
 

@@ -21,8 +21,9 @@ from redis.backoff import ExponentialWithJitterBackoff
 from shared import keys
 from shared.events import Event, EventKind, decode_entry, dumps
 from shared.jobs import Envelope
+from shared.redis_clients import SentinelSpec, async_client
 from shared.schema import AgentMessage, ToolCall
-from shared.settings import broker_database
+from shared.settings import Settings, broker_database
 from shared.store import replies
 from shared.store.scripts import SCRIPTS, source
 from shared.task import TERMINAL, TaskRecord, TaskStatus
@@ -147,16 +148,28 @@ class TaskStore:
         max_connections: int = 64,
         client_name: str | None = None,
         outage_retries: int = 20,
+        sentinel: SentinelSpec | None = None,
     ) -> TaskStore:
         """A store on a bounded pool: a thousand steps in flight share a few connections
         instead of opening one each. `client_name` names them in Redis's CLIENT LIST. A lost
         connection is retried `outage_retries` times (20: about a minute, what a Redis restart
-        takes; a gateway answering people waits less)."""
-        pool = aioredis.BlockingConnectionPool.from_url(
-            url, decode_responses=True, max_connections=max_connections, timeout=30,
-            client_name=client_name, retry=outage_retry(outage_retries),
+        takes; a gateway answering people waits less), on the master `sentinel` names now
+        when there is one (a failover takes seconds)."""
+        client = async_client(
+            url, sentinel, max_connections=max_connections, pool_timeout=30,
+            decode_responses=True, client_name=client_name, retry=outage_retry(outage_retries),
         )  # fmt: skip
-        return cls(aioredis.Redis(connection_pool=pool), broker_database(url, broker_url))
+        return cls(client, broker_database(url, broker_url, sentinel=sentinel is not None))
+
+    @classmethod
+    def from_settings(
+        cls, settings: Settings, client_name: str, outage_retries: int = 20
+    ) -> TaskStore:
+        """The store the settings name (their URLs, or Sentinel's master), as `from_url`."""
+        return cls.from_url(
+            settings.redis_url, settings.broker_url, settings.redis_max_connections,
+            client_name, outage_retries, settings.sentinel,
+        )  # fmt: skip
 
     async def close(self) -> None:
         await self.r.aclose()

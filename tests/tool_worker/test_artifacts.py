@@ -17,6 +17,7 @@ from shared.events import EventKind
 from shared.files.artifacts import ArtifactStore, artifact_name
 from shared.jobs import ToolRunJob
 from shared.schema import ActionReturn, AgentMessage, Artifact, ToolCall
+from shared.settings import Settings
 from shared.task import TaskRecord
 
 CALL = ToolCall(id="c1", name="IPythonInterpreter", parameters={"command": "plot()"})
@@ -25,7 +26,7 @@ PNG = b"\x89PNG fake figure"
 
 @pytest.fixture
 def shared(redis_server: str, redis_client: redis.Redis) -> Iterator[worker._Store]:
-    shared = worker._Store(f"{redis_server}/0", f"{redis_server}/1")
+    shared = worker._Store(Settings(redis_url=f"{redis_server}/0"))
     yield shared
     shared.loop.run(shared.store.close())
     shared.loop.close()
