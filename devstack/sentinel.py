@@ -21,6 +21,7 @@ from pathlib import Path
 import redis
 
 from devstack.procs import Child, ChildFailed, free_port
+from shared.redis_clients import SentinelSpec
 
 __all__ = ["MASTER_NAME", "SentinelGroup"]
 
@@ -48,6 +49,11 @@ class SentinelGroup:
     def names(self) -> list[str]:
         """The process names: the replica, then the sentinels."""
         return [REPLICA, *(f"sentinel_{i}" for i in range(1, len(self.sentinel_ports) + 1))]
+
+    @property
+    def spec(self) -> SentinelSpec:
+        """The sentinels and the master's name, as the services' settings give them."""
+        return SentinelSpec(tuple((_HOST, port) for port in self.sentinel_ports), MASTER_NAME)
 
     def env(self) -> dict[str, str]:
         """What every service is given: the sentinels and the master's name."""

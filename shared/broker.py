@@ -16,6 +16,8 @@ from typing import Any
 
 from kombu.transport import redis as kombu_redis
 
+from shared.redis_clients import MasterConnection
+
 __all__ = ["Channel", "SentinelChannel", "SentinelTransport", "Transport"]
 
 
@@ -45,7 +47,10 @@ class Transport(kombu_redis.Transport):
 
 class SentinelChannel(_OneClient, kombu_redis.SentinelChannel):
     """kombu's Sentinel channel (its pool connects to the master the sentinels name),
-    reusing its synchronous client."""
+    reusing its synchronous client; its connections ask the sentinels again on every
+    reconnect (`shared.redis_clients.MasterConnection`)."""
+
+    connection_class = MasterConnection
 
 
 class SentinelTransport(kombu_redis.SentinelTransport):

@@ -21,7 +21,14 @@ from redis import sentinel as sync_sentinel
 from redis.asyncio import sentinel as async_sentinel
 from redis.connection import parse_url
 
-__all__ = ["SENTINEL_CLIENT_OPTIONS", "SentinelSpec", "async_client", "sync_client"]
+__all__ = [
+    "SENTINEL_CLIENT_OPTIONS",
+    "AsyncMasterConnection",
+    "MasterConnection",
+    "SentinelSpec",
+    "async_client",
+    "sync_client",
+]
 
 # The connections to the sentinels themselves: they answer in microseconds, so one that does
 # not within a second is skipped for the next (Celery's sentinel clients take them too).
@@ -64,9 +71,11 @@ def async_client(
     sentinel_pool: type[async_sentinel.SentinelConnectionPool] = (
         async_sentinel.SentinelConnectionPool if max_connections is None else _BlockingSentinelPool
     )
-    if connection_mixin is not None:
-        managed = async_sentinel.SentinelManagedConnection
-        options["connection_class"] = _mixed(connection_mixin, managed)
+    options["connection_class"] = (
+        AsyncMasterConnection
+        if connection_mixin is None
+        else _mixed(connection_mixin, AsyncMasterConnection)
+    )
     client = manager.master_for(
         sentinel.master, redis_class=_AsyncSentinelRedis, connection_pool_class=sentinel_pool,
         **_from_url(url), **blocking, **options,
@@ -80,9 +89,34 @@ def sync_client(url: str, sentinel: SentinelSpec | None = None, **options: Any) 
         return redis.Redis.from_url(url, **options)
     manager = sync_sentinel.Sentinel(sentinel.addresses, sentinel_kwargs=SENTINEL_CLIENT_OPTIONS)
     client = manager.master_for(
-        sentinel.master, redis_class=_SyncSentinelRedis, **_from_url(url), **options
-    )
+        sentinel.master, redis_class=_SyncSentinelRedis, connection_class=MasterConnection,
+        **_from_url(url), **options,
+    )  # fmt: skip
     return cast(redis.Redis, client)
+
+
+# redis-py's Sentinel connections ask the sentinels for the master in `connect` only; a
+# command's retry reconnects through `_connect`, to the address the connection had: the dead
+# master's, until the retries run out (redis/redis-py#3874, open). These ask on every socket
+# connect, so a retry reaches the promoted replica once the sentinels name it.
+
+
+class AsyncMasterConnection(async_sentinel.SentinelManagedConnection):
+    """A connection to the master the sentinels name now, on each (re)connect."""
+
+    async def _connect(self) -> None:
+        if self.connection_pool.is_master:
+            self.host, self.port = await self.connection_pool.get_master_address()
+        await super()._connect()  # type: ignore[no-untyped-call]  # redis-py leaves it bare
+
+
+class MasterConnection(sync_sentinel.SentinelManagedConnection):
+    """A blocking connection to the master the sentinels name now, on each (re)connect."""
+
+    def _connect(self) -> Any:
+        if self.connection_pool.is_master:
+            self.host, self.port = self.connection_pool.get_master_address()
+        return super()._connect()  # type: ignore[no-untyped-call]  # redis-py leaves it bare
 
 
 class _BlockingSentinelPool(async_sentinel.SentinelConnectionPool, aioredis.BlockingConnectionPool):
