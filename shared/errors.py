@@ -8,6 +8,7 @@
     ├── SandboxError       shared.sandbox: no interpreter to run code in (see its tree)
     ├── TokenError         shared.tenant_tokens: a tenant token that does not hold
     ├── RegistryError      shared.registry: a name nothing registered (also a LookupError)
+    ├── NotReplicated      shared.store: too few replicas confirmed a write in time
     └── InvalidSignature   shared.webhooks: a webhook delivery that does not check out (also a
                            ValueError)
 

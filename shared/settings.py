@@ -182,6 +182,12 @@ class Settings(RedisSentinelSettings):
     # Gateway: a task's event stream that has been quiet this long gets a keep-alive comment
     # (proxies close idle connections; clients must ignore it, as the SSE specification says).
     gateway_sse_keep_alive_s: float = Field(default=15.0, gt=0)
+    # What a 202 promises (docs/deployment.md): the gateway answers it once this many replicas
+    # hold the task (Redis WAIT), else 503 with Retry-After after `gateway_accept_wait_ms`.
+    # Unset: 1 under Sentinel (a failover then loses no accepted task), 0 without (the
+    # primary's AOF alone; `accept_replicas`).
+    gateway_accept_replicas: int | None = Field(default=None, ge=0)
+    gateway_accept_wait_ms: int = Field(default=500, ge=1)
 
     # Tasks.
     default_max_steps: int = Field(default=8, ge=1)
@@ -367,6 +373,13 @@ class Settings(RedisSentinelSettings):
         self.check_sentinel_urls(urls)
         broker_database(self.redis_url, self.broker_url, sentinel=self.sentinel is not None)
         return self
+
+    @property
+    def accept_replicas(self) -> int:
+        """How many replicas must hold a task before the gateway answers 202."""
+        if self.gateway_accept_replicas is not None:
+            return self.gateway_accept_replicas
+        return 1 if self.sentinel is not None else 0
 
     def tenants_by_key(self) -> dict[str, str]:
         """API key to tenant name."""

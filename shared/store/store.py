@@ -17,8 +17,10 @@ import orjson
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
+from redis.exceptions import NoScriptError
 
 from shared import keys
+from shared.errors import TaskyardError
 from shared.events import Event, EventKind, decode_entry, dumps
 from shared.jobs import Envelope
 from shared.redis_clients import SentinelSpec, async_client
@@ -33,6 +35,7 @@ __all__ = [
     "CallClaim",
     "Created",
     "MemoryTail",
+    "NotReplicated",
     "StepCommit",
     "StepStart",
     "TaskStore",
@@ -41,6 +44,17 @@ __all__ = [
 
 _IDEMPOTENCY_TTL_S = 24 * 3600
 _RESULTS_TTL_S = 7 * 24 * 3600
+
+
+class NotReplicated(TaskyardError):
+    """Fewer replicas than asked confirmed a write in time: it is on the primary, and a
+    failover now could lose it."""
+
+    def __init__(self, wanted: int, confirmed: int, timeout_ms: int) -> None:
+        super().__init__(f"{confirmed} of {wanted} replicas confirmed the write in {timeout_ms} ms")
+        self.wanted = wanted
+        self.confirmed = confirmed
+        self.timeout_ms = timeout_ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +191,33 @@ class TaskStore:
     async def _run(self, name: str, keys_: Sequence[str], args: Sequence[Any]) -> Any:
         return await self._scripts[name](keys=list(keys_), args=list(args))
 
+    async def _replicated(
+        self, name: str, keys_: Sequence[str], args: Sequence[Any], replicas: int, timeout_ms: int
+    ) -> Any:
+        """Run a script, then WAIT on the same connection (WAIT counts the replicas holding
+        that connection's writes) until `replicas` replicas hold what it wrote: one round
+        trip. The script must write whenever its answer needs replicating (see create_task)."""
+        if not replicas:
+            return await self._run(name, keys_, args)
+        script = self._scripts[name]
+        try:
+            reply, confirmed = await self._then_wait(script.sha, keys_, args, replicas, timeout_ms)
+        except NoScriptError:  # a new master (after a failover) has an empty script cache
+            await self.r.script_load(script.script)
+            reply, confirmed = await self._then_wait(script.sha, keys_, args, replicas, timeout_ms)
+        if confirmed < replicas and reply[0] in ("created", "existing"):
+            raise NotReplicated(replicas, confirmed, timeout_ms)
+        return reply
+
+    async def _then_wait(
+        self, sha: str, keys_: Sequence[str], args: Sequence[Any], replicas: int, timeout_ms: int
+    ) -> list[Any]:
+        async with self.r.pipeline(transaction=False) as pipe:
+            pipe.evalsha(sha, len(keys_), *keys_, *args)
+            pipe.wait(replicas, timeout_ms)
+            found: list[Any] = await pipe.execute()
+        return found
+
     # -- tasks -------------------------------------------------------------------------------
 
     async def create(
@@ -188,9 +229,13 @@ class TaskStore:
         reject_if_busy: bool = False,
         deadline_s: float = 24 * 3600,
         extra: Mapping[str, str] | None = None,
+        replicas: int = 0,
+        replicas_timeout_ms: int = 500,
     ) -> Created:
         """Store a new task and claim its session, pushing `first_step` then (or queue the
-        task behind the session's current one), in one atomic step."""
+        task behind the session's current one), in one atomic step. With `replicas`, a task
+        made or found is answered only once that many replicas hold it (`NotReplicated`
+        if they do not within `replicas_timeout_ms`)."""
         idem = keys.idempotency(record.tenant, idempotency_key) if idempotency_key else ""
         keys_ = [*_task_keys(record.id), *_session_keys(record), idem or keys.task(record.id),
                  keys.tenant_tasks(record.tenant),
@@ -204,7 +249,7 @@ class TaskStore:
         fields_ = {**record.to_redis(), **(extra or {})}
         args = [record.id, queued, mark, _IDEMPOTENCY_TTL_S, busy, self.db, self.broker_db,
                 *job, asked, deadline_s, record.parent_id or "", *_flat(fields_)]  # fmt: skip
-        reply = await self._run("create_task", keys_, args)
+        reply = await self._replicated("create_task", keys_, args, replicas, replicas_timeout_ms)
         if reply[0] == "existing":
             return Created("existing", reply[1], fingerprint=reply[2])
         if reply[0] in ("busy", "parent_ended"):
