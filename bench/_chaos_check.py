@@ -106,7 +106,7 @@ def read_back(
     sessions: dict[str, dict[int, str]] = defaultdict(dict)
     for token, task_id in accepted.items():
         sessions[by_token[token].session_id][token] = task_id
-    _check_memories(verdict, stack.redis_url, tenant, sessions)
+    _check_memories(verdict, stack.master_url, tenant, sessions)  # after a failover: the new one
     _count_tool_runs(verdict, stack.log_path("tool_worker"), set(ids), tool_kills)
     verdict.redriven = Counter(
         entry["msg"].rpartition("(")[2].rstrip(")")

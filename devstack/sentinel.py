@@ -16,6 +16,7 @@ import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import redis
@@ -127,6 +128,24 @@ class SentinelGroup:
                 return found
             time.sleep(0.05)
         raise ChildFailed(f"no replica promoted within {timeout_s:.0f} s of the primary's loss")
+
+    def wait_replica_online(self, timeout_s: float = 60) -> float:
+        """Until the master the sentinels name has a replica online (a returning server is
+        turned into one about 8 s after it is up); the seconds that took."""
+        began = time.monotonic()
+        while time.monotonic() < began + timeout_s:
+            found = self.master_address()
+            if found is not None and _answering(partial(_replica_online, *found))():
+                return time.monotonic() - began
+            time.sleep(0.1)
+        raise ChildFailed(f"the master had no replica online within {timeout_s:.0f} s")
+
+
+def _replica_online(host: str, port: int) -> bool:
+    with redis.Redis(host=host, port=port, socket_timeout=2, decode_responses=True) as client:
+        info = client.info("replication")
+    replicas = [info[k] for k in info if k.startswith("slave") and isinstance(info[k], dict)]
+    return info.get("role") == "master" and any(r.get("state") == "online" for r in replicas)
 
 
 def _answering(check: Callable[[], bool]) -> Callable[[], bool]:
