@@ -3,11 +3,11 @@ Sentinel, on the master the sentinels name.
 
 With Sentinel (`SentinelSpec`, from ``TASKYARD_REDIS_SENTINELS`` and ``TASKYARD_REDIS_MASTER``)
 a URL gives only the database number and the credentials; its host and port are not used.
-Each connection asks the sentinels for the master when it connects, so after a failover a
-command in flight fails on the dead server, its retry (the caller's `retry`, as without
-Sentinel) connects to the promoted replica, and idle connections to the old master are
-dropped on the way. Celery's clients are kombu's and Celery's own: `shared.celery_app` hands
-them the same settings.
+Each connection asks the sentinels for the master whenever it (re)connects, so after a
+failover a command in flight fails on the dead server, its retries (the caller's `retry`, as
+without Sentinel) reach the promoted replica once the sentinels name it, and idle connections
+to the old master are dropped on the way. Celery's clients are kombu's and Celery's own:
+`shared.celery_app` hands them the same settings.
 """
 
 from __future__ import annotations
@@ -58,27 +58,25 @@ def async_client(
     pool is bounded and a caller past it waits up to `pool_timeout` seconds for a connection
     (a blocking pool); without, it opens what it needs. `connection_mixin` is put in front of
     the connection class (one that packs commands differently); `options` are redis-py's."""
-    blocking = {} if max_connections is None else {"max_connections": max_connections,
-                                                   "timeout": pool_timeout}  # fmt: skip
+    bounded = {} if max_connections is None else {"max_connections": max_connections,
+                                                  "timeout": pool_timeout}  # fmt: skip
     if sentinel is None:
-        pool_class = aioredis.ConnectionPool if max_connections is None else (
-            aioredis.BlockingConnectionPool)  # fmt: skip
         if connection_mixin is not None:
             options["connection_class"] = _mixed(connection_mixin, aioredis.Connection)
-        pool = pool_class.from_url(url, **blocking, **options)
-        return aioredis.Redis.from_pool(pool)
-    manager = async_sentinel.Sentinel(sentinel.addresses, sentinel_kwargs=SENTINEL_CLIENT_OPTIONS)
-    sentinel_pool: type[async_sentinel.SentinelConnectionPool] = (
+        plain = (
+            aioredis.ConnectionPool if max_connections is None else aioredis.BlockingConnectionPool
+        )
+        return aioredis.Redis.from_pool(plain.from_url(url, **bounded, **options))
+    connection: type = AsyncMasterConnection
+    if connection_mixin is not None:
+        connection = _mixed(connection_mixin, AsyncMasterConnection)
+    managed = (
         async_sentinel.SentinelConnectionPool if max_connections is None else _BlockingSentinelPool
     )
-    options["connection_class"] = (
-        AsyncMasterConnection
-        if connection_mixin is None
-        else _mixed(connection_mixin, AsyncMasterConnection)
-    )
+    manager = async_sentinel.Sentinel(sentinel.addresses, sentinel_kwargs=SENTINEL_CLIENT_OPTIONS)
     client = manager.master_for(
-        sentinel.master, redis_class=_AsyncSentinelRedis, connection_pool_class=sentinel_pool,
-        **_from_url(url), **blocking, **options,
+        sentinel.master, redis_class=_AsyncSentinelRedis, connection_pool_class=managed,
+        connection_class=connection, **_from_url(url), **bounded, **options,
     )  # fmt: skip
     return cast(aioredis.Redis, client)
 
