@@ -8,7 +8,6 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -17,9 +16,9 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from redis_group import RedisGroup, start_redis_group
 
-from devstack.procs import Processes, free_port
-from devstack.sentinel import SentinelGroup
+from devstack.procs import free_port
 from shared.settings import Settings
 
 
@@ -118,42 +117,9 @@ def spans(_span_exporter: InMemorySpanExporter) -> Iterator[InMemorySpanExporter
     _span_exporter.clear()
 
 
-@dataclass(frozen=True)
-class RedisGroup:
-    """A Redis primary, its replica and three sentinels (`devstack.sentinel`), started by
-    `redis_group`; `processes` names them "redis", "redis_replica", "sentinel_1"..."""
-
-    primary_url: str
-    sentinels: SentinelGroup
-    processes: Processes
-
-
 @pytest.fixture
 def redis_group(tmp_path: Path) -> Iterator[RedisGroup]:
     """A primary of this test's own (it may be killed), its replica and three sentinels, each
     ready: the replica linked, every sentinel knowing the replica and its peers."""
-    port = free_port()
-    group = SentinelGroup(tmp_path, port)
-
-    def server(port: int, data_dir: Path) -> list[str]:
-        return [shutil.which("redis-server") or "redis-server", "--port", str(port),
-                "--bind", "127.0.0.1", "--dir", str(data_dir), "--save", "",
-                "--appendonly", "no"]  # fmt: skip
-
-    url = f"redis://127.0.0.1:{port}"
-    with Processes(log_dir=tmp_path) as processes:
-        primary = processes.start("redis", server(port, tmp_path))
-        for name, argv in group.commands(server).items():
-            processes.start(name, argv)
-        with redis.Redis.from_url(url, socket_timeout=2) as client:
-            primary.wait_until(lambda: _pings(client), f"PING answered on {url}")
-        for name in group.names:
-            group.wait_ready(name, processes[name])
-        yield RedisGroup(url, group, processes)
-
-
-def _pings(client: redis.Redis) -> bool:
-    try:
-        return bool(client.ping())
-    except redis.ConnectionError:
-        return False
+    with start_redis_group(tmp_path) as group:
+        yield group

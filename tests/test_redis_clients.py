@@ -9,10 +9,10 @@ import asyncio
 import pytest
 import redis
 import redis.asyncio as aioredis
-from conftest import RedisGroup
 from redis.asyncio.sentinel import SentinelManagedConnection
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.retry import Retry as SyncRetry
+from redis_group import RedisGroup
 
 from shared.redis_clients import async_client, sync_client
 from shared.store.store import outage_retry

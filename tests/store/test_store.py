@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 import redis
-from conftest import RedisGroup
+from redis_group import RedisGroup
 
 from shared import keys
 from shared.events import EventKind
