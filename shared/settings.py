@@ -379,7 +379,7 @@ class Settings(RedisSentinelSettings):
         """How many replicas must hold a task before the gateway answers 202."""
         if self.gateway_accept_replicas is not None:
             return self.gateway_accept_replicas
-        return 1 if self.sentinel is not None else 0
+        return 1 if self.redis_master.strip() else 0  # under Sentinel (both or neither are set)
 
     def tenants_by_key(self) -> dict[str, str]:
         """API key to tenant name."""
