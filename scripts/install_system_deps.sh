@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Debian packages the stack and the tests need: Redis and Redis Sentinel (the failover test),
 # Docker's engine, debootstrap (the sandbox's local base image), bubblewrap (the local
-# sandbox), curl (the README's examples, which the tests run), Chromium with a font (the
-# dashboard's browser tests drive Debian's chromium through Playwright) and Docker Compose v2
-# (the tests resolve the compose files with it). Idempotent.
+# sandbox), curl (the README's examples, which the tests run), iproute2 (the hosts test's
+# namespaces and bridge), Chromium with a font (the dashboard's browser tests drive Debian's
+# chromium through Playwright) and Docker Compose v2 (the tests resolve the compose files with
+# it). Idempotent.
 set -euo pipefail
 
 need=()
@@ -13,6 +14,7 @@ command -v dockerd >/dev/null || need+=(docker.io)
 command -v debootstrap >/dev/null || need+=(debootstrap)
 command -v bwrap >/dev/null || need+=(bubblewrap)
 command -v curl >/dev/null || need+=(curl)  # the README's examples (tests run them)
+command -v ip >/dev/null || need+=(iproute2)  # several hosts on one machine (devstack/hosts.py)
 browser=()
 command -v chromium >/dev/null || browser=(chromium fonts-liberation)
 if ((${#need[@]} + ${#browser[@]})); then

@@ -45,6 +45,8 @@ __all__ = [
     "task",
     "task_advanced",
     "task_approvals",
+    "task_artifact_bytes",
+    "task_artifacts",
     "task_children",
     "task_events",
     "task_tool_results",
@@ -155,6 +157,16 @@ def task_webhook_lock(task_id: str) -> str:
 def task_approvals(task_id: str, step: int) -> str:
     """The step's calls that wait for (or had) a person's decision: call id to its state."""
     return f"task:{task_id}:step:{step}:approvals"
+
+
+def task_artifacts(task_id: str) -> str:
+    """The task's artifacts (the Redis artifact store): name to bytes."""
+    return f"task:{task_id}:artifacts"
+
+
+def task_artifact_bytes(task_id: str) -> str:
+    """How many bytes the task's artifacts take in the Redis artifact store (its budget)."""
+    return f"task:{task_id}:artifacts:bytes"
 
 
 def task_advanced(task_id: str, step: int | str) -> str:

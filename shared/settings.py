@@ -280,12 +280,21 @@ class Settings(RedisSentinelSettings):
     files_session_max_bytes: int = Field(default=48 * 1024 * 1024, ge=1)
     files_timeout_s: float = Field(default=60.0, gt=0)
 
-    # Artifacts (figures, tables a task's tools made): files under this directory, written by
-    # tool workers and served by the gateway (a volume both mount); at most this much per task;
-    # removed after `artifacts_ttl_s`.
-    artifacts_dir: str = "/var/lib/taskyard/artifacts"
+    # Artifacts (figures, tables a task's tools made): kept in the artifact store tool workers
+    # write and gateways read, a key of shared.files.artifacts.BACKENDS: "redis" (the store's
+    # Redis) or "s3" (an S3-compatible object store); at most `artifacts_max_bytes` each (the
+    # kernel's own cap on a cell's rich outputs is 2 MiB) and `artifacts_task_max_bytes` per
+    # task. They expire with the task's tool results (shared.task.RETENTION_S, 7 days).
+    artifacts_backend: str = "redis"
+    artifacts_max_bytes: int = Field(default=2 * 1024 * 1024, ge=1)
     artifacts_task_max_bytes: int = Field(default=64 * 1024 * 1024, ge=1)
-    artifacts_ttl_s: float = Field(default=7 * 24 * 3600, gt=0)
+    # The s3 backend: its bucket, the key prefix of its objects, the endpoint (empty: AWS S3)
+    # and region (empty: the AWS configuration's). Credentials come from the standard AWS chain
+    # (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, an instance or task role).
+    artifacts_s3_bucket: str = ""
+    artifacts_s3_prefix: str = "taskyard/artifacts/"
+    artifacts_s3_endpoint_url: str = ""
+    artifacts_s3_region: str = ""
 
     # Where user-defined agents and actions live: comma-separated importable module names.
     plugin_modules: str = ""
@@ -321,7 +330,7 @@ class Settings(RedisSentinelSettings):
         check_url(value, HTTP_SCHEMES, _env(info))
         return value
 
-    @field_validator("otlp_endpoint")
+    @field_validator("otlp_endpoint", "artifacts_s3_endpoint_url")
     @classmethod
     def _optional_http_url(cls, value: str, info: ValidationInfo) -> str:
         if value:
@@ -380,6 +389,13 @@ class Settings(RedisSentinelSettings):
         if self.gateway_accept_replicas is not None:
             return self.gateway_accept_replicas
         return 1 if self.redis_master.strip() else 0  # under Sentinel (both or neither are set)
+
+    @model_validator(mode="after")
+    def _s3_needs_a_bucket(self) -> Settings:
+        if self.artifacts_backend == "s3" and not self.artifacts_s3_bucket:
+            bucket = env_name("artifacts_s3_bucket")
+            raise ValueError(f"TASKYARD_ARTIFACTS_BACKEND=s3 needs {bucket} (the bucket's name)")
+        return self
 
     def tenants_by_key(self) -> dict[str, str]:
         """API key to tenant name."""

@@ -25,6 +25,7 @@ __all__ = [
     "GatewayError",
     "Issue",
     "ValidationErrorBody",
+    "artifacts_unavailable",
     "http_error",
     "issue",
     "not_replicated",
@@ -147,6 +148,13 @@ async def not_replicated(request: Request, exc: Exception) -> JSONResponse:
         f"no replica confirmed the task within {exc.timeout_ms} ms, so it is not accepted "
         "(it may still run); send it again with the same Idempotency-Key"
     )
+    return JSONResponse({"detail": detail}, status_code=503, headers={"Retry-After": "1"})
+
+
+async def artifacts_unavailable(request: Request, exc: Exception) -> JSONResponse:
+    """503 with Retry-After while the artifact store (Redis or S3) fails: only a read."""
+    log.warning("%s %s: artifact store unavailable: %s", request.method, request.url.path, exc)
+    detail = "the artifact store does not answer; retry shortly"
     return JSONResponse({"detail": detail}, status_code=503, headers={"Retry-After": "1"})
 
 

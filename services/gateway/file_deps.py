@@ -42,8 +42,10 @@ async def get_session_files(
     return SessionFiles(state.transfer, celery, SandboxDirectory(store), settings)
 
 
-async def get_artifact_store(settings: SettingsDep) -> ArtifactStore:
-    return ArtifactStore(settings.artifacts_dir)
+async def get_artifact_store(request: Request) -> ArtifactStore:
+    """The app's artifact store (its lifespan makes and closes it)."""
+    store: ArtifactStore = request.app.state.artifacts
+    return store
 
 
 def _valid(session_id: str) -> bool:

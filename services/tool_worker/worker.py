@@ -28,8 +28,7 @@ from services.tool_worker.runner import ToolRunner
 from shared import keys
 from shared.cancel import CancelWatch
 from shared.celery_app import JobTask, make_celery
-from shared.events import EventKind
-from shared.files.artifacts import ArtifactStore
+from shared.files.artifacts import ArtifactStore, ArtifactStoreUnavailable, make_artifact_store
 from shared.files.transfer import FileTransfer
 from shared.jobs import (
     AgentStepJob,
@@ -59,7 +58,6 @@ load_plugins(settings.plugin_modules)
 app = make_celery(settings)
 log = logging.getLogger("taskyard.tool_worker")
 tools = ToolRunner(settings)
-artifact_store = ArtifactStore(settings.artifacts_dir)
 _REAP_EVERY_S = min(60.0, settings.sandbox_idle_s / 2)
 _MAX_RETRIES = 3
 # This worker: its Celery node name, known once Celery names it (`celeryd_init`); a process
@@ -80,15 +78,11 @@ class _Store:
         self.transfer: FileTransfer = self.loop.run(_open_transfer(redis))
         self.cancels = CancelWatch(self.store.r, on_forgotten=tools.release)
         self.loop.run(_listen(self.cancels))
-        self.artifacts = ArtifactKeeper(
-            artifact_store, self._publish, settings.artifacts_task_max_bytes
-        )
+        self.artifact_store: ArtifactStore = self.loop.run(_open_artifacts(redis))
+        self.artifacts = ArtifactKeeper(self.artifact_store, self.store.publish)
         directory = SandboxDirectory(self.store, _RECORD_TTL_S)
         beat_s, dead_s = settings.tool_worker_beat_s, settings.tool_worker_dead_s
         self.placement = Placement(directory, self.loop, _me, tools, beat_s, dead_s)
-
-    def _publish(self, task_id: str, kind: EventKind, data: dict[str, Any]) -> object:
-        return self.loop.run(self.store.publish(task_id, kind, data))
 
 
 async def _open_store(redis: Settings) -> TaskStore:
@@ -98,6 +92,11 @@ async def _open_store(redis: Settings) -> TaskStore:
 async def _open_transfer(redis: Settings) -> FileTransfer:
     client = async_client(redis.redis_url, redis.sentinel, client_name="taskyard-tool-worker-files")
     return FileTransfer(client, settings.files_timeout_s)
+
+
+async def _open_artifacts(redis: Settings) -> ArtifactStore:
+    # On this worker's store (the Redis backend's home), made on the loop that uses it.
+    return make_artifact_store(redis)
 
 
 async def _listen(cancels: CancelWatch) -> None:
@@ -225,10 +224,10 @@ def _run_call(task: JobTask, job: ToolRunJob) -> AgentMessage:
 
 
 def _keep_artifacts(shared: _Store, job: ToolRunJob, message: AgentMessage) -> AgentMessage:
-    """The result with its artifacts kept as files of the task; if that fails, without them
-    (their bytes never go to Redis) and the model is told."""
+    """The result with its artifacts in the artifact store; if that fails, without them
+    (their bytes never go into the task's messages) and the model is told."""
     try:
-        return shared.artifacts.keep(job, message)
+        return shared.loop.run(shared.artifacts.keep(job, message))
     except Exception as exc:
         if not isinstance(message.content, ActionReturn) or not message.content.artifacts:
             raise
@@ -327,6 +326,22 @@ def _start_sandboxes(**_: object) -> None:
 
 
 @signals.worker_init.connect
+def _say_artifact_expiry(**_: object) -> None:
+    """Say how artifacts expire; loudly where nothing will (an S3 bucket without the lifecycle
+    rule) or the store does not answer."""
+    shared = _shared_store()
+    try:
+        expiry = shared.loop.run(shared.artifact_store.expiry())
+    except ArtifactStoreUnavailable as exc:
+        log.warning("the artifact store does not answer: %s", exc)
+        return
+    if expiry.after_s is None:
+        log.warning("artifacts never expire: %s (see docs/deployment.md)", expiry.how)
+    else:
+        log.info("artifacts (%s backend): %s", settings.artifacts_backend, expiry.how)
+
+
+@signals.worker_init.connect
 def _serve_metrics(**_: object) -> None:
     watch_sandboxes(lambda: tools.made_sandboxes)
     serve_metrics(settings)
@@ -340,16 +355,8 @@ def _start_reaper(**_: object) -> None:
     def reap() -> None:
         while not stop.wait(_REAP_EVERY_S):
             placement.ended(tools.reap_idle())
-            _remove_old_artifacts()
 
     threading.Thread(target=reap, name="sandbox-reaper", daemon=True).start()
-
-
-def _remove_old_artifacts() -> None:
-    try:
-        artifact_store.remove_older_than(settings.artifacts_ttl_s)
-    except OSError as exc:  # the next round tries again
-        log.warning("could not remove old artifacts from %s: %s", artifact_store.root, exc)
 
 
 @signals.worker_shutdown.connect

@@ -20,7 +20,6 @@ every container left under its label and node name (`remove_orphans`).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import socket
 import struct
@@ -33,7 +32,6 @@ from typing import Any
 import docker
 import requests
 from docker.errors import APIError, DockerException, NotFound
-from docker.models.containers import Container
 from docker.types import LogConfig
 
 from shared.sandbox.channel import OutputTail, ReplyLines, describe_exit, encode_line, wait_readable
@@ -292,38 +290,43 @@ class DockerSandboxProvider(KernelSandboxProvider):
         return DockerChannel.start(self._client.api, self._spec, labels)
 
     def remove_orphans(self) -> int:
-        """Remove every container under this worker's label and node name that another
-        provider made (running ones too: a worker that died mid-cell); how many were removed.
-        Other workers on the engine under the same label (other node names) keep theirs."""
-        mine = [f"{WORKER_LABEL}={self.worker_label}", f"{NODE_LABEL}={self.node}"]
+        """Remove every container under this worker's label and node name (or under its label
+        and no node name: an older taskyard's) that another provider made, running ones too
+        (a worker that died mid-cell); how many were removed. Other workers on the engine
+        under the same label (other node names) keep theirs."""
         leftovers = [
-            container
-            for container in self._client.containers.list(all=True, filters={"label": mine})
-            if container.labels.get(OWNER_LABEL) != self.owner
+            labelled["Id"]
+            for labelled in self._labelled(f"{WORKER_LABEL}={self.worker_label}")
+            if labelled["Labels"].get(NODE_LABEL, self.node) == self.node
+            and labelled["Labels"].get(OWNER_LABEL) != self.owner
         ]
-        for container in leftovers:
-            _remove_quietly(container)
+        for container_id in leftovers:
+            self._remove_quietly(container_id)
         return len(leftovers)
 
     def close_all(self) -> None:
         """Stop every session and warm container, and any container this provider left."""
         super().close_all()
-        for container in self._client.containers.list(
-            all=True, filters={"label": f"{OWNER_LABEL}={self.owner}"}
-        ):
-            with contextlib.suppress(NotFound):
-                container.remove(force=True)
+        for labelled in self._labelled(f"{OWNER_LABEL}={self.owner}"):
+            self._remove_quietly(labelled["Id"])
 
+    def _labelled(self, label: str) -> list[dict[str, Any]]:
+        # The engine's list as it is, labels included: the SDK's `containers.list` fetches
+        # each container again, and fails on one removed meanwhile (a warm start that failed).
+        found: list[dict[str, Any]] = self._client.api.containers(
+            all=True, filters={"label": label}
+        )
+        return found
 
-def _remove_quietly(container: Container) -> None:
-    """Remove a container that someone else may be removing too (404 or 409 then)."""
-    try:
-        container.remove(force=True)
-    except NotFound:
-        pass
-    except APIError as exc:
-        if exc.status_code != 409:  # 409: "removal ... is already in progress"
-            raise
+    def _remove_quietly(self, container_id: str) -> None:
+        """Remove a container that someone else may be removing too (404 or 409 then)."""
+        try:
+            self._client.api.remove_container(container_id, force=True)
+        except NotFound:
+            pass
+        except APIError as exc:
+            if exc.status_code != 409:  # 409: "removal ... is already in progress"
+                raise
 
 
 def _connect() -> docker.DockerClient:

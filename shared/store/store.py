@@ -28,7 +28,7 @@ from shared.schema import AgentMessage, ToolCall
 from shared.settings import Settings, broker_database
 from shared.store import replies
 from shared.store.scripts import SCRIPTS, source
-from shared.task import TERMINAL, TaskRecord, TaskStatus
+from shared.task import RETENTION_S, TERMINAL, TaskRecord, TaskStatus
 from shared.text import replace_lone_surrogates
 
 __all__ = [
@@ -43,7 +43,6 @@ __all__ = [
 ]
 
 _IDEMPOTENCY_TTL_S = 24 * 3600
-_RESULTS_TTL_S = 7 * 24 * 3600
 
 
 class NotReplicated(TaskyardError):
@@ -471,7 +470,7 @@ class TaskStore:
         job = [next_step.queue, next_step.message] if next_step else ["", ""]
         keys_ = [keys.task_tool_results(task_id, step), *_task_keys(task_id),
                  keys.task_advanced(task_id, step)]  # fmt: skip
-        args = [str(step), call_id, raw, _RESULTS_TTL_S, self.db, self.broker_db, *job]
+        args = [str(step), call_id, raw, RETENTION_S, self.db, self.broker_db, *job]
         if claim is not None:
             used = f"{time.time():.3f}" if claim.session_key else ""
             keys_ += [keys.tool_call_claim(task_id, step, call_id),
@@ -515,7 +514,7 @@ class TaskStore:
         job = [tool_job.queue, tool_job.message] if tool_job else ["", ""]
         args = [str(step), call.id, "approve" if tool_job else "deny", dumps(dict(decided)),
                 dumps(event), self.db, self.broker_db, *job,
-                denial.model_dump_json() if denial else "", _RESULTS_TTL_S,
+                denial.model_dump_json() if denial else "", RETENTION_S,
                 next_step.queue, next_step.message, dumps({"status": "waiting_tools"}),
                 tool_job.sticky if tool_job else ""]  # fmt: skip
         outcome, state = await self._run("decide_approval", keys_, args)

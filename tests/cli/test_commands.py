@@ -30,8 +30,7 @@ from shared.client import (
     TaskyardClient,
     Unauthorized,
 )
-from shared.events import EventKind
-from shared.files.artifacts import ArtifactStore, artifact_name
+from shared.files.artifacts import ArtifactLimits, RedisArtifactStore, artifact_name
 from shared.jobs import ToolRunJob
 from shared.schema import ActionReturn, AgentMessage, Artifact, ToolCall
 from shared.store import TaskStore
@@ -41,15 +40,8 @@ Taskyard = Callable[..., subprocess.CompletedProcess[str]]
 
 
 @pytest.fixture(scope="module")
-def artifacts_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Where the gateway serves artifacts from (the tool worker's, on one machine)."""
-    return tmp_path_factory.mktemp("artifacts")
-
-
-@pytest.fixture(scope="module")
-def gateway(redis_server: str, artifacts_dir: Path) -> Iterator[str]:
-    process = GatewayProcess(redis_server, artifacts_dir.parent / "gateway.log")
-    process.env["TASKYARD_ARTIFACTS_DIR"] = str(artifacts_dir)
+def gateway(redis_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    process = GatewayProcess(redis_server, tmp_path_factory.mktemp("gateway") / "gateway.log")
     process.env["TASKYARD_WEBHOOK_ALLOW_PRIVATE"] = "true"  # a receiver on loopback
     with process as url:
         yield url
@@ -161,36 +153,38 @@ def test_submit_refuses_a_busy_session_when_asked_and_takes_a_webhook(
     assert client.get(task_id)["webhook"]["url"] == "http://127.0.0.1:9/hook"
 
 
-def _with_artifact(artifacts_dir: Path, redis_server: str, task_id: str) -> str:
-    """A figure of the task's, kept as the tool worker keeps it: a file and an event."""
+def _with_artifact(redis_server: str, task_id: str) -> str:
+    """A figure of the task's, kept as the tool worker keeps it: in the (Redis) artifact store,
+    and an event."""
     data = b"\x89PNG\r\n\x1a\n" + b"pixels" * 10
     name = artifact_name("figure", "image/png", data)
+    asyncio.run(_keep(redis_server, task_id, data, name))
+    return name
+
+
+async def _keep(redis_server: str, task_id: str, data: bytes, name: str) -> None:
     store = TaskStore.from_url(f"{redis_server}/0", f"{redis_server}/1")
-
-    def publish(task: str, kind: EventKind, event: dict) -> None:
-        asyncio.run(store.publish(task, kind, event))
-
-    keeper = ArtifactKeeper(ArtifactStore(artifacts_dir), publish, 10**6)
+    artifacts = RedisArtifactStore.from_url(f"{redis_server}/0", ArtifactLimits(10**6, 10**6))
+    keeper = ArtifactKeeper(artifacts, store.publish)
     call = ToolCall(id="c1", name="IPythonInterpreter", parameters={"command": "plot()"})
     job = ToolRunJob(task_id=task_id, step=0, tenant="tenant-a", session_id="s", call=call)
     made = Artifact(name=name, mime="image/png", kind="figure", size=len(data),
                     data=base64.b64encode(data).decode())  # fmt: skip
     ret = ActionReturn(type=call.name, result=[{"type": "text", "content": "ok"}], artifacts=[made])
-    keeper.keep(job, AgentMessage.tool_result(call, ret))
-    asyncio.run(store.close())
-    return name
+    await keeper.keep(job, AgentMessage.tool_result(call, ret))
+    await store.close()
+    await artifacts.close()
 
 
 def test_artifacts_are_listed_and_saved(
     taskyard: Taskyard,
     client: TaskyardClient,
     redis_server: str,
-    artifacts_dir: Path,
     tmp_path: Path,
 ) -> None:
     task_id = client.submit("plot something")["id"]
     assert _lines(taskyard("artifacts", task_id)) == []
-    name = _with_artifact(artifacts_dir, redis_server, task_id)
+    name = _with_artifact(redis_server, task_id)
     (line,) = _lines(taskyard("artifacts", task_id))
     assert line == f"{name}  image/png  68 bytes"
     saved = _lines(taskyard("artifacts", task_id, "--save", str(tmp_path / "out")))

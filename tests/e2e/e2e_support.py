@@ -28,5 +28,5 @@ def wait_status(
 
 def configure_model(stack: LocalStack, **config: object) -> None:
     """Change the stack's scripted model on the fly (`latency_ms`, ...: /scripted/config)."""
-    url = f"http://127.0.0.1:{stack.ports.model}/scripted/config"
+    url = f"{stack.model_url}/scripted/config"
     httpx.post(url, json=config, timeout=5).raise_for_status()
