@@ -54,31 +54,50 @@ def async_client(
     connection_mixin: type | None = None,
     **options: Any,
 ) -> aioredis.Redis:
-    """An asyncio client on the URL's database, owning its pool. With `max_connections` the
-    pool is bounded and a caller past it waits up to `pool_timeout` seconds for a connection
-    (a blocking pool); without, it opens what it needs. `connection_mixin` is put in front of
-    the connection class (one that packs commands differently); `options` are redis-py's."""
+    """An asyncio client on the URL's database. With `max_connections` the pool is bounded
+    and a caller past it waits up to `pool_timeout` seconds for a connection (a blocking
+    pool); without, it opens what it needs. `connection_mixin` is put in front of the
+    connection class (one that packs commands differently); `options` are redis-py's.
+
+    Closing the client closes an unbounded pool, not a bounded one: a bounded pool is a
+    service's shared one (the store's, whose pubsub a cancel watch reads), and closing it
+    under a pubsub still reading hangs that pubsub's cancellation (seen in tests/tool_worker);
+    the process's end closes it."""
     bounded = {} if max_connections is None else {"max_connections": max_connections,
                                                   "timeout": pool_timeout}  # fmt: skip
     if sentinel is None:
-        if connection_mixin is not None:
-            options["connection_class"] = _mixed(connection_mixin, aioredis.Connection)
-        plain = (
-            aioredis.ConnectionPool if max_connections is None else aioredis.BlockingConnectionPool
-        )
-        return aioredis.Redis.from_pool(plain.from_url(url, **bounded, **options))
-    connection: type = AsyncMasterConnection
-    if connection_mixin is not None:
-        connection = _mixed(connection_mixin, AsyncMasterConnection)
-    managed = (
+        pool = _url_pool(url, max_connections, connection_mixin, bounded, options)
+        client = aioredis.Redis(connection_pool=pool)
+    else:
+        pool = _master_pool(url, sentinel, max_connections, connection_mixin, bounded, options)
+        client = _AsyncSentinelRedis(connection_pool=pool)
+    client.auto_close_connection_pool = max_connections is None
+    return client
+
+
+def _url_pool(
+    url: str, max_connections: int | None, mixin: type | None, bounded: dict[str, Any],
+    options: dict[str, Any],
+) -> aioredis.ConnectionPool:  # fmt: skip
+    if mixin is not None:
+        options["connection_class"] = _mixed(mixin, aioredis.Connection)
+    kind = aioredis.ConnectionPool if max_connections is None else aioredis.BlockingConnectionPool
+    return kind.from_url(url, **bounded, **options)
+
+
+def _master_pool(
+    url: str, sentinel: SentinelSpec, max_connections: int | None, mixin: type | None,
+    bounded: dict[str, Any], options: dict[str, Any],
+) -> async_sentinel.SentinelConnectionPool:  # fmt: skip
+    connection = AsyncMasterConnection if mixin is None else _mixed(mixin, AsyncMasterConnection)
+    kind: type[async_sentinel.SentinelConnectionPool] = (
         async_sentinel.SentinelConnectionPool if max_connections is None else _BlockingSentinelPool
     )
     manager = async_sentinel.Sentinel(sentinel.addresses, sentinel_kwargs=SENTINEL_CLIENT_OPTIONS)
-    client = manager.master_for(
-        sentinel.master, redis_class=_AsyncSentinelRedis, connection_pool_class=managed,
-        connection_class=connection, **_from_url(url), **bounded, **options,
+    return kind(
+        sentinel.master, manager, connection_class=connection, **_from_url(url), **bounded,
+        **options,
     )  # fmt: skip
-    return cast(aioredis.Redis, client)
 
 
 def sync_client(url: str, sentinel: SentinelSpec | None = None, **options: Any) -> redis.Redis:
