@@ -91,6 +91,24 @@ class ProxySettings(RedisSentinelSettings):
     proxy_redis_sync: bool = True
     proxy_redis_url: str | None = None
     proxy_sync_interval_s: float = 0.5
+    # Affinity routing shares placements and replica load with the other proxy instances
+    # through the same Redis (needs `proxy_redis_sync`), off the request path: every
+    # `proxy_placement_sync_s` each instance publishes what it placed and its per-replica load,
+    # and reads the others'. An instance's load counts for `proxy_placement_ttl_s` after it
+    # last published (a stopped instance's load stops counting); placements live for
+    # `proxy_key_live_s` after their last use by any instance.
+    proxy_share_placements: bool = True
+    proxy_placement_sync_s: float = Field(default=0.1, gt=0, le=5.0)
+    proxy_placement_ttl_s: float = Field(default=5.0, gt=0)
+
+    @model_validator(mode="after")
+    def _placement_ttl(self) -> ProxySettings:
+        if self.proxy_placement_ttl_s < 2 * self.proxy_placement_sync_s:
+            raise ValueError(
+                "TASKYARD_PROXY_PLACEMENT_TTL_S must be at least twice "
+                "TASKYARD_PROXY_PLACEMENT_SYNC_S, or live instances would drop out between syncs"
+            )
+        return self
 
     @field_validator("redis_url", "proxy_redis_url")
     @classmethod
