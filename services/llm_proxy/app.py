@@ -113,12 +113,15 @@ class ProxyApp:
         s = self.settings
         redis_url = s.proxy_redis_url or s.redis_url
         if s.proxy_redis_sync:
-            self._sync = RedisSync(redis_url, self.limiter, self.metrics, s.proxy_sync_interval_s)
+            self._sync = RedisSync(
+                redis_url, self.limiter, self.metrics, s.proxy_sync_interval_s, s.sentinel
+            )
             self._sync.start()
         if self._shares_placements:
             self._placement_sync = PlacementSync(
                 redis_url, self._view, self.pool.replicas, self.metrics,
                 s.proxy_placement_sync_s, s.proxy_placement_ttl_s, s.proxy_key_live_s,
+                sentinel=s.sentinel,
             )  # fmt: skip
             self._placement_sync.start()
 

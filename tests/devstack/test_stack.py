@@ -71,3 +71,34 @@ def test_on_hosts_a_service_without_one_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="gateway has no host: give every service one, or none"):
         stack.start()
     assert stack.procs == {}
+
+
+def test_a_sentinel_stack_adds_a_replica_and_three_sentinels_of_its_redis(tmp_path: Path) -> None:
+    stack = LocalStack(run_dir=tmp_path, redis_sentinel=True)
+    commands = stack.commands()
+    assert stack.sentinels is not None
+    names = list(commands)
+    assert names[:5] == ["redis", "redis_replica", "sentinel_1", "sentinel_2", "sentinel_3"]
+    replica = commands["redis_replica"]
+    assert replica[replica.index("--port") + 1] == str(stack.sentinels.replica_port)
+    assert replica[-3:] == ["--replicaof", "127.0.0.1", str(stack.ports.redis)]
+    assert replica[replica.index("--dir") + 1] != str(tmp_path)  # its own AOF
+    for name, port in zip(names[2:5], stack.sentinels.sentinel_ports, strict=True):
+        config = Path(commands[name][-1]).read_text()
+        assert f"port {port}\n" in config
+        assert f"sentinel monitor taskyard 127.0.0.1 {stack.ports.redis} 2\n" in config
+    ports = ",".join(f"127.0.0.1:{port}" for port in stack.sentinels.sentinel_ports)
+    env = stack.env()
+    assert (env["TASKYARD_REDIS_SENTINELS"], env["TASKYARD_REDIS_MASTER"]) == (ports, "taskyard")
+    assert stack.master_url == stack.redis_url  # no sentinel answers: the primary's URL
+
+
+def test_a_plain_stack_has_no_sentinels_and_a_stack_on_hosts_none_at_all(
+    tmp_path: Path,
+) -> None:
+    stack = LocalStack(run_dir=tmp_path)
+    assert not {"redis_replica", "sentinel_1"} & set(stack.commands())
+    assert "TASKYARD_REDIS_SENTINELS" not in stack.env()
+    hosts = {"redis": Host("redis", "198.18.7.2", "ns", 1)}
+    with pytest.raises(ValueError, match="replica and sentinels on loopback"):
+        LocalStack(run_dir=tmp_path, redis_sentinel=True, hosts=hosts)

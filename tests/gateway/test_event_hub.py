@@ -23,7 +23,9 @@ TASK = "task_" + "1" * 32
 @pytest.fixture
 async def hub(redis_server: str, redis_client: redis.Redis) -> AsyncIterator[EventHub]:
     store = aioredis.Redis.from_url(f"{redis_server}/0", decode_responses=True)
-    hub = EventHub(reader_client(f"{redis_server}/0", "test"), store, keep_alive_s=0.2)
+    hub = EventHub(
+        reader_client(Settings(redis_url=f"{redis_server}/0"), "test"), store, keep_alive_s=0.2
+    )
     yield hub
     await hub.close()
     await store.aclose()

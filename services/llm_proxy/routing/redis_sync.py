@@ -26,7 +26,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import orjson
-import redis.asyncio as aioredis
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 from redis.exceptions import RedisError
 from redis.typing import EncodableT, FieldT
@@ -37,6 +36,7 @@ from services.llm_proxy.routing.fleet import FleetView, PeerLoad, RouteKey
 from services.llm_proxy.routing.placements import Placement
 from services.llm_proxy.routing.policies import ReplicaState
 from shared.keys import PROXY_LOAD, PROXY_PLACEMENTS
+from shared.redis_clients import SentinelSpec, async_client
 
 __all__ = ["PlacementSync"]
 
@@ -75,9 +75,11 @@ class PlacementSync:
         ttl_s: float,
         live_s: float,
         clock: Callable[[], float] = time.time,
+        *,
+        sentinel: SentinelSpec | None = None,
     ) -> None:
         # Bounded timeouts: an unreachable Redis must not stall the loop or the shutdown.
-        self._redis = aioredis.from_url(redis_url, socket_connect_timeout=1, socket_timeout=2)
+        self._redis = async_client(redis_url, sentinel, socket_connect_timeout=1, socket_timeout=2)
         self._view = view
         self._replicas = list(replicas)
         self._ids: dict[ReplicaState, str] = {r: r.shared_id for r in replicas}
