@@ -4,6 +4,7 @@ on hosts, every service binds its host's address and keeps its files in its host
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import docker
@@ -34,16 +35,18 @@ def test_redis_restarts_with_its_fsync_policy_and_answers_at_once(tmp_path: Path
 
 def test_the_sandboxes_a_stack_leaves_are_removed_by_its_label(sandbox_image: str) -> None:
     client = docker.from_env()
+    # Labels of this run's own: another test run on the engine keeps its containers.
+    mine, theirs = (f"stack-{name}-{uuid.uuid4().hex[:8]}" for name in ("ours", "other"))
+    other = client.containers.create(sandbox_image, labels={WORKER_LABEL: theirs})
     try:
-        ours = [client.containers.create(sandbox_image, labels={WORKER_LABEL: "stack-ours"})
+        ours = [client.containers.create(sandbox_image, labels={WORKER_LABEL: mine})
                 for _ in range(2)]  # fmt: skip
-        other = client.containers.create(sandbox_image, labels={WORKER_LABEL: "stack-other"})
-        remove_sandboxes("stack-ours")
+        remove_sandboxes(mine)
         left = {c.id for c in client.containers.list(all=True)}
         assert not left & {c.id for c in ours}
         assert other.id in left
-        other.remove(force=True)
     finally:
+        other.remove(force=True)
         client.close()
 
 
