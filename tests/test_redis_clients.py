@@ -86,8 +86,10 @@ async def test_under_sentinel_clients_follow_the_master_through_a_failover(
             assert primary.get("before") == b"1"  # the primary's database 2
         redis_group.processes.kill("redis")
         await client.set("after", "2")  # retried until the replica is promoted
-        promoted = redis_group.sentinels.master_address()
-        assert promoted is not None and promoted[1] == redis_group.sentinels.replica_port
+        # The client found the promoted master; a sentinel asked first may still be catching
+        # up with the vote, so wait for the sentinels to name it.
+        promoted = redis_group.sentinels.wait_promoted(redis_group.sentinels.primary_port)
+        assert promoted[1] == redis_group.sentinels.replica_port
         assert sync.get("before") == "1" and sync.get("after") == "2"
         assert sync.info("replication")["role"] == "master"
         assert await marked.get("after") == b"2"
