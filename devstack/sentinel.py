@@ -106,7 +106,8 @@ class SentinelGroup:
         return int(state["num-slaves"]) >= 1 and int(state["num-other-sentinels"]) >= others
 
     def master_address(self) -> tuple[str, int] | None:
-        """The master as the first sentinel that answers names it, or None."""
+        """The master a sentinel names that answers as a master, or None. Right after a
+        failover one sentinel may still name the lost primary: ask the next (as clients do)."""
         for port in self.sentinel_ports:
             try:
                 with redis.Redis(host=_HOST, port=port, socket_timeout=2) as client:
@@ -115,7 +116,9 @@ class SentinelGroup:
                 continue
             if found:
                 host, port_ = found
-                return (host.decode() if isinstance(host, bytes) else str(host), int(port_))
+                named = (host.decode() if isinstance(host, bytes) else str(host), int(port_))
+                if _is_master(*named):
+                    return named
         return None
 
     def wait_promoted(self, old_port: int, timeout_s: float = 30) -> tuple[str, int]:
