@@ -2,24 +2,32 @@
 VENV    := .venv
 BIN     := $(VENV)/bin
 SANDBOX ?= docker
+# The interpreter the venv is made with: Python 3.11 or 3.12.
+PYTHON  ?= python3
 
-.PHONY: up test deps venv lint bench clean
+.PHONY: up test preflight deps venv lint bench clean
 
 ## up: install, start Redis, Docker, every service as a process, run the demo task, stay up
-up: venv deps
+up: preflight venv deps
 	$(BIN)/taskyard up --sandbox $(SANDBOX)
 
 ## test: install and start what the tests need, check the code's contracts, run the whole suite
-test: venv lint deps
+test: preflight venv lint deps
 	$(BIN)/pytest
+
+## preflight: what the commands need (Linux, Python 3.11/3.12 with venv, root or the tools), one line if not
+preflight:
+	@bash scripts/preflight.sh $(PYTHON)
 
 venv: $(VENV)/.installed
 
-# The locked packages, each checked against its hashes; then taskyard itself, which adds none.
-$(VENV)/.installed: pyproject.toml requirements-dev.lock
-	test -x $(BIN)/python || python3 -m venv $(VENV)
+# The locked packages, each checked against its hashes; then taskyard itself, which adds none;
+# then the wheels of the lock entries this Python skips, whose metadata tests/contracts reads.
+$(VENV)/.installed: pyproject.toml requirements-dev.lock requirements.lock
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); exit 1; }
 	$(BIN)/pip install -q --disable-pip-version-check --require-hashes -r requirements-dev.lock
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps -e .
+	$(BIN)/python scripts/lock_environments.py fetch $(VENV)/lock-wheels requirements-dev.lock requirements.lock
 	touch $@
 
 ## deps: system packages, the Docker engine and the sandbox image
@@ -35,10 +43,14 @@ lint: venv
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-## bench: the agent tier's figures in one run (wrk, a C load generator, is installed if missing)
+## bench: the agent tier's figures in one run (wrk, a C load generator, is installed if missing),
+## then two LLM proxy instances sharing placements against one (hit share, added latency), then
+## the chaos run's failover variant (Redis's primary SIGKILLed under Sentinel)
 bench: venv deps
 	command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk >/dev/null)
 	$(BIN)/python bench/agent_tier_bench.py
+	$(BIN)/python bench/proxy_bench.py --fleet
+	$(BIN)/python bench/chaos_run.py --variants failover
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .import_linter_cache

@@ -23,7 +23,7 @@ _ENDED = {"succeeded", "failed", "cancelled", "timed_out"}
 
 
 def configure_model(stack: LocalStack, **options: Any) -> None:
-    url = f"http://127.0.0.1:{stack.ports.model}/scripted/config"
+    url = f"{stack.model_url}/scripted/config"
     httpx.post(url, json=options, timeout=5).raise_for_status()
 
 

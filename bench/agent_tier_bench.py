@@ -1,12 +1,15 @@
 """The agent tier at scale, in one run: model calls in flight, taskyard's overhead per step
-next to a bare Celery hop, step cost along a long workflow, the gateway, and how fast new
-sessions get a sandbox under a burst (the warm pool).
+next to a bare Celery hop, step cost along a long workflow, the gateway, how fast new
+sessions get a sandbox under a burst (the warm pool), a workload with every service on a
+host of its own next to the same on loopback, the capacity model (CPU per step in each
+service and in Redis, what one more core or host buys), and what the gateway's 202 promise
+costs (its accept waiting for a Redis replica).
 
 Every figure comes from this run on this machine; the old configuration (the agent worker
 on Celery's threads pool, -c 16) runs beside the new one (gevent, -c 1000).
 
-    .venv/bin/python bench/agent_tier_bench.py [--only inflight,overhead,long,gateway,warmpool]
-        [--quick]
+    .venv/bin/python bench/agent_tier_bench.py
+        [--only inflight,overhead,long,gateway,warmpool,hosts,capacity,acceptwait] [--quick]
 """
 
 from __future__ import annotations
@@ -23,7 +26,10 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _bench_accept_wait import accept_wait_section
+from _bench_capacity import capacity_section
 from _bench_gateway import gateway_section
+from _bench_hosts import hosts_section
 from _bench_long import long_section
 from _bench_overhead import overhead_section
 from _bench_warm_pool import warm_pool_section
@@ -115,6 +121,9 @@ SECTIONS: dict[str, Callable[[bool], None]] = {
     "long": long_section,
     "gateway": gateway_section,
     "warmpool": warm_pool_section,
+    "hosts": hosts_section,
+    "capacity": capacity_section,
+    "acceptwait": accept_wait_section,
 }
 
 

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from devstack.stack import LocalStack, StackPorts
 from shared.cli import follow, settings_problems
+from shared.cli_commands import DEV_COMMANDS
 from shared.client import TaskyardClient
 from shared.settings import Settings
 
@@ -25,7 +26,8 @@ DEMO_TASK = "What is the square root of 2, to 12 decimal places? Use Python."
 
 def add_up(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """The `up` subcommand (the entry point `taskyard.commands: up`)."""
-    up = commands.add_parser("up", help="start the local stack, run the demo task, stay up")
+    summary = DEV_COMMANDS["up"]
+    up = commands.add_parser("up", help=summary, description=summary)
     up.add_argument("--sandbox", choices=["docker", "local"], default="docker")
     up.add_argument("--gateway-port", type=int, default=8000)
     up.add_argument("--task", default=DEMO_TASK, help="the demo task's text")

@@ -25,6 +25,10 @@ __all__ = ["ROOT", "Child", "ChildFailed", "Processes", "free_port"]
 
 ROOT = Path(__file__).resolve().parent.parent  # services run from here, so plugins import
 
+# How long a child may take to be ready. A child that dies fails at once; one that is only slow
+# is slow because the machine is (a proxy took over 60 s to import at load 27 on 2 cores).
+READY_S = 180.0
+
 # What a service started on port 0 prints first (the scripted model, the LLM proxy).
 _ANNOUNCED = re.compile(r"^listening on (http://\S+)\s*$", re.MULTILINE)
 
@@ -49,6 +53,7 @@ class Child:
     argv: list[str]
     log: Path
     popen: subprocess.Popen[bytes]
+    log_start: int = 0  # where this run's output begins in a log kept across restarts
 
     @property
     def pid(self) -> int:
@@ -63,7 +68,7 @@ class Child:
         if code is not None:
             raise ChildFailed(f"{self.name} exited with {code}:\n{self.log_text()[-3000:]}")
 
-    def wait_until(self, ready: Callable[[], bool], what: str, timeout_s: float = 60) -> None:
+    def wait_until(self, ready: Callable[[], bool], what: str, timeout_s: float = READY_S) -> None:
         """Poll `ready` until true; fail at once if the child exits, or after `timeout_s`."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -74,11 +79,11 @@ class Child:
         tail = self.log_text()[-3000:]
         raise ChildFailed(f"{self.name}: {what} not within {timeout_s:.0f} s:\n{tail}")
 
-    def wait_http(self, url: str, timeout_s: float = 60) -> None:
+    def wait_http(self, url: str, timeout_s: float = READY_S) -> None:
         """Until `url` answers 200."""
         self.wait_until(lambda: _answers(url), f"200 from {url}", timeout_s)
 
-    def wait_log(self, marker: str, after: int = 0, timeout_s: float = 60) -> None:
+    def wait_log(self, marker: str, after: int = 0, timeout_s: float = READY_S) -> None:
         """Until the child logs `marker` after character `after` of its log."""
         self.wait_until(lambda: marker in self.log_text(after), f"{marker!r} logged", timeout_s)
 
@@ -87,7 +92,8 @@ class Child:
         found: list[str] = []
 
         def announced() -> bool:
-            found.extend(_ANNOUNCED.findall(self.log_text())[:1])
+            # This run's line: a child started again under its name appends to the same log.
+            found.extend(_ANNOUNCED.findall(self.log_text(self.log_start))[:1])
             return bool(found)
 
         self.wait_until(announced, "its port announced", timeout_s)
@@ -151,10 +157,11 @@ class Processes:
             raise ValueError(f"{name} is started already")  # its child would be lost
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log = self.log_path(name)
+        start = len(log.read_text(errors="replace")) if log.exists() else 0
         with log.open("ab") as out:  # the child holds its own copy of the descriptor
             popen = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out,
                                      stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
-        child = Child(name, argv, log, popen)
+        child = Child(name, argv, log, popen, start)
         self.children[name] = child
         return child
 

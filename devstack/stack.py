@@ -1,7 +1,10 @@
 """The local stack: Redis and every service as processes on this machine.
 
 Used by `make up` (through `taskyard up`) and by the end-to-end tests. The model is the scripted
-OpenAI-compatible upstream unless `upstreams` points at a real one (vLLM, ...).
+OpenAI-compatible upstream unless `upstreams` points at a real one (vLLM, ...). Every service
+runs on loopback, or each on a host of its own (`hosts`, from `devstack.hosts`): the same
+commands, each binding its host's address and reaching the others by theirs, keeping its files
+in its host's own /tmp.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import secrets
 import shutil
 import sys
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,8 +23,10 @@ import docker
 import docker.errors
 import redis
 
+from devstack.hosts import Host
 from devstack.llm import proxy_argv, scripted_model_argv
 from devstack.procs import Child, Processes, free_port
+from devstack.sentinel import SentinelGroup
 from shared import keys
 from shared.sandbox.docker import WORKER_LABEL
 from shared.settings import parse_api_keys
@@ -31,7 +37,8 @@ _CELERY_FLAGS = ["--without-gossip", "--without-mingle", "--without-heartbeat", 
 # The tenant tokens' secret goes to these services only: never to a tool worker, whose
 # sandboxes run the models' code, nor to the gateway, which has no use for it.
 _TOKEN_SECRET = "TASKYARD_LLM_TOKEN_SECRET"
-_HOLD_TOKEN_SECRET = frozenset({"proxy", "agent_worker", "beat"})
+_HOLD_TOKEN_SECRET = ("proxy", "agent_worker", "beat")  # names, or the start of names
+_LOOPBACK = "127.0.0.1"
 
 
 @dataclass
@@ -54,24 +61,41 @@ class LocalStack:
     run_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="taskyard-")))
     api_keys: str = "dev-key=demo"  # the gateway's TASKYARD_API_KEYS
     # Redis's AOF fsync policy: "everysec" (Redis's default) or "always" (an acknowledged
-    # write survives a SIGKILL of Redis; see the README's Deployment section).
+    # write survives a SIGKILL of Redis; see docs/deployment.md, Redis durability).
     redis_appendfsync: str = "everysec"
+    # Redis through Sentinel: a replica of the stack's Redis and three sentinels, and every
+    # service reaching the master they name (`devstack.sentinel`), so the primary can be killed.
+    redis_sentinel: bool = False
     sandbox_backend: str = "docker"
     upstreams: str | None = None  # real OpenAI-compatible upstreams; scripted model if None
     model_tokens_per_s: float = 0  # the scripted model's stream pace (0: as fast as it can)
     gateway_workers: int = 1
     agent_pool: str = "gevent"  # "threads" is the old configuration, kept for the benchmarks
     agent_concurrency: int = 1000
+    # Agent workers on the same queues (agent_worker, agent_worker_2, ...): stateless, any
+    # of them takes any step.
+    agent_workers: int = 1
     tool_concurrency: int = 4
+    # Tool workers on the same queues, as `docker compose up --scale tool_worker=N` runs them:
+    # identical but for their Celery node names (tool_worker, tool_worker_2, ...).
+    tool_workers: int = 1
     tool_queues: tuple[str, ...] = ("tools.IPythonInterpreter", "tools.WebBrowser")
     extra_env: dict[str, str] = field(default_factory=dict)  # more TASKYARD_* settings
+    # Where each service runs, by its name in `commands()`: a host of its own (set every
+    # service's, or none: then all run on this machine's loopback).
+    hosts: Mapping[str, Host] = field(default_factory=dict)
     # Signs the agent workers' model calls for their tenants (a fresh one per stack).
     token_secret: str = field(default_factory=lambda: secrets.token_hex(32))
     argvs: dict[str, list[str]] = field(default_factory=dict)  # of every service started
     processes: Processes = field(init=False)
+    sentinels: SentinelGroup | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.processes = Processes(log_dir=self.run_dir)
+        if self.redis_sentinel:
+            if self.hosts:
+                raise ValueError("redis_sentinel runs its replica and sentinels on loopback")
+            self.sentinels = SentinelGroup(self.run_dir, self.ports.redis)
 
     @property
     def procs(self) -> dict[str, Child]:
@@ -83,21 +107,51 @@ class LocalStack:
         """The first key of `api_keys`: the one the demo task and the tests use."""
         return next(iter(parse_api_keys(self.api_keys)))
 
+    def address(self, service: str) -> str:
+        """The address `service` binds, and the others reach it by."""
+        return self._host(service).address if self.hosts else _LOOPBACK
+
+    def data_dir(self, service: str) -> Path:
+        """Where `service` keeps its files: its host's own /tmp, else the run directory."""
+        return self._host(service).data_dir if self.hosts else self.run_dir
+
+    def _host(self, service: str) -> Host:
+        if service not in self.hosts:
+            raise ValueError(f"{service} has no host: give every service one, or none")
+        return self.hosts[service]
+
     @property
     def gateway_url(self) -> str:
-        return f"http://127.0.0.1:{self.ports.gateway}"
+        return f"http://{self.address('gateway')}:{self.ports.gateway}"
 
     @property
     def redis_url(self) -> str:
-        return f"redis://127.0.0.1:{self.ports.redis}"
+        return f"redis://{self.address('redis')}:{self.ports.redis}"
+
+    @property
+    def proxy_url(self) -> str:
+        return f"http://{self.address('proxy')}:{self.ports.proxy}"
+
+    @property
+    def model_url(self) -> str:
+        """The scripted model's root URL (its /scripted/config, /scripted/stats)."""
+        return f"http://{self.address('model')}:{self.ports.model}"
+
+    @property
+    def master_url(self) -> str:
+        """The Redis that takes writes now: under Sentinel, the master the sentinels name
+        (after a failover, the promoted replica); else `redis_url`."""
+        found = self.sentinels.master_address() if self.sentinels else None
+        return f"redis://{found[0]}:{found[1]}" if found else self.redis_url
 
     @property
     def metrics_urls(self) -> dict[str, str]:
         """Where each service serves its Prometheus metrics."""
-        own = {name: f"http://127.0.0.1:{port}/metrics" for name, port in self._metrics_ports()}
+        own = {name: f"http://{self.address(name)}:{port}/metrics"
+               for name, port in self._metrics_ports()}  # fmt: skip
         return {
             "gateway": f"{self.gateway_url}/metrics",
-            "proxy": f"http://127.0.0.1:{self.ports.proxy}/metrics",
+            "proxy": f"{self.proxy_url}/metrics",
             **own,
         }
 
@@ -107,7 +161,8 @@ class LocalStack:
                 ("beat", ports.beat_metrics)]  # fmt: skip
 
     def env(self) -> dict[str, str]:
-        upstreams = self.upstreams or f"http://127.0.0.1:{self.ports.model}/v1"
+        """The environment every service starts with (`_spawn` adds each one's own)."""
+        upstreams = self.upstreams or f"{self.model_url}/v1"
         return {
             **os.environ,
             "PYTHONUNBUFFERED": "1",
@@ -115,20 +170,21 @@ class LocalStack:
             "TASKYARD_BROKER_URL": f"{self.redis_url}/1",
             "TASKYARD_RESULT_BACKEND": f"{self.redis_url}/2",
             "TASKYARD_API_KEYS": self.api_keys,
-            "TASKYARD_LLM_BASE_URL": f"http://127.0.0.1:{self.ports.proxy}/v1",
+            "TASKYARD_LLM_BASE_URL": f"{self.proxy_url}/v1",
             "TASKYARD_PROXY_UPSTREAMS": upstreams,
             "TASKYARD_SANDBOX_BACKEND": self.sandbox_backend,
             # The stack's own: a (re)started tool worker removes every sandbox of its label.
             "TASKYARD_SANDBOX_WORKER_LABEL": self.worker_label,
-            # Everything here is on loopback, webhook receivers too.
+            # Everything here is on loopback or a private network, webhook receivers too.
             "TASKYARD_WEBHOOK_ALLOW_PRIVATE": "true",
-            # Written by the tool worker, served by the gateway: one directory on this machine.
-            "TASKYARD_ARTIFACTS_DIR": str(self.run_dir / "artifacts"),
             _TOKEN_SECRET: self.token_secret,
+            **(self.sentinels.env() if self.sentinels else {}),
             **self.extra_env,
         }
 
     def start(self) -> LocalStack:
+        for name in self.commands():
+            self.address(name)  # before anything starts: each has a host, or none has
         self.run_dir.mkdir(parents=True, exist_ok=True)
         try:
             self._start_all()
@@ -144,36 +200,56 @@ class LocalStack:
             self._wait_ready(name)
 
     def commands(self) -> dict[str, list[str]]:
-        """Each service's command line, in start order (Redis first)."""
-        py, host = sys.executable, "127.0.0.1"
-        server = [_redis_server(), "--port", str(self.ports.redis), "--bind", host,
-                 "--appendonly", "yes", "--appendfsync", self.redis_appendfsync,
-                 "--dir", str(self.run_dir),
-                 "--save", ""]  # fmt: skip
+        """Each service's command line, in start order (Redis first, then its replica and
+        sentinels if any)."""
+        py, at = sys.executable, self.address
+        server = self._redis_argv(self.ports.redis, self.data_dir("redis"), at("redis"))
         model = scripted_model_argv("--tokens-per-s", str(self.model_tokens_per_s),
-                                    port=self.ports.model)  # fmt: skip
-        proxy = proxy_argv(port=self.ports.proxy)  # its upstreams come from env()
-        gateway = [py, "-m", "uvicorn", "services.gateway.app:app", "--host", host,
+                                    host=at("model"), port=self.ports.model)  # fmt: skip
+        proxy = proxy_argv(host=at("proxy"), port=self.ports.proxy)  # upstreams from env()
+        gateway = [py, "-m", "uvicorn", "services.gateway.app:app", "--host", at("gateway"),
                    "--port", str(self.ports.gateway), "--no-access-log",
                    "--workers", str(self.gateway_workers)]  # fmt: skip
-        agent = [py, "-m", "celery", "-A", "services.agent_worker.worker", "worker",
-                 "-Q", f"{keys.AGENT_QUEUE},{keys.WEBHOOK_QUEUE}", "--pool", self.agent_pool,
-                 "-c", str(self.agent_concurrency), "-n", "agent@%h", *_CELERY_FLAGS]  # fmt: skip
-        tools = [py, "-m", "celery", "-A", "services.tool_worker.worker", "worker",
-                 "-Q", ",".join(self.tool_queues), "--pool", "threads",
-                 "-c", str(self.tool_concurrency), "-n", "tools@%h", *_CELERY_FLAGS]  # fmt: skip
+        agents = {name: [py, "-m", "celery", "-A", "services.agent_worker.worker", "worker",
+                         "-Q", f"{keys.AGENT_QUEUE},{keys.WEBHOOK_QUEUE}",
+                         "--pool", self.agent_pool, "-c", str(self.agent_concurrency),
+                         "-n", f"{node}@%h", *_CELERY_FLAGS]
+                  for name, node in self.agent_worker_nodes().items()}  # fmt: skip
+        tools = {name: [py, "-m", "celery", "-A", "services.tool_worker.worker", "worker",
+                        "-Q", ",".join(self.tool_queues), "--pool", "threads",
+                        "-c", str(self.tool_concurrency), "-n", f"{node}@%h", *_CELERY_FLAGS]
+                 for name, node in self.tool_worker_nodes().items()}  # fmt: skip
         beat = [py, "-m", "celery", "-A", "services.agent_worker.worker", "beat",
-                "-s", str(self.run_dir / "beat-schedule"), "-l", "INFO"]  # fmt: skip
-        commands = {"redis": server, "model": model, "proxy": proxy, "gateway": gateway,
-                    "agent_worker": agent, "tool_worker": tools, "beat": beat}  # fmt: skip
+                "-s", str(self.data_dir("beat") / "beat-schedule"), "-l", "INFO"]  # fmt: skip
+        sentinels = self.sentinels.commands(self._loopback_redis) if self.sentinels else {}
+        commands = {"redis": server, **sentinels, "model": model, "proxy": proxy,
+                    "gateway": gateway, **agents, **tools, "beat": beat}  # fmt: skip
         if self.upstreams is not None:
             del commands["model"]  # a real upstream serves the model
         return commands
 
+    def _redis_argv(self, port: int, data_dir: Path, bind: str) -> list[str]:
+        return [_redis_server(), "--port", str(port), "--bind", bind,
+                "--appendonly", "yes", "--appendfsync", self.redis_appendfsync,
+                "--dir", str(data_dir),
+                # Its address is the guard: protected mode would refuse every other host.
+                "--protected-mode", "no", "--save", ""]  # fmt: skip
+
+    def _loopback_redis(self, port: int, data_dir: Path) -> list[str]:
+        return self._redis_argv(port, data_dir, _LOOPBACK)
+
+    def tool_worker_nodes(self) -> dict[str, str]:
+        """Each tool worker's process name and the name of its Celery node (before the @)."""
+        return _numbered("tool_worker", "tools", self.tool_workers)
+
+    def agent_worker_nodes(self) -> dict[str, str]:
+        """Each agent worker's process name and the name of its Celery node (before the @)."""
+        return _numbered("agent_worker", "agent", self.agent_workers)
+
     def _wait_ready(self, name: str, log_offset: int = 0) -> None:
         health = {
-            "model": f"http://127.0.0.1:{self.ports.model}/health",
-            "proxy": f"http://127.0.0.1:{self.ports.proxy}/healthz",
+            "model": f"{self.model_url}/health",
+            "proxy": f"{self.proxy_url}/healthz",
             "gateway": f"{self.gateway_url}/readyz",
         }
         child = self.procs[name]
@@ -181,20 +257,29 @@ class LocalStack:
             child.wait_http(health[name])
         elif name == "redis":
             self._wait_redis(child)
-        elif name.endswith("_worker"):
+        elif self.sentinels and name in self.sentinels.names:
+            self.sentinels.wait_ready(name, child)
+        elif "_worker" in name:
             child.wait_log("ready.", after=log_offset)
         elif name == "beat":
             child.wait_log("beat: Starting", after=log_offset)
 
     def _spawn(self, name: str, argv: list[str]) -> None:
         self.argvs[name] = argv
+        hosted = self._host(name).argv(argv) if self.hosts else argv
+        self.processes.start(name, hosted, env=self._env_of(name))
+
+    def _env_of(self, name: str) -> dict[str, str]:
+        """`env()` with what is `name`'s own: its metrics port and address."""
         metrics = dict(self._metrics_ports())
-        env = self.env()
+        env = {**self.env(), "TASKYARD_METRICS_HOST": self.address(name)}
         if name in metrics:
             env["TASKYARD_METRICS_PORT"] = str(metrics[name])
-        if name not in _HOLD_TOKEN_SECRET:
+        elif name.startswith(("tool_worker_", "agent_worker_")):  # more: no port of their own
+            env["TASKYARD_METRICS_PORT"] = "0"
+        if not name.startswith(_HOLD_TOKEN_SECRET):
             env.pop(_TOKEN_SECRET, None)
-        self.processes.start(name, argv, env=env)
+        return env
 
     def log_path(self, name: str) -> Path:
         return self.processes.log_path(name)
@@ -254,6 +339,14 @@ def remove_sandboxes(worker_label: str) -> None:
         client.close()
     except docker.errors.DockerException:
         pass  # no engine here: nothing of ours runs on it
+
+
+def _numbered(process: str, node: str, count: int) -> dict[str, str]:
+    """Process names and Celery node names of `count` workers of one kind: the first plain,
+    the others numbered from 2 (tool_worker: tools, tool_worker_2: tools2, ...)."""
+    names = {process: node}
+    names.update({f"{process}_{i}": f"{node}{i}" for i in range(2, count + 1)})
+    return names
 
 
 def _redis_server() -> str:

@@ -9,7 +9,7 @@ It shows the three things a user customises without changing any service:
 
 Deploy it with ``TASKYARD_PLUGIN_MODULES=examples.custom_agent,examples.custom_action`` for the
 gateway and both workers, and a tool worker on ``tools.UnitConverter``. The test
-`tests/examples/test_examples_through_gateway.py` does exactly that with the local stack.
+`tests/plugins/test_plugins_through_gateway.py` does exactly that with the local stack.
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ import sys
 from collections.abc import Callable, Iterable
 from functools import partial
 from importlib.metadata import EntryPoint, entry_points
-from typing import TypeAlias
+
+from shared.cli_support import Subparsers
 
 __all__ = ["COMMANDS_GROUP", "DEV_COMMANDS", "add_contributed", "installed"]
 
@@ -23,8 +24,6 @@ DEV_COMMANDS = {"up": "start the local stack, run the demo task, stay up"}
 # Exit code of a development command run without the development package (bad usage).
 NOT_INSTALLED = 2
 
-# argparse names no public type for it
-Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 AddCommand = Callable[[Subparsers], None]
 
 

@@ -12,7 +12,7 @@ root of every taskyard error:
     TaskyardError (shared.errors)
     └── ClientError
         ├── Unauthorized        401: missing or unknown API key
-        ├── NotFound            404: no such task for this key
+        ├── NotFound            404: no such task (or session, call, file) for this key
         ├── InvalidRequest      400, 409, 413, 422: the request cannot be taken as it is
         ├── ServerError         5xx (and any other answer the gateway should not give)
         └── GatewayUnreachable  no answer at all: refused, timed out, dropped
@@ -25,7 +25,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import httpx
 import orjson
@@ -41,12 +41,14 @@ __all__ = [
     "InvalidRequest",
     "NotFound",
     "ServerError",
+    "SessionBusy",
     "TaskyardClient",
     "TaskyardError",
     "Unauthorized",
 ]
 
 _RECONNECTS = 5
+SessionBusy = Literal["wait", "reject"]  # what a task does while its session runs another
 _UNAVAILABLE_RETRIES = 5  # 503s (Redis restarting) a safe request is sent again after
 
 
@@ -64,7 +66,7 @@ class Unauthorized(ClientError):
 
 
 class NotFound(ClientError):
-    """404: no such task for this API key."""
+    """404: no such task (or session, held call, file, artifact) for this API key."""
 
 
 class InvalidRequest(ClientError):
@@ -103,11 +105,15 @@ class TaskyardClient:
         idempotency_key: str | None = None,
         webhook: dict[str, Any] | None = None,
         files: Sequence[str] = (),
+        if_session_busy: SessionBusy = "wait",
     ) -> dict[str, Any]:
         """Submit a task; its id, status and session. `files` names files uploaded to the
-        session that it works on. Without an `idempotency_key` one is made, so a submission
-        retried after a 503 is never made twice."""
-        body, headers = _submission(text, session_id, agent, idempotency_key, webhook, files)
+        session that it works on; while the session runs another task, it waits its turn or
+        (`if_session_busy="reject"`) is refused. Without an `idempotency_key` one is made, so a
+        submission retried after a 503 is never made twice."""
+        body, headers = _submission(
+            text, session_id, agent, idempotency_key, webhook, files, if_session_busy
+        )
         return self._json("POST", "/v1/tasks", json=body, headers=headers)
 
     def get(self, task_id: str) -> dict[str, Any]:
@@ -126,6 +132,7 @@ class TaskyardClient:
         return self._json("GET", "/v1/tasks", params=params)
 
     def cancel(self, task_id: str) -> dict[str, Any]:
+        """End the task now (409 if it has ended already)."""
         return self._json("POST", f"/v1/tasks/{task_id}/cancel")
 
     def approve(
@@ -170,14 +177,26 @@ class TaskyardClient:
         _raise_for(response)
         return _object(response)
 
-    def session(self, session_id: str, offset: int = 0, limit: int = 100) -> dict[str, Any]:
-        """A page of the session's messages, its tasks, what runs it, its interpreter."""
-        params = {"offset": offset, "limit": limit}
+    def session(
+        self, session_id: str, offset: int = 0, limit: int = 100, memory: str = "memory"
+    ) -> dict[str, Any]:
+        """A page of the session's messages (of a sub-agent's memory: ``writer.memory``), its
+        tasks, what runs it, its interpreter."""
+        params = {"offset": offset, "limit": limit, "memory": memory}
         return self._json("GET", f"/v1/sessions/{session_id}", params=params)
 
     def delete_session(self, session_id: str, force: bool = False) -> None:
         """Forget the session (409 while a task runs it, unless `force` cancels that task)."""
         self._json("DELETE", f"/v1/sessions/{session_id}", params=_force(force))
+
+    def list_sessions(self, limit: int = 20, cursor: str | None = None) -> dict[str, Any]:
+        """Your sessions, the most recently used first: ``{"sessions": [...],
+        "next_cursor": ...}``."""
+        return self._json("GET", "/v1/sessions", params=_page(limit, cursor))
+
+    def system(self) -> dict[str, Any]:
+        """What runs the tasks: the queues' depths, the workers, the model replicas."""
+        return self._json("GET", "/v1/system")
 
     def webhook_secret(self) -> str:
         """What this tenant's webhook deliveries are signed with (`shared.webhooks.verify`)."""
@@ -248,8 +267,11 @@ class AsyncTaskyardClient:
         idempotency_key: str | None = None,
         webhook: dict[str, Any] | None = None,
         files: Sequence[str] = (),
+        if_session_busy: SessionBusy = "wait",
     ) -> dict[str, Any]:
-        body, headers = _submission(text, session_id, agent, idempotency_key, webhook, files)
+        body, headers = _submission(
+            text, session_id, agent, idempotency_key, webhook, files, if_session_busy
+        )
         return await self._json("POST", "/v1/tasks", json=body, headers=headers)
 
     async def get(self, task_id: str) -> dict[str, Any]:
@@ -307,12 +329,20 @@ class AsyncTaskyardClient:
         _raise_for(response)
         return _object(response)
 
-    async def session(self, session_id: str, offset: int = 0, limit: int = 100) -> dict[str, Any]:
-        params = {"offset": offset, "limit": limit}
+    async def session(
+        self, session_id: str, offset: int = 0, limit: int = 100, memory: str = "memory"
+    ) -> dict[str, Any]:
+        params = {"offset": offset, "limit": limit, "memory": memory}
         return await self._json("GET", f"/v1/sessions/{session_id}", params=params)
 
     async def delete_session(self, session_id: str, force: bool = False) -> None:
         await self._json("DELETE", f"/v1/sessions/{session_id}", params=_force(force))
+
+    async def list_sessions(self, limit: int = 20, cursor: str | None = None) -> dict[str, Any]:
+        return await self._json("GET", "/v1/sessions", params=_page(limit, cursor))
+
+    async def system(self) -> dict[str, Any]:
+        return await self._json("GET", "/v1/system")
 
     async def webhook_secret(self) -> str:
         secret: str = (await self._json("GET", "/v1/webhooks/secret"))["secret"]
@@ -375,9 +405,11 @@ class _Resume:
 
     def take(self, sse: ServerSentEvent) -> Event | None:
         """The event, or None for a kind this client does not know (as a browser's
-        EventSource ignores events nobody listens to)."""
+        EventSource ignores events nobody listens to) and for one with no data, which the SSE
+        specification does not dispatch: httpx-sse yields one for the blank line after a
+        keep-alive comment once an id was seen (florimondmanca/httpx-sse#35)."""
         self.last_event_id, self.failures = sse.id or self.last_event_id, 0
-        if sse.event not in _KINDS:
+        if not sse.data or sse.event not in _KINDS:
             return None
         event = Event(id=sse.id, kind=EventKind(sse.event), data=orjson.loads(sse.data))
         self.done = event.is_final
@@ -453,8 +485,9 @@ def _submission(
     idempotency_key: str | None,
     webhook: dict[str, Any] | None,
     files: Sequence[str],
+    if_session_busy: SessionBusy,
 ) -> tuple[dict[str, Any], dict[str, str]]:
-    body: dict[str, Any] = {"input": text}
+    body: dict[str, Any] = {"input": text, "if_session_busy": if_session_busy}
     if session_id:
         body["session_id"] = session_id
     if agent:
@@ -506,5 +539,9 @@ def _force(force: bool) -> dict[str, str]:
 def _list_params(
     limit: int, status: str | None, session_id: str | None, cursor: str | None
 ) -> dict[str, str | int]:
-    given = {"limit": limit, "status": status, "session_id": session_id, "cursor": cursor}
-    return {k: v for k, v in given.items() if v is not None}
+    given = {"status": status, "session_id": session_id}
+    return {**_page(limit, cursor), **{k: v for k, v in given.items() if v is not None}}
+
+
+def _page(limit: int, cursor: str | None) -> dict[str, str | int]:
+    return {"limit": limit, "cursor": cursor} if cursor else {"limit": limit}

@@ -26,7 +26,7 @@ from opentelemetry.propagate import inject
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared import keys
-from shared.actions import action_queue
+from shared.actions import action_queue, session_bound
 from shared.schema import ToolCall
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "enqueue_tool_run",
     "envelope",
     "job_for_call",
+    "sticky_session",
 ]
 
 
@@ -127,13 +128,31 @@ Job = AgentStepJob | ToolRunJob | ChildJob | WebhookJob | SessionFilesJob
 
 @dataclass(frozen=True, slots=True)
 class Envelope:
-    """A job as the broker holds it: its queue's Redis list and kombu's message JSON."""
+    """A job as the broker holds it: its queue's Redis list and kombu's message JSON, and
+    for a job bound to a session's interpreter that session (`sticky`): the store's scripts
+    push it to the queue of the tool worker holding the interpreter, if one does."""
 
     queue: str
     message: str
+    sticky: str = ""
+
+    def parts(self) -> tuple[str, str, str]:
+        """As the store's scripts take a job: queue, sticky session ('' for none), message."""
+        return self.queue, self.sticky, self.message
 
 
 FILES_TOOL = "IPythonInterpreter"  # the tool whose workers hold the sessions' sandboxes
+
+
+def sticky_session(job: Job) -> str:
+    """The session whose interpreter the job needs ('' for none): a call of a tool bound to
+    its session's sandbox (`BaseAction.session_bound`), or a request for the session's files.
+    Such a job goes to the tool worker holding that interpreter."""
+    if isinstance(job, SessionFilesJob):
+        return job.session_key
+    if isinstance(job, ToolRunJob) and session_bound(job.call.name):
+        return job.session_key
+    return ""
 
 
 def _route(job: Job) -> tuple[str, str]:
@@ -205,4 +224,4 @@ def envelope(celery: Celery, job: Job) -> Envelope:
         "headers": message.headers,
         "properties": properties,
     }
-    return Envelope(queue, orjson.dumps(wrapped).decode())
+    return Envelope(queue, orjson.dumps(wrapped).decode(), sticky_session(job))

@@ -14,10 +14,13 @@ __all__ = [
     "FILES_TASK",
     "FORGOTTEN_CHANNEL",
     "LIVE_TASKS",
+    "PROXY_LOAD",
+    "PROXY_PLACEMENTS",
     "SWEEP_LOCK",
     "SWEEP_TASK",
     "TASK_DEADLINES",
     "TOOL_RUN_TASK",
+    "TOOL_WORKERS",
     "WEBHOOKS_DUE",
     "WEBHOOK_QUEUE",
     "WEBHOOK_TASK",
@@ -44,16 +47,21 @@ __all__ = [
     "task",
     "task_advanced",
     "task_approvals",
+    "task_artifact_bytes",
+    "task_artifacts",
     "task_children",
     "task_events",
     "task_tool_results",
     "task_webhook_cursor",
     "task_webhook_deliveries",
     "task_webhook_lock",
+    "tenant_sessions",
     "tenant_tasks",
     "tool_call_claim",
     "tool_queue",
+    "tool_worker_alive",
     "tool_worker_claims",
+    "tool_worker_queue",
     "webhook_secret",
 ]
 
@@ -81,6 +89,10 @@ TASK_DEADLINES = "tasks:deadlines"
 APPROVAL_DEADLINES = "approvals:deadlines"
 SWEEP_LOCK = "tasks:sweep"  # one sweep at a time
 TASK_PREFIX = "task:"
+# The LLM proxies' shared routing state: a stream of the placements each instance made (one
+# entry per sync, trimmed to the live window), and a hash of each instance's per-replica load.
+PROXY_PLACEMENTS = "llm_proxy:placements"
+PROXY_LOAD = "llm_proxy:load"
 
 
 def tool_queue(tool_name: str) -> str:
@@ -106,10 +118,26 @@ def tool_call_claim(task_id: str, step: int, call_id: str) -> str:
     return f"task:{task_id}:step:{step}:call:{call_id}:claim"
 
 
-def tool_worker_claims(worker_label: str) -> str:
-    """The calls a tool worker (by its label) holds claims on: a restarted worker frees its
+def tool_worker_claims(worker: str) -> str:
+    """The calls a tool worker (by its node name) holds claims on: a restarted worker frees its
     predecessor's at once instead of waiting out their expiry."""
-    return f"tool_worker:{worker_label}:claims"
+    return f"tool_worker:{worker}:claims"
+
+
+# The node names of the tool workers that have their own queue (the sweep re-drives the queue
+# of one that is gone).
+TOOL_WORKERS = "tool_workers"
+
+
+def tool_worker_alive(node: str) -> str:
+    """Kept alive by the tool worker `node` (its heartbeat): its incarnation, while it runs."""
+    return f"tool_worker:{node}:alive"
+
+
+def tool_worker_queue(node: str) -> str:
+    """A tool worker's own queue, named after its Celery node name: the jobs of the sessions
+    whose interpreters it holds."""
+    return f"worker.{node}"
 
 
 def task_children(task_id: str) -> str:
@@ -135,6 +163,16 @@ def task_webhook_lock(task_id: str) -> str:
 def task_approvals(task_id: str, step: int) -> str:
     """The step's calls that wait for (or had) a person's decision: call id to its state."""
     return f"task:{task_id}:step:{step}:approvals"
+
+
+def task_artifacts(task_id: str) -> str:
+    """The task's artifacts (the Redis artifact store): name to bytes."""
+    return f"task:{task_id}:artifacts"
+
+
+def task_artifact_bytes(task_id: str) -> str:
+    """How many bytes the task's artifacts take in the Redis artifact store (its budget)."""
+    return f"task:{task_id}:artifacts:bytes"
 
 
 def task_advanced(task_id: str, step: int | str) -> str:
@@ -176,6 +214,12 @@ def tenant_tasks(tenant: str) -> str:
     return f"tenant:{tenant}:tasks"
 
 
+def tenant_sessions(tenant: str) -> str:
+    """A tenant's session ids by their latest task's creation time (the session list, most
+    recently used first); a deleted session leaves it until its next task."""
+    return f"tenant:{tenant}:sessions"
+
+
 def session_tasks(tenant: str, session_id: str) -> str:
     """A session's task ids by creation time."""
     return f"session:{tenant}:{session_id}:tasks"
@@ -187,7 +231,8 @@ def session_paths(tenant: str, session_id: str) -> str:
 
 
 def session_sandbox(session_key: str) -> str:
-    """Set by the tool worker while the session's interpreter lives (with its last use)."""
+    """Which tool worker holds the session's interpreter (node, incarnation, its queue), whether
+    it lives (`state`: live or lost, and why), its last use."""
     return f"session:{session_key}:sandbox"
 
 

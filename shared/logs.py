@@ -10,6 +10,7 @@ call are kept too.
 
 from __future__ import annotations
 
+import _thread
 import logging
 import sys
 from collections.abc import Iterator
@@ -51,6 +52,12 @@ def setup_logging(service: str, level: str = "INFO", stream: TextIO | None = Non
             ],
         )
     )
+    # A native lock, never gevent's: lines come from greenlets and from the native thread the
+    # event loop runs on (shared.loop). A gevent lock released by that thread may never wake
+    # the greenlet waiting on it: the agent worker's consumer once stopped for good there, in
+    # `Handler.acquire`. A native lock is held only while one line is written.
+    handler.lock = _thread.RLock()
+    logging._lock = _thread.RLock()  # type: ignore[attr-defined]  # getLogger's, likewise
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

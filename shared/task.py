@@ -15,6 +15,7 @@ from shared.schema import AgentMessage, ToolCall
 from shared.spec import AgentSpec, WebhookSpec
 
 __all__ = [
+    "RETENTION_S",
     "SESSION_ID_MAX",
     "SESSION_ID_PATTERN",
     "TASK_ID_PATTERN",
@@ -40,6 +41,10 @@ TERMINAL = frozenset(
     {TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.CANCELLED, TaskStatus.TIMED_OUT}
 )
 
+
+# How long a task's traces outside its record are kept: its tool results and its artifacts
+# (each expires this long after it was written; an S3 bucket's lifecycle rule should agree).
+RETENTION_S = 7 * 24 * 3600
 
 TASK_ID_PATTERN = r"^task_[0-9a-f]{32}$"  # what `new_task_id` makes, and nothing else
 SESSION_ID_MAX = 128

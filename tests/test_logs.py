@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from datetime import datetime
@@ -83,3 +85,43 @@ def test_extra_ids_exceptions_and_libraries_loggers(lines: io.StringIO) -> None:
 async def _structlog_call() -> None:
     with bind_job(task_id="t3"):
         structlog.get_logger("taskyard.native").info("structlog too")
+
+
+_GREENLETS_AND_THE_LOOP_LOG_AT_ONCE = """
+from gevent import monkey
+monkey.patch_all()
+import logging, os, sys
+import gevent
+from shared.logs import setup_logging
+from shared.loop import LoopThread
+
+setup_logging("test", stream=open(os.devnull, "w"))
+log = logging.getLogger("taskyard.test")
+loop = LoopThread()
+
+async def from_the_loop(n):
+    for i in range(n):
+        log.info("loop %d", i)
+
+def from_a_greenlet(n):
+    for i in range(n):
+        log.info("greenlet %d", i)
+        gevent.sleep(0)
+
+for _ in range(20):
+    greenlets = [gevent.spawn(from_a_greenlet, 200) for _ in range(20)]
+    loop.run(from_the_loop(4000))
+    gevent.joinall(greenlets)
+print("done")
+"""
+
+
+def test_greenlets_and_the_loop_thread_log_at_once_without_a_deadlock() -> None:
+    # Under gevent, a handler lock that is gevent's may be taken by the loop's native thread
+    # while a greenlet waits on it, and that greenlet then never wakes (the agent worker's
+    # consumer stopped so). The handler's lock is a native one.
+    result = subprocess.run(
+        [sys.executable, "-c", _GREENLETS_AND_THE_LOOP_LOG_AT_ONCE],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.stdout.strip() == "done", result.stderr[-2000:]

@@ -8,7 +8,10 @@ waiting on. Steps and tool calls are idempotent, so re-sending is always safe: a
 duplicate does nothing. The same sweep ends tasks past their deadline (`timed_out`), so a task
 whose tool never comes back does not wait for its next step to notice, and denies calls held
 for approval that nobody decided on within the policy's timeout, and sends a delivery job
-for each task whose webhook events are due (a retry's backoff is over, or a job was lost).
+for each task whose webhook events are due (a retry's backoff is over, or a job was lost),
+and moves the jobs waiting on the own queue of a tool worker that is gone (its heartbeat
+lapsed: killed, or its host lost) back to their pool queues, where another worker takes them
+and tells the model the session's interpreter state was lost.
 """
 
 from __future__ import annotations
@@ -22,10 +25,11 @@ from celery import Celery
 from services.agent_worker.step import StepRunner
 from shared import keys
 from shared.approvals import Decision, decide
-from shared.jobs import AgentStepJob, Job, WebhookJob, job_for_call
+from shared.jobs import FILES_TOOL, AgentStepJob, Job, WebhookJob, job_for_call
 from shared.schema import ToolCall
 from shared.settings import Settings
 from shared.store import TaskStore
+from shared.store.sandboxes import SandboxDirectory
 from shared.task import TaskRecord, TaskStatus
 from shared.webhooks import Deliverer
 
@@ -73,7 +77,16 @@ class Sweeper:
         for task_id in await self.store.stalled(now - self.settings.stall_s):
             jobs += await self._redrive(task_id)
         jobs += [WebhookJob(task_id=task_id) for task_id in await self.webhooks.due(now)]
+        await self._redrive_gone_tool_workers()
         return jobs
+
+    async def _redrive_gone_tool_workers(self) -> None:
+        directory = SandboxDirectory(self.store)
+        for node in await directory.gone():
+            moved, left = await directory.redrive(node, keys.tool_queue(FILES_TOOL))
+            if moved:
+                log.warning("tool worker %s is gone: %d jobs of its queue moved to the pool "
+                            "(%d left for the next sweep)", node, moved, left)  # fmt: skip
 
     async def _time_out(self, task_id: str) -> list[Job]:
         record = await self.store.get(task_id)

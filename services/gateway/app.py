@@ -18,7 +18,9 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from services.gateway.errors import (
+    artifacts_unavailable,
     http_error,
+    not_replicated,
     server_error,
     store_unavailable,
     validation_error,
@@ -36,9 +38,11 @@ from services.gateway.routes import (
     tasks,
     webhooks,
 )
+from shared.files.artifacts import ArtifactStoreUnavailable, make_artifact_store
 from shared.logs import setup_logging
 from shared.registry import load_plugins
 from shared.settings import Settings, get_settings
+from shared.store import NotReplicated
 from shared.tracing import setup_tracing
 
 UI_DIR = Path(__file__).with_name("ui")
@@ -50,8 +54,11 @@ __all__ = ["app", "create_app"]
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     # Async Redis clients live on the app's event loop: made on first use (`deps`), closed here.
     app.state.store = app.state.hub = app.state.system = app.state.transfer = None
+    # The artifact store is made at start: a backend that cannot be made stops the gateway.
+    app.state.artifacts = make_artifact_store(app.state.settings)
     yield
-    for used in (app.state.system, app.state.hub, app.state.transfer, app.state.store):
+    state = app.state
+    for used in (state.system, state.hub, state.transfer, state.store, state.artifacts):
         if used is not None:
             await used.close()
 
@@ -91,6 +98,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RedisConnectionError, store_unavailable)  # BusyLoading too
     app.add_exception_handler(RedisTimeoutError, store_unavailable)
+    app.add_exception_handler(NotReplicated, not_replicated)
+    app.add_exception_handler(ArtifactStoreUnavailable, artifacts_unavailable)
     app.add_exception_handler(Exception, server_error)
     app.include_router(tasks.router)
     app.include_router(sessions.router)

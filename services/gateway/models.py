@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from shared.sandbox.kernel.files import MAX_PATH_CHARS, path_parts
 from shared.schema import AgentMessage
 from shared.spec import AgentSpec, WebhookSpec
+from shared.store.sessions import SessionOverview
 from shared.task import SESSION_ID_MAX, SESSION_ID_PATTERN, TaskRecord, TaskStatus
 
 _INPUT_PREVIEW = 200  # characters of a task's input a summary shows
@@ -17,7 +18,9 @@ __all__ = [
     "ApprovalDecided",
     "ApprovalPublic",
     "Interpreter",
+    "SessionList",
     "SessionPublic",
+    "SessionSummary",
     "SystemView",
     "TaskAccepted",
     "TaskCreate",
@@ -201,7 +204,11 @@ class Interpreter(BaseModel):
     """The session's interpreter as its tool worker last reported it."""
 
     alive: bool
-    last_used: float
+    last_used: float = Field(description="Unix time of its last call; 0 before the first.")
+    worker: str | None = Field(default=None, description="The tool worker holding it.")
+    lost: str | None = Field(
+        default=None, description="Why its state was lost (the next call starts afresh)."
+    )
 
 
 class SessionPublic(BaseModel):
@@ -218,6 +225,34 @@ class SessionPublic(BaseModel):
     running: str | None = Field(description="The task holding the session now, if any.")
     waiting: list[str] = Field(description="Tasks waiting their turn, oldest first.")
     interpreter: Interpreter | None
+
+
+class SessionSummary(BaseModel):
+    """A session in a list: where it stands, without its messages."""
+
+    id: str
+    last_task_at: float = Field(description="When its latest task was submitted.")
+    task_count: int = Field(description="How many tasks it has had.")
+    running: str | None = Field(description="The task holding the session now, if any.")
+    waiting: int = Field(description="How many tasks wait their turn.")
+    total_messages: int = Field(description="The messages in its (top agent's) memory.")
+    interpreter: Interpreter | None
+
+    @classmethod
+    def of(cls, overview: SessionOverview) -> SessionSummary:
+        interpreter = Interpreter(**overview.interpreter) if overview.interpreter else None
+        return cls(
+            id=overview.session_id, last_task_at=overview.last_task_at,
+            task_count=overview.task_count, running=overview.running, waiting=overview.waiting,
+            total_messages=overview.total_messages, interpreter=interpreter,
+        )  # fmt: skip
+
+
+class SessionList(BaseModel):
+    """`GET /v1/sessions`: a page of the tenant's sessions, the most recently used first."""
+
+    sessions: list[SessionSummary]
+    next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null: done.")
 
 
 class QueueDepth(BaseModel):

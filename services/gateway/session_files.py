@@ -15,8 +15,9 @@ from fastapi import HTTPException, status
 from services.gateway.errors import issue
 from shared.files.info import FileInfo, FileListing
 from shared.files.transfer import FilesReply, FileTransfer
-from shared.jobs import SessionFilesJob, enqueue
+from shared.jobs import SessionFilesJob, envelope
 from shared.settings import Settings
+from shared.store.sandboxes import SandboxDirectory
 
 __all__ = ["SessionFiles"]
 
@@ -25,11 +26,19 @@ FileOp = Literal["write", "read", "list"]
 
 
 class SessionFiles:
-    """Upload, list and download a session's files through its tool worker."""
+    """Upload, list and download a session's files through its tool worker (the one holding
+    its interpreter, where one does: `directory` routes the request there)."""
 
-    def __init__(self, transfer: FileTransfer, celery: Celery, settings: Settings) -> None:
+    def __init__(
+        self,
+        transfer: FileTransfer,
+        celery: Celery,
+        directory: SandboxDirectory,
+        settings: Settings,
+    ) -> None:
         self.transfer = transfer
         self.celery = celery
+        self.directory = directory
         self.timeout_s = settings.files_timeout_s
         self.session_max_bytes = settings.files_session_max_bytes
 
@@ -83,7 +92,7 @@ class SessionFiles:
         )  # fmt: skip
 
     async def _ask(self, job: SessionFilesJob) -> tuple[FilesReply, bytes]:
-        enqueue(self.celery, job)
+        await self.directory.push([envelope(self.celery, job)])
         answer = await self.transfer.wait(job.request_id, self.timeout_s)
         if answer is None:
             raise HTTPException(

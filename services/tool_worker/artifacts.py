@@ -1,11 +1,11 @@
-"""A tool result's artifacts leave the message before it is stored: each becomes a file of the
-task (`shared.files.artifacts`), an `artifact` event on the task's stream (published before the
-result, so a follower sees it first) and a download URL in the message, which keeps only the
-description. Nothing a tool made reaches Redis but that description.
+"""A tool result's artifacts leave the message before it is stored: each goes to the artifact
+store (`shared.files.artifacts`), becomes an `artifact` event on the task's stream (published
+before the result, so a follower sees it first) and a download URL in the message, which keeps
+only the description. No tool's bytes reach the task's messages.
 
-The worker checks what the action hands it, as it does the kernel's replies: a name that is
-not an artifact name, data that is not base64 or not its stated size, or a task over its
-artifact budget drop the artifact, and the model's text says it was not kept.
+The worker checks what the action hands it, as it does the kernel's replies: data that is not
+base64 or not its stated size drops the artifact, and so does a refusal of the store (a name
+that is no artifact's, one too large, a task over its budget); the model's text says why.
 """
 
 from __future__ import annotations
@@ -13,12 +13,11 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from shared.events import EventKind
-from shared.files.artifacts import ArtifactStore, artifact_url
-from shared.files.info import human_size
+from shared.files.artifacts import ArtifactRefused, ArtifactStore, artifact_url
 from shared.jobs import ToolRunJob
 from shared.schema import ActionReturn, AgentMessage, Artifact
 
@@ -26,25 +25,24 @@ __all__ = ["ArtifactKeeper", "Publish"]
 
 log = logging.getLogger("taskyard.tool_worker")
 
-Publish = Callable[[str, EventKind, dict[str, Any]], object]  # TaskStore.publish, run sync
+Publish = Callable[[str, EventKind, dict[str, Any]], Awaitable[object]]  # TaskStore.publish
 
 
 class ArtifactKeeper:
-    """Stores the artifacts of tool results in `store`, at most `task_max_bytes` per task."""
+    """Keeps the artifacts of tool results in `store` and announces each with `publish`."""
 
-    def __init__(self, store: ArtifactStore, publish: Publish, task_max_bytes: int) -> None:
+    def __init__(self, store: ArtifactStore, publish: Publish) -> None:
         self.store = store
         self._publish = publish
-        self._task_max = task_max_bytes
 
-    def keep(self, job: ToolRunJob, message: AgentMessage) -> AgentMessage:
+    async def keep(self, job: ToolRunJob, message: AgentMessage) -> AgentMessage:
         """The message with its artifacts stored and referenced by URL."""
         ret = message.content
         if not isinstance(ret, ActionReturn) or not ret.artifacts:
             return message
         kept: list[Artifact] = []
         for artifact in ret.artifacts:
-            stored, why_not = self._keep_one(job, artifact)
+            stored, why_not = await self._keep_one(job, artifact)
             if stored is not None:
                 kept.append(stored)
             else:
@@ -52,7 +50,7 @@ class ArtifactKeeper:
         ret = ret.model_copy(update={"artifacts": kept or None})
         return message.model_copy(update={"content": ret})
 
-    def _keep_one(self, job: ToolRunJob, artifact: Artifact) -> tuple[Artifact | None, str]:
+    async def _keep_one(self, job: ToolRunJob, artifact: Artifact) -> tuple[Artifact | None, str]:
         if artifact.data is None:
             return artifact, ""  # a reference already
         try:
@@ -61,19 +59,15 @@ class ArtifactKeeper:
             return None, "its data is not base64"
         if len(data) != artifact.size:
             return None, f"it is {len(data)} bytes, not the {artifact.size} it says"
-        used = self.store.task_bytes(job.task_id)
-        if used + len(data) > self._task_max:
-            limit = human_size(self._task_max)
-            return None, f"the task's artifacts would pass {limit} (ARTIFACTS_TASK_MAX_BYTES)"
         try:
-            self.store.put(job.task_id, artifact.name, data)
-        except ValueError as exc:
-            return None, str(exc)
+            await self.store.put(job.task_id, artifact.name, data)
+        except ArtifactRefused as refused:
+            return None, refused.reason
         stored = artifact.model_copy(
             update={"data": None, "url": artifact_url(job.task_id, artifact.name)}
         )
         event = {**stored.model_dump(exclude={"data"}), "call_id": job.call.id, "step": job.step}
-        self._publish(job.task_id, EventKind.ARTIFACT, event)
+        await self._publish(job.task_id, EventKind.ARTIFACT, event)
         log.info("artifact %s stored", artifact.name, extra={"task_id": job.task_id})
         return stored, ""
 

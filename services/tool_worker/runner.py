@@ -17,8 +17,9 @@ class ToolRunner:
     """Runs tool calls. The executor and the sandboxes are made on first use, by one thread
     only, and kept: actions hold per-session state, the provider the sessions' interpreters."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, node: str = "-") -> None:
         self.settings = settings
+        self.node = node  # the worker's Celery node name: what its sandboxes are labelled with
         self._lock = threading.Lock()
         self._sandboxes: SandboxProvider | None = None
         self._executor: ActionExecutor | None = None
@@ -33,12 +34,14 @@ class ToolRunner:
         in the `ActionReturn`, and the reply quotes the call's id."""
         return self._ready()(call, session_key)
 
-    def start(self) -> int:
-        """Make the sandboxes now, for the worker's start-up: remove what an earlier run under
-        this worker label left (how many), then run a cell in a fresh sandbox.
+    def start(self, node: str | None = None) -> int:
+        """Make the sandboxes now, for the worker's start-up (as `node`, its Celery node name):
+        remove what an earlier run of this worker left (how many), then run a cell in a fresh
+        sandbox.
 
         Raises `SandboxUnavailable` saying why the configured backend cannot run here.
         """
+        self.node = node or self.node
         self._ready()
         assert self._sandboxes is not None
         removed = self._sandboxes.remove_orphans()
@@ -54,7 +57,7 @@ class ToolRunner:
     def _ready(self) -> ActionExecutor:
         with self._lock:
             if self._executor is None:
-                self._sandboxes = make_sandbox_provider(self.settings)
+                self._sandboxes = make_sandbox_provider(self.settings, self.node)
                 resources = ActionResources(settings=self.settings, sandboxes=self._sandboxes)
                 self._executor = ActionExecutor.from_registry(resources)
             return self._executor
@@ -74,9 +77,17 @@ class ToolRunner:
         if self._sandboxes is not None:
             self._sandboxes.release(session_key)
 
-    def reap_idle(self) -> None:
-        if self._sandboxes is not None:
-            self._sandboxes.reap_idle()
+    def sessions(self) -> list[str]:
+        """The sessions whose interpreters this worker holds."""
+        return self._sandboxes.sessions() if self._sandboxes is not None else []
+
+    def reap_idle(self) -> dict[str, str | None]:
+        """Stop interpreters idle too long: each session's reason its state is lost (None
+        when it had none)."""
+        if self._sandboxes is None:
+            return {}
+        sandboxes = self._sandboxes
+        return {key: sandboxes.lost_reason(key) for key in sandboxes.reap_idle()}
 
     def close(self) -> None:
         if self._sandboxes is not None:

@@ -1,5 +1,8 @@
 """The tool worker: a Celery app on the `tools.<tool>` queues running one tool call per job,
-and on the interpreter's queue the gateway's requests for sessions' files too.
+and on the interpreter's queue the gateway's requests for sessions' files too. Each worker
+also consumes a queue of its own, named after its Celery node name (`-n tools@%h`, distinct
+per container or host): the jobs of the sessions whose interpreters it holds
+(`services.tool_worker.placement`).
 
 Run: celery -A services.tool_worker.worker worker -Q tools.IPythonInterpreter --pool threads -c 4
 """
@@ -12,7 +15,6 @@ import threading
 import time
 from typing import Any
 
-import redis.asyncio as aioredis
 from celery import signals
 from opentelemetry import trace
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -21,22 +23,31 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from services.tool_worker.artifacts import ArtifactKeeper
 from services.tool_worker.files import FileLimits, serve
 from services.tool_worker.metrics import TOOL_CALL_SECONDS, watch_sandboxes
+from services.tool_worker.placement import Placement
 from services.tool_worker.runner import ToolRunner
 from shared import keys
 from shared.cancel import CancelWatch
 from shared.celery_app import JobTask, make_celery
-from shared.events import EventKind
-from shared.files.artifacts import ArtifactStore
+from shared.files.artifacts import ArtifactStore, ArtifactStoreUnavailable, make_artifact_store
 from shared.files.transfer import FileTransfer
-from shared.jobs import AgentStepJob, Envelope, SessionFilesJob, ToolRunJob, envelope
+from shared.jobs import (
+    AgentStepJob,
+    Envelope,
+    SessionFilesJob,
+    ToolRunJob,
+    envelope,
+    sticky_session,
+)
 from shared.logs import bind_job, setup_logging
 from shared.loop import LoopThread
 from shared.metrics import serve_metrics
+from shared.redis_clients import async_client
 from shared.registry import load_plugins
 from shared.sandbox import SandboxError
 from shared.schema import ActionReturn, ActionStatusCode, AgentMessage, ToolCall
-from shared.settings import get_settings
+from shared.settings import Settings, get_settings
 from shared.store import CallClaim, TaskStore, ToolResultStored
+from shared.store.sandboxes import SandboxDirectory, ToolWorkerId
 from shared.text import replace_lone_surrogates
 from shared.tracing import job_attributes, setup_tracing
 
@@ -47,39 +58,45 @@ load_plugins(settings.plugin_modules)
 app = make_celery(settings)
 log = logging.getLogger("taskyard.tool_worker")
 tools = ToolRunner(settings)
-artifact_store = ArtifactStore(settings.artifacts_dir)
-_REAP_EVERY_S = 60.0
-_WORKER = settings.sandbox_worker_label  # whose claims on tool calls are whose
+_REAP_EVERY_S = min(60.0, settings.sandbox_idle_s / 2)
 _MAX_RETRIES = 3
+# This worker: its Celery node name, known once Celery names it (`celeryd_init`); a process
+# that is no worker (a test importing this module) is the settings' label.
+_me = ToolWorkerId(settings.sandbox_worker_label)
+# How long a session's sandbox record outlives its interpreter's last use: a session coming
+# back within a day of its interpreter's expiry is told why its state is gone.
+_RECORD_TTL_S = settings.sandbox_idle_s + 86400
 
 
 class _Store:
     """The async store on a loop of its own, for this worker's threads, and the watch that
     hears a task's cancel there."""
 
-    def __init__(self, redis_url: str, broker_url: str) -> None:
+    def __init__(self, redis: Settings) -> None:
         self.loop = LoopThread("tool-store")
-        self.store: TaskStore = self.loop.run(_open_store(redis_url, broker_url))
-        self.transfer: FileTransfer = self.loop.run(_open_transfer(redis_url))
+        self.store: TaskStore = self.loop.run(_open_store(redis))
+        self.transfer: FileTransfer = self.loop.run(_open_transfer(redis))
         self.cancels = CancelWatch(self.store.r, on_forgotten=tools.release)
         self.loop.run(_listen(self.cancels))
-        self.artifacts = ArtifactKeeper(
-            artifact_store, self._publish, settings.artifacts_task_max_bytes
-        )
-
-    def _publish(self, task_id: str, kind: EventKind, data: dict[str, Any]) -> object:
-        return self.loop.run(self.store.publish(task_id, kind, data))
-
-
-async def _open_store(redis_url: str, broker_url: str) -> TaskStore:
-    return TaskStore.from_url(
-        redis_url, broker_url, settings.redis_max_connections, "taskyard-tool-worker"
-    )
+        self.artifact_store: ArtifactStore = self.loop.run(_open_artifacts(redis))
+        self.artifacts = ArtifactKeeper(self.artifact_store, self.store.publish)
+        directory = SandboxDirectory(self.store, _RECORD_TTL_S)
+        beat_s, dead_s = settings.tool_worker_beat_s, settings.tool_worker_dead_s
+        self.placement = Placement(directory, self.loop, _me, tools, beat_s, dead_s)
 
 
-async def _open_transfer(redis_url: str) -> FileTransfer:
-    client = aioredis.Redis.from_url(redis_url, client_name="taskyard-tool-worker-files")
+async def _open_store(redis: Settings) -> TaskStore:
+    return TaskStore.from_settings(redis, "taskyard-tool-worker")
+
+
+async def _open_transfer(redis: Settings) -> FileTransfer:
+    client = async_client(redis.redis_url, redis.sentinel, client_name="taskyard-tool-worker-files")
     return FileTransfer(client, settings.files_timeout_s)
+
+
+async def _open_artifacts(redis: Settings) -> ArtifactStore:
+    # On this worker's store (the Redis backend's home), made on the loop that uses it.
+    return make_artifact_store(redis)
 
 
 async def _listen(cancels: CancelWatch) -> None:
@@ -95,7 +112,7 @@ def _shared_store() -> _Store:
     global _store
     with _store_lock:
         if _store is None:
-            _store = _Store(settings.redis_url, settings.broker_url)
+            _store = _Store(settings)
         return _store
 
 
@@ -122,6 +139,8 @@ def tool_run(self: JobTask, payload: dict[str, Any]) -> None:
 
 def _run_job(task: JobTask, job: ToolRunJob) -> None:
     shared = _shared_store()
+    if sticky_session(job) and _forwarded(shared, job):
+        return
     next_step = envelope(app, AgentStepJob(
         task_id=job.task_id, step=job.step + 1, tenant=job.tenant, session_id=job.session_id
     ))  # fmt: skip
@@ -148,24 +167,34 @@ def _run_claimed(task: JobTask, job: ToolRunJob) -> AgentMessage:
         return _keep_artifacts(shared, job, _timed_call(task, job))
 
 
+def _forwarded(shared: _Store, job: ToolRunJob | SessionFilesJob) -> bool:
+    """Whether the job belongs to the live worker holding its session, and went there."""
+    claim = shared.placement.claim(job.session_key)
+    if claim.verdict != "forward":
+        return False
+    log.info("session held by another tool worker; job forwarded to %s", claim.detail)
+    shared.placement.forward(envelope(app, job))
+    return True
+
+
 def _claim(shared: _Store, job: ToolRunJob) -> str:
     """Whether this job runs the call (`claimed`): not if its result is in (`done`), nor
     while a duplicate of the job runs it (`busy`: it would run twice in the session's
     interpreter). A claim outlives the longest call; a dead worker's lapses then, or at once
     when the worker starts again."""
     ttl_s = settings.stall_s + settings.sandbox_timeout_s
-    claim = shared.store.claim_call(job.task_id, job.step, job.call.id, _WORKER, ttl_s)
+    claim = shared.store.claim_call(job.task_id, job.step, job.call.id, _me.node, ttl_s)
     return shared.loop.run(claim)
 
 
 def _claim_of(job: ToolRunJob) -> CallClaim:
     session = job.session_key if tools.has_sandbox(job.session_key) else None
-    return CallClaim(_WORKER, session, settings.sandbox_idle_s)
+    return CallClaim(_me.node, session, _RECORD_TTL_S)
 
 
 def _release(shared: _Store, job: ToolRunJob) -> None:
     try:
-        shared.loop.run(shared.store.release_call(job.task_id, job.step, job.call.id, _WORKER))
+        shared.loop.run(shared.store.release_call(job.task_id, job.step, job.call.id, _me.node))
     except (RedisConnectionError, RedisTimeoutError):  # it lapses on its own
         log.warning("could not release a tool-call claim")
 
@@ -195,10 +224,10 @@ def _run_call(task: JobTask, job: ToolRunJob) -> AgentMessage:
 
 
 def _keep_artifacts(shared: _Store, job: ToolRunJob, message: AgentMessage) -> AgentMessage:
-    """The result with its artifacts kept as files of the task; if that fails, without them
-    (their bytes never go to Redis) and the model is told."""
+    """The result with its artifacts in the artifact store; if that fails, without them
+    (their bytes never go into the task's messages) and the model is told."""
     try:
-        return shared.artifacts.keep(job, message)
+        return shared.loop.run(shared.artifacts.keep(job, message))
     except Exception as exc:
         if not isinstance(message.content, ActionReturn) or not message.content.artifacts:
             raise
@@ -214,6 +243,8 @@ def session_files(payload: dict[str, Any]) -> None:
     """Serve the gateway's request for a session's files (nothing once it stopped waiting)."""
     job = SessionFilesJob.model_validate(payload)
     shared = _shared_store()
+    if _forwarded(shared, job):
+        return
     transfer = shared.transfer
     upload = None
     if job.op == "write":
@@ -264,20 +295,50 @@ def _worker_error(call: ToolCall, exc: Exception, what: str) -> AgentMessage:
     return AgentMessage.tool_result(call, ret)
 
 
+@signals.celeryd_init.connect
+def _name_worker(sender: str, **_: object) -> None:
+    """This worker is its Celery node name (`-n tools@%h`): nothing per worker to configure."""
+    global _me
+    _me = ToolWorkerId(sender)
+
+
+@signals.celeryd_after_setup.connect
+def _consume_own_queue(sender: str, instance: Any, **_: object) -> None:
+    # Celery's way to add a queue derived from the node name, after -Q is applied.
+    instance.app.amqp.queues.select_add(_me.queue)
+    log.info("consuming %s, the queue of the sessions this worker holds", _me.queue)
+
+
 @signals.worker_init.connect
 def _start_sandboxes(**_: object) -> None:
     """Fail fast: a worker whose sandboxes cannot run must not take tool jobs."""
     backend = settings.sandbox_backend
     try:
-        removed = tools.start()
+        removed = tools.start(_me.node)
     except (SandboxError, ValueError) as exc:
         log.critical("the %r sandbox backend cannot run here: %s", backend, exc)
         message = f"tool worker: the {backend!r} sandbox backend cannot run here: {exc}"
         raise SystemExit(message) from exc
     log.info("sandboxes (%s) ready; removed %d left by an earlier run", backend, removed)
     shared = _shared_store()
-    freed = shared.loop.run(shared.store.release_worker_claims(_WORKER))
+    freed = shared.loop.run(shared.store.release_worker_claims(_me.node))
     log.info("freed %d tool-call claims held by an earlier run", freed)
+
+
+@signals.worker_init.connect
+def _say_artifact_expiry(**_: object) -> None:
+    """Say how artifacts expire; loudly where nothing will (an S3 bucket without the lifecycle
+    rule) or the store does not answer."""
+    shared = _shared_store()
+    try:
+        expiry = shared.loop.run(shared.artifact_store.expiry())
+    except ArtifactStoreUnavailable as exc:
+        log.warning("the artifact store does not answer: %s", exc)
+        return
+    if expiry.after_s is None:
+        log.warning("artifacts never expire: %s (see docs/deployment.md)", expiry.how)
+    else:
+        log.info("artifacts (%s backend): %s", settings.artifacts_backend, expiry.how)
 
 
 @signals.worker_init.connect
@@ -288,24 +349,21 @@ def _serve_metrics(**_: object) -> None:
 
 @signals.worker_ready.connect
 def _start_reaper(**_: object) -> None:
+    placement = _shared_store().placement
+    placement.start_beating()
+
     def reap() -> None:
         while not stop.wait(_REAP_EVERY_S):
-            tools.reap_idle()
-            _remove_old_artifacts()
+            placement.ended(tools.reap_idle())
 
     threading.Thread(target=reap, name="sandbox-reaper", daemon=True).start()
-
-
-def _remove_old_artifacts() -> None:
-    try:
-        artifact_store.remove_older_than(settings.artifacts_ttl_s)
-    except OSError as exc:  # the next round tries again
-        log.warning("could not remove old artifacts from %s: %s", artifact_store.root, exc)
 
 
 @signals.worker_shutdown.connect
 def _close_sandboxes(**_: object) -> None:
     stop.set()
+    if _store is not None:
+        _store.placement.leave()
     tools.close()
 
 

@@ -17,6 +17,7 @@ from shared.actions.registry import (
     build_actions,
     openai_tool_schemas,
     register_action,
+    session_bound,
     split_call_name,
     tool_names,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "build_actions",
     "openai_tool_schemas",
     "register_action",
+    "session_bound",
     "split_call_name",
     "text_result",
     "tool_api",

@@ -47,6 +47,9 @@ class BaseAction:
     name: ClassVar[str] = "BaseAction"
     description: ClassVar[str] = ""
     apis: ClassVar[dict[str, ToolApi]] = {}
+    # True for a tool whose state lives in the session's sandbox on the tool worker that holds
+    # it (an interpreter): its calls are routed to that worker. False: any worker of the pool.
+    session_bound: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

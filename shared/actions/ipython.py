@@ -36,6 +36,8 @@ class IPythonInterpreter(BaseAction):
     """Run Python code in a stateful IPython interpreter: variables, imports and files persist
     between calls of the same session. The value of the last expression is shown."""
 
+    session_bound = True
+
     def __init__(self, sandboxes: SandboxProvider, timeout: float = 30.0) -> None:
         self.sandboxes = sandboxes
         self.timeout = timeout

@@ -14,6 +14,7 @@ __all__ = [
     "build_actions",
     "openai_tool_schemas",
     "register_action",
+    "session_bound",
     "split_call_name",
     "tool_names",
 ]
@@ -38,6 +39,13 @@ def split_call_name(name: str) -> tuple[str, str | None]:
 def action_queue(call_name: str) -> str:
     """The Celery queue a call runs on: one queue per tool, toolkit APIs included."""
     return tool_queue(split_call_name(call_name)[0])
+
+
+def session_bound(call_name: str) -> bool:
+    """Whether the call's tool keeps its state in the session's sandbox on one tool worker
+    (`BaseAction.session_bound`); an unknown tool is not."""
+    tool = split_call_name(call_name)[0]
+    return tool in ACTIONS and ACTIONS.get(tool).session_bound
 
 
 def openai_tool_schemas(names: list[str]) -> list[dict[str, Any]]:

@@ -15,6 +15,7 @@ from shared.sandbox.errors import (
     KernelGone,
     KernelProtocolError,
     NoLiveSandbox,
+    SandboxBusy,
     SandboxClosed,
     SandboxError,
     SandboxLimitReached,
@@ -34,6 +35,7 @@ __all__ = [
     "KernelProtocolError",
     "LocalSandboxProvider",
     "NoLiveSandbox",
+    "SandboxBusy",
     "SandboxClosed",
     "SandboxError",
     "SandboxLimitReached",
@@ -44,22 +46,27 @@ __all__ = [
 ]
 
 
-def _docker(settings: Settings) -> SandboxProvider:
+def _docker(settings: Settings, node: str) -> SandboxProvider:
     # Imported when chosen: the agent library alone installs no Docker SDK.
     from shared.sandbox.docker import DockerSandboxProvider
 
-    return DockerSandboxProvider(settings)
+    return DockerSandboxProvider(settings, node=node)
+
+
+def _local(settings: Settings, node: str) -> SandboxProvider:
+    return LocalSandboxProvider(settings, node=node)
 
 
 # settings.sandbox_backend names one of these.
-BACKENDS: dict[str, Callable[[Settings], SandboxProvider]] = {
+BACKENDS: dict[str, Callable[[Settings, str], SandboxProvider]] = {
     "docker": _docker,
-    "local": LocalSandboxProvider,
+    "local": _local,
 }
 
 
-def make_sandbox_provider(settings: Settings) -> SandboxProvider:
-    """The provider `settings.sandbox_backend` names.
+def make_sandbox_provider(settings: Settings, node: str = "-") -> SandboxProvider:
+    """The provider `settings.sandbox_backend` names, for the tool worker `node` (its Celery
+    node name: what it left behind, it removes at its next start).
 
     Raises `SandboxUnavailable` when that backend cannot run here (no engine, no launcher).
     """
@@ -69,4 +76,4 @@ def make_sandbox_provider(settings: Settings) -> SandboxProvider:
         known = ", ".join(sorted(BACKENDS))
         name = settings.sandbox_backend
         raise ValueError(f"unknown sandbox_backend {name!r}; known: {known}") from None
-    return backend(settings)
+    return backend(settings, node)

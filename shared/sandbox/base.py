@@ -93,11 +93,20 @@ class SandboxProvider(Protocol):
         ...
 
     def remove_orphans(self) -> int:
-        """Remove what an earlier run under this worker label left; how many were removed."""
+        """Remove what an earlier run of this worker (its label and node) left; how many."""
         ...
 
     def close_all(self) -> None: ...
 
     def reap_idle(self) -> list[str]:
         """Stop sessions idle past the idle limit; their keys. Call it periodically."""
+        ...
+
+    def forget(self, session_key: str, reason: str) -> None:
+        """The session's state is gone for `reason` (elsewhere, or here): its next call here
+        starts afresh and says so."""
+        ...
+
+    def lost_reason(self, session_key: str) -> str | None:
+        """Why the session's state was lost, if its next call is to say so."""
         ...

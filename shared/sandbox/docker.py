@@ -12,14 +12,14 @@ no log driver, so nothing a sandbox writes grows a file on the host; stderr (onl
 own messages reach it) is read from the attach stream, keeping its last few KB.
 
 Containers carry the labels ``taskyard.worker`` (`settings.sandbox_worker_label`),
-``taskyard.owner`` (one id per provider) and ``taskyard.session`` (the session key, or "" for
-a warm-pool container). The kernel exits as soon as the worker's socket closes, even mid-cell;
-a restarted worker removes every container left under its label (`remove_orphans`).
+``taskyard.node`` (the tool worker's Celery node name), ``taskyard.owner`` (one id per
+provider) and ``taskyard.session`` (the session key, or "" for a warm-pool container). The
+kernel exits as soon as the worker's socket closes, even mid-cell; a restarted worker removes
+every container left under its label and node name (`remove_orphans`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import socket
 import struct
@@ -32,16 +32,24 @@ from typing import Any
 import docker
 import requests
 from docker.errors import APIError, DockerException, NotFound
-from docker.models.containers import Container
-from docker.types import LogConfig
+from docker.types import LogConfig, Ulimit
 
-from shared.sandbox.channel import OutputTail, ReplyLines, describe_exit, encode_line, wait_readable
+from shared.sandbox.channel import (
+    OutputTail,
+    ReplyLines,
+    describe_exit,
+    encode_line,
+    wait_readable,
+    write_within,
+)
 from shared.sandbox.demand import PoolBounds, pool_bounds
 from shared.sandbox.errors import KernelGone, SandboxUnavailable
 from shared.sandbox.provider import KernelSandboxProvider, SandboxLimits
 from shared.settings import Settings, get_settings
 
 __all__ = [
+    "NODE_LABEL",
+    "NO_NODE",
     "OWNER_LABEL",
     "SESSION_LABEL",
     "WORKER_LABEL",
@@ -53,22 +61,40 @@ __all__ = [
 SESSION_LABEL = "taskyard.session"
 OWNER_LABEL = "taskyard.owner"
 WORKER_LABEL = "taskyard.worker"
+NODE_LABEL = "taskyard.node"
+NO_NODE = "-"  # a provider outside a Celery worker (tests, a library user)
 START_TIMEOUT_S = 30.0
 
 log = logging.getLogger(__name__)
 _FRAME_HEADER = struct.Struct(">BxxxL")  # stream (1 stdout, 2 stderr), padding, payload size
 _STDOUT, _STDERR = 1, 2
+# The container's own IPC namespace holds no System V IPC object and no POSIX message queue
+# (the kernel's seccomp filter refuses their calls too; these also close /dev/mqueue, which
+# a plain open() reaches). Only these sysctls are per IPC namespace, so settable here.
+IPC_SYSCTLS = {
+    "kernel.shmmni": "0",
+    "kernel.shmall": "0",
+    "kernel.shmmax": "0",
+    "kernel.msgmni": "0",
+    "kernel.sem": "0 0 0 0",
+    "fs.mqueue.queues_max": "0",
+}
+# Per process: no message queue bytes, and as many open files as the local backend allows
+# (else the engine's own limit applies, 20,000 here: each fd is kernel memory).
+ULIMITS = {"msgqueue": 0, "nofile": 256}
 
 
 @dataclass(frozen=True)
 class ContainerSpec:
-    """How every sandbox container is made: image and limits."""
+    """How every sandbox container is made: image and limits (and, for tests, a command run
+    instead of the image's kernel)."""
 
     image: str
     memory: str = "256m"
     pids: int = 64
     cpus: float = 1.0
     disk: str = "64m"
+    command: tuple[str, ...] = ()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ContainerSpec:
@@ -95,10 +121,14 @@ class ContainerSpec:
             nano_cpus=int(self.cpus * 1e9),
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
+            ipc_mode="private",  # its own IPC namespace, which no other container may join
+            sysctls=IPC_SYSCTLS,
+            ulimits=[Ulimit(name=name, soft=n, hard=n) for name, n in ULIMITS.items()],
             log_config=LogConfig(type=LogConfig.types.NONE),  # no host file grows
         )
         created = api.create_container(
             self.image,
+            entrypoint=list(self.command) or None,
             stdin_open=True,
             detach=False,  # which sets StdinOnce: the kernel sees EOF when our socket closes
             tty=False,
@@ -124,8 +154,9 @@ class _Demux:
     def read(self, deadline: float) -> dict[str, Any] | None:
         """The next reply, or None at `deadline`; raises `KernelGone` at EOF."""
         while (reply := self.lines.pop()) is None:
-            if self.eof:
-                raise KernelGone("the container's output ended")
+            if self.eof:  # with the kernel's last words: the engine may be slow to say more
+                said = self.stderr.last_line()
+                raise KernelGone("the container's output ended" + (f"; {said}" if said else ""))
             if not self.pump(deadline):
                 return None
         return reply
@@ -136,6 +167,8 @@ class _Demux:
             return False
         try:
             chunk = self._sock.recv(1 << 16)
+        except BlockingIOError:
+            return True  # woken with nothing to read after all
         except OSError:
             chunk = b""
         self.eof = not chunk
@@ -167,7 +200,9 @@ class DockerChannel:
         self._memory = memory
         self._demux = _Demux(sock)
         self._send_lock = threading.Lock()
+        self._broken = False  # a request was left half written
         self._closed = False
+        sock.setblocking(False)  # requests are written within a deadline
 
     @classmethod
     def start(
@@ -199,12 +234,15 @@ class DockerChannel:
         if not (reply or {}).get("ready"):
             raise KernelGone(f"no ready line within {timeout:g}s (got {reply!r})")
 
-    def send(self, message: dict[str, Any]) -> None:
-        try:
-            with self._send_lock:
-                self._sock.sendall(encode_line(message))
-        except OSError as exc:
-            raise KernelGone(f"cannot write to the kernel: {exc}") from exc
+    def send(self, message: dict[str, Any], deadline: float) -> None:
+        with self._send_lock:
+            if self._broken:
+                raise KernelGone("a request to the kernel was left half written")
+            try:
+                write_within(self._sock.fileno(), encode_line(message), deadline)
+            except KernelGone:
+                self._broken = True
+                raise
 
     def receive(self, deadline: float) -> dict[str, Any] | None:
         return self._demux.read(deadline)
@@ -212,7 +250,7 @@ class DockerChannel:
     def alive(self) -> bool:
         while not self._demux.eof and self._demux.pump(0.0):
             pass  # drain what is pending; a closed stream means the container ended
-        return not self._demux.eof
+        return not (self._demux.eof or self._broken)
 
     def stderr(self) -> str:
         return self._demux.stderr.text()
@@ -239,7 +277,7 @@ class DockerChannel:
             self._api.remove_container(self._container, force=True)
         except NotFound:
             pass  # already gone: that is the goal
-        except DockerException:
+        except (DockerException, requests.RequestException):
             # Closing must not fail a call; the labels let an operator find what is left.
             log.warning("could not remove sandbox container %s", self._container, exc_info=True)
 
@@ -261,12 +299,14 @@ class DockerSandboxProvider(KernelSandboxProvider):
         pool: PoolBounds | None = None,
         idle_s: float | None = None,
         limits: SandboxLimits | None = None,
+        node: str = NO_NODE,
     ) -> None:
         settings = settings or get_settings()
         self._spec = spec or ContainerSpec.from_settings(settings)
         self._client = client or _connect()
         self.owner = uuid.uuid4().hex[:12]
         self.worker_label = settings.sandbox_worker_label
+        self.node = node
         super().__init__(
             self._start_kernel,
             pool=pool or pool_bounds(settings, pool_size),
@@ -278,44 +318,50 @@ class DockerSandboxProvider(KernelSandboxProvider):
     def _start_kernel(self, session_key: str | None) -> DockerChannel:
         labels = {
             WORKER_LABEL: self.worker_label,
+            NODE_LABEL: self.node,
             OWNER_LABEL: self.owner,
             SESSION_LABEL: session_key or "",
         }
         return DockerChannel.start(self._client.api, self._spec, labels)
 
     def remove_orphans(self) -> int:
-        """Remove every container under this worker's label that another provider made
-        (running ones too: a worker that died mid-cell); how many were removed."""
+        """Remove every container under this worker's label and node name (or under its label
+        and no node name: an older taskyard's) that another provider made, running ones too
+        (a worker that died mid-cell); how many were removed. Other workers on the engine
+        under the same label (other node names) keep theirs."""
         leftovers = [
-            container
-            for container in self._client.containers.list(
-                all=True, filters={"label": f"{WORKER_LABEL}={self.worker_label}"}
-            )
-            if container.labels.get(OWNER_LABEL) != self.owner
+            labelled["Id"]
+            for labelled in self._labelled(f"{WORKER_LABEL}={self.worker_label}")
+            if labelled["Labels"].get(NODE_LABEL, self.node) == self.node
+            and labelled["Labels"].get(OWNER_LABEL) != self.owner
         ]
-        for container in leftovers:
-            _remove_quietly(container)
+        for container_id in leftovers:
+            self._remove_quietly(container_id)
         return len(leftovers)
 
     def close_all(self) -> None:
         """Stop every session and warm container, and any container this provider left."""
         super().close_all()
-        for container in self._client.containers.list(
-            all=True, filters={"label": f"{OWNER_LABEL}={self.owner}"}
-        ):
-            with contextlib.suppress(NotFound):
-                container.remove(force=True)
+        for labelled in self._labelled(f"{OWNER_LABEL}={self.owner}"):
+            self._remove_quietly(labelled["Id"])
 
+    def _labelled(self, label: str) -> list[dict[str, Any]]:
+        # The engine's list as it is, labels included: the SDK's `containers.list` fetches
+        # each container again, and fails on one removed meanwhile (a warm start that failed).
+        found: list[dict[str, Any]] = self._client.api.containers(
+            all=True, filters={"label": label}
+        )
+        return found
 
-def _remove_quietly(container: Container) -> None:
-    """Remove a container that someone else may be removing too (404 or 409 then)."""
-    try:
-        container.remove(force=True)
-    except NotFound:
-        pass
-    except APIError as exc:
-        if exc.status_code != 409:  # 409: "removal ... is already in progress"
-            raise
+    def _remove_quietly(self, container_id: str) -> None:
+        """Remove a container that someone else may be removing too (404 or 409 then)."""
+        try:
+            self._client.api.remove_container(container_id, force=True)
+        except NotFound:
+            pass
+        except APIError as exc:
+            if exc.status_code != 409:  # 409: "removal ... is already in progress"
+                raise
 
 
 def _connect() -> docker.DockerClient:

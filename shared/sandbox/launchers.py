@@ -10,9 +10,9 @@ Launchers, best first:
   65534 when run as root.
 
 Both run with an empty environment (nothing of the worker's reaches /proc/*/environ) under
-`prlimit`: file size, open files, no core dumps, and the address space per process only where
-no cgroup caps the sandbox as a whole. A worker running as root first becomes uid 65534, so
-bubblewrap builds an unprivileged user namespace.
+`prlimit`: file size, open files, no core dumps, no message queue bytes, and the address space
+per process only where no cgroup caps the sandbox as a whole. A worker running as root first
+becomes uid 65534, so bubblewrap builds an unprivileged user namespace.
 """
 
 from __future__ import annotations
@@ -23,9 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["KERNEL_DIR", "LAUNCHERS", "LaunchSpec", "explain_failure", "parse_size"]
+__all__ = ["LAUNCHERS", "LaunchSpec", "explain_failure", "parse_size"]
 
-KERNEL_DIR = Path(__file__).with_name("kernel")
 INNER_HOME = "/opt/taskyard"  # the kernel package's parent inside a bwrap sandbox
 NOBODY = "65534"
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)b?\s*$", re.IGNORECASE)
@@ -42,16 +41,20 @@ def parse_size(text: str) -> int:
 
 @dataclass(frozen=True)
 class LaunchSpec:
-    """What every launcher needs: the interpreter and the limits rlimits enforce."""
+    """What every launcher needs: the interpreter, the kernel package's parent (a directory
+    uid 65534 can read: `kernel_copy.KernelCopy`) and the limits rlimits enforce."""
 
     python: str
+    kernel_home: Path
     memory: int  # bytes; a per-process address-space cap only when `rlimit_memory`
     disk: int  # bytes, per tmpfs and per file
     as_root: bool = os.geteuid() == 0
     rlimit_memory: bool = True
 
     def prlimit(self) -> list[str]:
-        argv = ["prlimit", f"--fsize={self.disk}", "--nofile=256", "--core=0"]
+        # No POSIX message queue bytes: the unshare launcher leaves the host's /dev/mqueue
+        # in view, and a queue made there would be the host's.
+        argv = ["prlimit", f"--fsize={self.disk}", "--nofile=256", "--core=0", "--msgqueue=0"]
         if self.rlimit_memory:
             argv.append(f"--as={self.memory}")
         return [*argv, "--"]
@@ -83,7 +86,7 @@ def bwrap(spec: LaunchSpec) -> Launch:
     argv += ["--proc", "/proc", "--dev", "/dev"]
     for tmpfs in ("/dev/shm", "/tmp", "/work"):
         argv += ["--size", size, "--tmpfs", tmpfs]
-    argv += ["--ro-bind", str(KERNEL_DIR), f"{INNER_HOME}/kernel"]
+    argv += ["--ro-bind", str(spec.kernel_home / "kernel"), f"{INNER_HOME}/kernel"]
     # Only the tmpfs mounts stay writable: / and /dev are RAM-backed and unsized otherwise.
     argv += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/work", "--clearenv"]
     env = {"PATH": "/usr/bin:/bin", "HOME": "/work", "PYTHONDONTWRITEBYTECODE": "1"}
@@ -103,7 +106,7 @@ def unshare(spec: LaunchSpec) -> Launch:
         inner = []
     argv = [*spec.prlimit(), "unshare", *namespaces, *inner, spec.python, "-P", "-m", "kernel"]
     env = {"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"}
-    return argv, {**env, "PYTHONPATH": str(KERNEL_DIR.parent)}
+    return argv, {**env, "PYTHONPATH": str(spec.kernel_home)}
 
 
 LAUNCHERS: dict[str, Callable[[LaunchSpec], Launch]] = {"bwrap": bwrap, "unshare": unshare}

@@ -24,9 +24,17 @@ import uuid
 from typing import Any
 
 from shared.sandbox.cgroups import CgroupLimits, CgroupTree, SandboxCgroup, find_cgroups, safe_name
-from shared.sandbox.channel import OutputTail, ReplyLines, describe_exit, encode_line, wait_readable
+from shared.sandbox.channel import (
+    OutputTail,
+    ReplyLines,
+    describe_exit,
+    encode_line,
+    wait_readable,
+    write_within,
+)
 from shared.sandbox.demand import PoolBounds, pool_bounds
 from shared.sandbox.errors import KernelGone, SandboxUnavailable
+from shared.sandbox.kernel_copy import KernelCopy
 from shared.sandbox.launchers import LAUNCHERS, LaunchSpec, explain_failure, parse_size
 from shared.sandbox.provider import KernelSandboxProvider, SandboxLimits
 from shared.settings import Settings, get_settings
@@ -52,9 +60,11 @@ class LocalChannel:
         self._lines = ReplyLines()
         self._stderr = OutputTail()
         self._send_lock = threading.Lock()
+        self._broken = False  # a request was left half written
         self._closed = False
-        assert process.stderr is not None
+        assert process.stderr is not None and process.stdin is not None
         os.set_blocking(process.stderr.fileno(), False)
+        os.set_blocking(process.stdin.fileno(), False)  # written within a deadline
 
     @classmethod
     def start(
@@ -91,15 +101,20 @@ class LocalChannel:
             raise SandboxUnavailable(explain_failure(launcher, said)) from exc
         return channel
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: dict[str, Any], deadline: float) -> None:
         stdin = self._process.stdin
         assert stdin is not None
-        try:
-            with self._send_lock:
-                stdin.write(encode_line(message))
-                stdin.flush()
-        except (BrokenPipeError, ValueError) as exc:
-            raise KernelGone(f"cannot write to the kernel: {exc}") from exc
+        with self._send_lock:
+            if self._broken:
+                raise KernelGone("a request to the kernel was left half written")
+            try:
+                write_within(stdin.fileno(), encode_line(message), deadline)
+            except KernelGone:
+                self._broken = True
+                raise
+            except ValueError as exc:  # closed meanwhile
+                self._broken = True
+                raise KernelGone("the kernel's channel was closed") from exc
 
     def receive(self, deadline: float) -> dict[str, Any] | None:
         stdout = self._process.stdout
@@ -114,7 +129,7 @@ class LocalChannel:
         return reply
 
     def alive(self) -> bool:
-        return self._process.poll() is None
+        return not self._broken and self._process.poll() is None
 
     def stderr(self, wait_s: float = 0.0) -> str:
         """What the launcher and the kernel wrote to stderr (the last few KB), once they
@@ -166,6 +181,7 @@ class LocalSandboxProvider(KernelSandboxProvider):
         pool: PoolBounds | None = None,
         idle_s: float | None = None,
         limits: SandboxLimits | None = None,
+        node: str = "-",
     ) -> None:
         settings = settings or get_settings()
         name = launcher or next((n for n in LAUNCHERS if shutil.which(n)), "")
@@ -177,15 +193,19 @@ class LocalSandboxProvider(KernelSandboxProvider):
         self._cgroup_limits = CgroupLimits(
             parse_size(settings.sandbox_memory), settings.sandbox_pids, settings.sandbox_cpus
         )
+        # Not the package where it lies: its parents may be closed to the sandbox's user.
+        self._kernel = KernelCopy()
         spec = LaunchSpec(
             python=python or shutil.which("python3", path="/usr/bin:/bin") or "",
+            kernel_home=self._kernel.home,
             memory=self._cgroup_limits.memory,
             disk=parse_size(settings.sandbox_disk),
             rlimit_memory=self._cgroups is None,
         )
         self._argv, self._env = LAUNCHERS[name](spec)
         self._no_cgroups = no_cgroups
-        self._label = safe_name(settings.sandbox_worker_label)
+        # Its cgroups' names: a restart of this worker (label and node) removes its leftovers.
+        self._label = safe_name(f"{settings.sandbox_worker_label}.{node}")
         self._owner = uuid.uuid4().hex[:12]
         self._serial = itertools.count(1)
         log.warning(
@@ -201,6 +221,10 @@ class LocalSandboxProvider(KernelSandboxProvider):
             limits=limits or SandboxLimits.from_settings(settings),
             interrupt_grace_s=settings.sandbox_interrupt_grace_s,
         )
+
+    def close_all(self) -> None:
+        super().close_all()
+        self._kernel.remove()
 
     def unenforced(self) -> list[str]:
         """What the docker backend enforces and this one, on this machine, does not."""

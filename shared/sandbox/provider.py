@@ -139,7 +139,7 @@ class KernelSandboxProvider:
             for key, sandbox in retired.items():
                 del self._sessions[key]
                 if sandbox.has_state:
-                    self._forget(key, f"session expired: idle for over {self._idle_s:g} s")
+                    self._remember(key, f"session expired: idle for over {self._idle_s:g} s")
         for sandbox in retired.values():
             sandbox.close()
         return list(retired)
@@ -198,7 +198,15 @@ class KernelSandboxProvider:
                     "try again when one of them finishes"
                 )
 
-    def _forget(self, session_key: str, reason: str) -> None:
+    def forget(self, session_key: str, reason: str) -> None:
+        with self._lock:
+            self._remember(session_key, reason)
+
+    def _remember(self, session_key: str, reason: str) -> None:
         self._forgotten[session_key] = reason
         while len(self._forgotten) > _FORGOTTEN_KEPT:
             self._forgotten.popitem(last=False)
+
+    def lost_reason(self, session_key: str) -> str | None:
+        with self._lock:
+            return self._forgotten.get(session_key)

@@ -1,9 +1,14 @@
-"""A tenant's tasks, newest first, a page at a time.
+"""A tenant's tasks, newest first, and its sessions, the most recently used first, a page at
+a time.
 
 Each tenant (and each session) has an index of its task ids scored by creation time (written
 by `create_task.lua`). A page reads the index from the cursor down and keeps the tasks that
 pass the filters; the cursor is the last task looked at, so a filtered page may be shorter
 than `limit` and the next page goes on from where this one stopped.
+
+Each tenant also has an index of its session ids scored by their latest task's creation time
+(written by the same script): a session that gets a new task moves to the top, so a client
+paging meanwhile never sees it twice (and misses it if it moves above the pages read).
 """
 
 from __future__ import annotations
@@ -14,12 +19,23 @@ from dataclasses import dataclass
 from shared import keys
 from shared.store import replies
 from shared.store.store import TaskStore
-from shared.task import TaskRecord, TaskStatus
+from shared.task import SESSION_ID_PATTERN, TASK_ID_PATTERN, TaskRecord, TaskStatus
 
-__all__ = ["CURSOR_PATTERN", "TaskPage", "list_tasks"]
+__all__ = [
+    "CURSOR_PATTERN",
+    "SESSION_CURSOR_PATTERN",
+    "SessionPage",
+    "TaskPage",
+    "list_sessions",
+    "list_tasks",
+]
 
-CURSOR_PATTERN = r"^\d{1,12}(\.\d{1,9})?~task_[0-9a-f]{32}$"  # "<created at>~<task id>"
+_SCORE = r"\d{1,12}(\.\d{1,9})?"  # a time as `repr` writes it
+CURSOR_PATTERN = rf"^{_SCORE}~{TASK_ID_PATTERN[1:-1]}$"  # "<created at>~<task id>"
+# "<its latest task's creation time>~<session id>"
+SESSION_CURSOR_PATTERN = rf"^{_SCORE}~{SESSION_ID_PATTERN[1:-1]}$"
 _CURSOR = re.compile(CURSOR_PATTERN)
+_SESSION_CURSOR = re.compile(SESSION_CURSOR_PATTERN)
 _SCAN_FACTOR = 10  # a filtered page looks at most this many times `limit` tasks
 
 
@@ -29,19 +45,29 @@ class TaskPage:
     next_cursor: str | None
 
 
-def _after(cursor: str | None) -> tuple[str, float, str]:
-    """The index's upper bound for a page and the task the previous page ended on."""
+@dataclass(frozen=True, slots=True)
+class SessionPage:
+    sessions: list[tuple[str, float]]  # each session's id, its latest task's creation time
+    next_cursor: str | None
+
+
+def _after(cursor: str | None, shape: re.Pattern[str] = _CURSOR) -> tuple[str, float, str]:
+    """The index's upper bound for a page and the member the previous page ended on."""
     if cursor is None:
         return "+inf", float("inf"), ""
-    if not _CURSOR.fullmatch(cursor):
+    if not shape.fullmatch(cursor):
         raise ValueError("cursor must be a next_cursor an earlier page returned")
-    score, _, task_id = cursor.partition("~")
-    return score, float(score), task_id
+    score, _, member = cursor.partition("~")
+    return score, float(score), member
 
 
-def _is_after(score: float, task_id: str, last_score: float, last_id: str) -> bool:
+def _cursor(member: str, score: float) -> str:
+    return f"{score!r}~{member}"
+
+
+def _is_after(score: float, member: str, last_score: float, last_id: str) -> bool:
     # Newest first: by score, then (same score) by id descending, as ZREVRANGEBYSCORE orders.
-    return score < last_score or (score == last_score and task_id < last_id)
+    return score < last_score or (score == last_score and member < last_id)
 
 
 async def list_tasks(
@@ -63,8 +89,26 @@ async def list_tasks(
     candidates = [(t, s) for t, s in scanned if _is_after(s, t, last_score, last_id)]
     page, looked = await _filtered(store, candidates, limit, status)
     more = len(looked) < len(candidates) or len(scanned) > limit * _SCAN_FACTOR
-    next_cursor = f"{looked[-1][1]!r}~{looked[-1][0]}" if more and looked else None
+    next_cursor = _cursor(*looked[-1]) if more and looked else None
     return TaskPage(page, next_cursor)
+
+
+async def list_sessions(
+    store: TaskStore, tenant: str, limit: int, cursor: str | None = None
+) -> SessionPage:
+    """The tenant's sessions after `cursor`, the most recently used first."""
+    index = keys.tenant_sessions(tenant)
+    top, last_score, last_id = _after(cursor, _SESSION_CURSOR)
+    # Sessions used at the cursor's very time come first, those listed already among them.
+    ties = await store.r.zcount(index, top, top) if cursor else 0
+    scanned = replies.scored(
+        await store.r.zrevrangebyscore(
+            index, top, "-inf", start=0, num=ties + limit + 1, withscores=True
+        )
+    )
+    after = [(s, score) for s, score in scanned if _is_after(score, s, last_score, last_id)]
+    page = after[:limit]
+    return SessionPage(page, _cursor(*page[-1]) if len(after) > limit else None)
 
 
 async def _filtered(

@@ -18,13 +18,17 @@ _DIR = Path(__file__).with_name("lua")
 SCRIPTS = (
     "begin_step",
     "claim_call",
+    "claim_session",
     "commit_step",
     "create_task",
     "decide_approval",
+    "end_sessions",
     "end_task",
     "heal_session",
     "publish_live",
+    "push_jobs",
     "put_tool_result",
+    "redrive_queue",
     "release_claims",
     "release_session",
 )
@@ -49,6 +53,8 @@ _NAMES = {
     "{events_key}": keys.task_events("%s"),
     "{children_key}": keys.task_children("%s"),
     "{webhooks_due}": keys.WEBHOOKS_DUE,
+    "{sandbox_key}": keys.session_sandbox("%s"),
+    "{worker_alive_key}": keys.tool_worker_alive("%s"),
 }
 
 

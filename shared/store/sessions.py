@@ -15,9 +15,10 @@ import orjson
 
 from shared import keys
 from shared.schema import AgentMessage
+from shared.store import replies
 from shared.store.store import TaskStore
 
-__all__ = ["SessionState", "forget_session", "session_state"]
+__all__ = ["SessionOverview", "SessionState", "forget_session", "overviews", "session_state"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +37,43 @@ class SessionState:
         return bool(self.total_messages or self.memories or self.task_ids or self.running)
 
 
+@dataclass(frozen=True, slots=True)
+class SessionOverview:
+    """A session in a list: where it stands, without its messages."""
+
+    session_id: str
+    last_task_at: float  # its latest task's creation time
+    task_count: int
+    running: str | None
+    waiting: int
+    total_messages: int  # in the top agent's memory
+    interpreter: dict[str, Any] | None
+
+
+async def overviews(
+    store: TaskStore, tenant: str, listed: list[tuple[str, float]]
+) -> list[SessionOverview]:
+    """Where each listed session (its id, its latest task's time) stands, in one round trip."""
+    if not listed:
+        return []
+    async with store.r.pipeline(transaction=False) as pipe:
+        for session_id, _ in listed:
+            pipe.zcard(keys.session_tasks(tenant, session_id))
+            pipe.get(keys.session_lock(tenant, session_id))
+            pipe.llen(keys.session_waiting(tenant, session_id))
+            pipe.llen(keys.session_memory(tenant, session_id))
+            pipe.hgetall(keys.session_sandbox(keys.session_key(tenant, session_id)))
+        found = await pipe.execute()
+    per = len(found) // len(listed)  # the replies of each session
+    rows = [found[i : i + per] for i in range(0, len(found), per)]
+    return [
+        SessionOverview(session_id, at, count, holder, waiting, messages,
+                        _interpreter(replies.fields(sandbox)) if sandbox else None)
+        for (session_id, at), (count, holder, waiting, messages, sandbox) in zip(
+            listed, rows, strict=True)
+    ]  # fmt: skip
+
+
 async def session_state(
     store: TaskStore, tenant: str, session_id: str, offset: int, limit: int, tasks: int = 50,
     path: str = "memory",
@@ -50,15 +88,27 @@ async def session_state(
         pipe.zrevrange(keys.session_tasks(tenant, session_id), 0, tasks - 1)
         pipe.get(keys.session_lock(tenant, session_id))
         pipe.lrange(keys.session_waiting(tenant, session_id), 0, -1)
-        pipe.get(keys.session_sandbox(keys.session_key(tenant, session_id)))
+        pipe.hgetall(keys.session_sandbox(keys.session_key(tenant, session_id)))
         pipe.smembers(keys.session_paths(tenant, session_id))
         pipe.hgetall(keys.session_values(tenant, session_id))
         raw, total, task_ids, holder, waiting, sandbox, lists, values = await pipe.execute()
     messages = [AgentMessage.model_validate_json(m) for m in raw]
-    interpreter = orjson.loads(sandbox) if sandbox else None
+    interpreter = _interpreter(replies.fields(sandbox)) if sandbox else None
     memories = await _lengths(store, tenant, session_id, lists)
     shown = {name: orjson.loads(value) for name, value in sorted(values.items())}
     return SessionState(messages, total, task_ids, holder, waiting, interpreter, memories, shown)
+
+
+def _interpreter(record: dict[str, str]) -> dict[str, Any]:
+    """The session's sandbox record as the API shows it: which worker holds the interpreter,
+    whether it lives, its last use, why its state was lost if it was."""
+    live = record.get("state") == "live"
+    return {
+        "alive": live,
+        "last_used": float(record.get("last_used") or 0),
+        "worker": record.get("node"),
+        "lost": None if live else record.get("reason") or None,
+    }
 
 
 async def _lengths(
@@ -75,8 +125,10 @@ async def _lengths(
 
 
 async def forget_session(store: TaskStore, tenant: str, session_id: str) -> None:
-    """Delete the session's memories and tool state and bump its epoch, so workers holding a
-    warm copy of it read it afresh (empty). Its tasks stay, as tasks."""
+    """Delete the session's memories, tool state and task index, take it off the tenant's
+    session list and bump its epoch, so workers holding a warm copy of it read it afresh
+    (empty). Its tasks stay, as tasks (by id, and in the tenant's task list); the session
+    itself is no more (404) until a task names it again."""
     session_key = keys.session_key(tenant, session_id)
     names = keys.session_paths(tenant, session_id)
     written = await store.r.smembers(names)
@@ -84,9 +136,10 @@ async def forget_session(store: TaskStore, tenant: str, session_id: str) -> None
         keys.session_memory(tenant, session_id), names, *written,
         keys.session_values(tenant, session_id),
         keys.browser_results(session_key), keys.session_sandbox(session_key),
-        keys.session_compaction(tenant, session_id),
+        keys.session_compaction(tenant, session_id), keys.session_tasks(tenant, session_id),
     ]  # fmt: skip
     async with store.r.pipeline(transaction=True) as pipe:
         pipe.delete(*doomed)
+        pipe.zrem(keys.tenant_sessions(tenant), session_id)  # listed again with its next task
         pipe.incr(keys.session_epoch(tenant, session_id))
         await pipe.execute()

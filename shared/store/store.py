@@ -17,21 +17,25 @@ import orjson
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
+from redis.exceptions import NoScriptError
 
 from shared import keys
+from shared.errors import TaskyardError
 from shared.events import Event, EventKind, decode_entry, dumps
 from shared.jobs import Envelope
+from shared.redis_clients import SentinelSpec, async_client
 from shared.schema import AgentMessage, ToolCall
-from shared.settings import broker_database
+from shared.settings import Settings, broker_database
 from shared.store import replies
 from shared.store.scripts import SCRIPTS, source
-from shared.task import TERMINAL, TaskRecord, TaskStatus
+from shared.task import RETENTION_S, TERMINAL, TaskRecord, TaskStatus
 from shared.text import replace_lone_surrogates
 
 __all__ = [
     "CallClaim",
     "Created",
     "MemoryTail",
+    "NotReplicated",
     "StepCommit",
     "StepStart",
     "TaskStore",
@@ -39,18 +43,28 @@ __all__ = [
 ]
 
 _IDEMPOTENCY_TTL_S = 24 * 3600
-_RESULTS_TTL_S = 7 * 24 * 3600
+
+
+class NotReplicated(TaskyardError):
+    """Fewer replicas than asked confirmed a write in time: it is on the primary, and a
+    failover now could lose it."""
+
+    def __init__(self, wanted: int, confirmed: int, timeout_ms: int) -> None:
+        super().__init__(f"{confirmed} of {wanted} replicas confirmed the write in {timeout_ms} ms")
+        self.wanted = wanted
+        self.confirmed = confirmed
+        self.timeout_ms = timeout_ms
 
 
 @dataclass(frozen=True, slots=True)
 class CallClaim:
     """A tool worker's claim on the call whose result it stores: freed with the write, which
-    also marks the session's interpreter alive (`session_key`, when the call used one) for
-    `interpreter_idle_s`."""
+    also stamps the last use on the session's sandbox record (`session_key`, when the call
+    used an interpreter) and keeps that record `record_ttl_s` longer."""
 
     worker: str
     session_key: str | None = None
-    interpreter_idle_s: float = 0
+    record_ttl_s: float = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,22 +161,61 @@ class TaskStore:
         max_connections: int = 64,
         client_name: str | None = None,
         outage_retries: int = 20,
+        sentinel: SentinelSpec | None = None,
     ) -> TaskStore:
         """A store on a bounded pool: a thousand steps in flight share a few connections
         instead of opening one each. `client_name` names them in Redis's CLIENT LIST. A lost
         connection is retried `outage_retries` times (20: about a minute, what a Redis restart
-        takes; a gateway answering people waits less)."""
-        pool = aioredis.BlockingConnectionPool.from_url(
-            url, decode_responses=True, max_connections=max_connections, timeout=30,
-            client_name=client_name, retry=outage_retry(outage_retries),
+        takes; a gateway answering people waits less), on the master `sentinel` names now
+        when there is one (a failover takes seconds)."""
+        client = async_client(
+            url, sentinel, max_connections=max_connections, pool_timeout=30,
+            decode_responses=True, client_name=client_name, retry=outage_retry(outage_retries),
         )  # fmt: skip
-        return cls(aioredis.Redis(connection_pool=pool), broker_database(url, broker_url))
+        return cls(client, broker_database(url, broker_url, sentinel=sentinel is not None))
+
+    @classmethod
+    def from_settings(
+        cls, settings: Settings, client_name: str, outage_retries: int = 20
+    ) -> TaskStore:
+        """The store the settings name (their URLs, or Sentinel's master), as `from_url`."""
+        return cls.from_url(
+            settings.redis_url, settings.broker_url, settings.redis_max_connections,
+            client_name, outage_retries, settings.sentinel,
+        )  # fmt: skip
 
     async def close(self) -> None:
         await self.r.aclose()
 
     async def _run(self, name: str, keys_: Sequence[str], args: Sequence[Any]) -> Any:
         return await self._scripts[name](keys=list(keys_), args=list(args))
+
+    async def _replicated(
+        self, name: str, keys_: Sequence[str], args: Sequence[Any], replicas: int, timeout_ms: int
+    ) -> Any:
+        """Run a script, then WAIT on the same connection (WAIT counts the replicas holding
+        that connection's writes) until `replicas` replicas hold what it wrote: one round
+        trip. The script must write whenever its answer needs replicating (see create_task)."""
+        if not replicas:
+            return await self._run(name, keys_, args)
+        script = self._scripts[name]
+        try:
+            reply, confirmed = await self._then_wait(script.sha, keys_, args, replicas, timeout_ms)
+        except NoScriptError:  # a new master (after a failover) has an empty script cache
+            await self.r.script_load(script.script)
+            reply, confirmed = await self._then_wait(script.sha, keys_, args, replicas, timeout_ms)
+        if confirmed < replicas and reply[0] in ("created", "existing"):
+            raise NotReplicated(replicas, confirmed, timeout_ms)
+        return reply
+
+    async def _then_wait(
+        self, sha: str, keys_: Sequence[str], args: Sequence[Any], replicas: int, timeout_ms: int
+    ) -> list[Any]:
+        async with self.r.pipeline(transaction=False) as pipe:
+            pipe.evalsha(sha, len(keys_), *keys_, *args)
+            pipe.wait(replicas, timeout_ms)
+            found: list[Any] = await pipe.execute()
+        return found
 
     # -- tasks -------------------------------------------------------------------------------
 
@@ -175,13 +228,18 @@ class TaskStore:
         reject_if_busy: bool = False,
         deadline_s: float = 24 * 3600,
         extra: Mapping[str, str] | None = None,
+        replicas: int = 0,
+        replicas_timeout_ms: int = 500,
     ) -> Created:
         """Store a new task and claim its session, pushing `first_step` then (or queue the
-        task behind the session's current one), in one atomic step."""
+        task behind the session's current one), in one atomic step. With `replicas`, a task
+        made or found is answered only once that many replicas hold it (`NotReplicated`
+        if they do not within `replicas_timeout_ms`)."""
         idem = keys.idempotency(record.tenant, idempotency_key) if idempotency_key else ""
         keys_ = [*_task_keys(record.id), *_session_keys(record), idem or keys.task(record.id),
                  keys.tenant_tasks(record.tenant),
-                 keys.session_tasks(record.tenant, record.session_id)]  # fmt: skip
+                 keys.session_tasks(record.tenant, record.session_id),
+                 keys.tenant_sessions(record.tenant)]  # fmt: skip
         mark = (fingerprint or "-") if idem else ""  # '' tells the script there is no key
         busy = "1" if reject_if_busy else "0"
         queued = dumps({"status": "queued"})
@@ -190,7 +248,7 @@ class TaskStore:
         fields_ = {**record.to_redis(), **(extra or {})}
         args = [record.id, queued, mark, _IDEMPOTENCY_TTL_S, busy, self.db, self.broker_db,
                 *job, asked, deadline_s, record.parent_id or "", *_flat(fields_)]  # fmt: skip
-        reply = await self._run("create_task", keys_, args)
+        reply = await self._replicated("create_task", keys_, args, replicas, replicas_timeout_ms)
         if reply[0] == "existing":
             return Created("existing", reply[1], fingerprint=reply[2])
         if reply[0] in ("busy", "parent_ended"):
@@ -287,7 +345,7 @@ class TaskStore:
             args += [len(messages), *(m.model_dump_json() for m in messages)]
         values = _flat(commit.values)
         args += [len(values), *values]
-        jobs = [part for job in commit.jobs for part in (job.queue, job.message)]
+        jobs = [part for job in commit.jobs for part in job.parts()]
         args += [len(jobs), *jobs]
         held = [part for call in commit.held for part in (call.id, _pending(call))]
         timeout = commit.approval_timeout_s
@@ -412,13 +470,13 @@ class TaskStore:
         job = [next_step.queue, next_step.message] if next_step else ["", ""]
         keys_ = [keys.task_tool_results(task_id, step), *_task_keys(task_id),
                  keys.task_advanced(task_id, step)]  # fmt: skip
-        args = [str(step), call_id, raw, _RESULTS_TTL_S, self.db, self.broker_db, *job]
+        args = [str(step), call_id, raw, RETENTION_S, self.db, self.broker_db, *job]
         if claim is not None:
-            alive = dumps({"alive": True, "last_used": time.time()}) if claim.session_key else ""
+            used = f"{time.time():.3f}" if claim.session_key else ""
             keys_ += [keys.tool_call_claim(task_id, step, call_id),
                       keys.tool_worker_claims(claim.worker),
                       keys.session_sandbox(claim.session_key or "-")]  # fmt: skip
-            args += [claim.worker, alive, max(1, int(claim.interpreter_idle_s))]
+            args += [claim.worker, used, max(1, int(claim.record_ttl_s))]
         reply = await self._run("put_tool_result", keys_, args)
         if reply[0] == "ended":
             return ToolResultStored(False, False, live=False)
@@ -456,8 +514,9 @@ class TaskStore:
         job = [tool_job.queue, tool_job.message] if tool_job else ["", ""]
         args = [str(step), call.id, "approve" if tool_job else "deny", dumps(dict(decided)),
                 dumps(event), self.db, self.broker_db, *job,
-                denial.model_dump_json() if denial else "", _RESULTS_TTL_S,
-                next_step.queue, next_step.message, dumps({"status": "waiting_tools"})]  # fmt: skip
+                denial.model_dump_json() if denial else "", RETENTION_S,
+                next_step.queue, next_step.message, dumps({"status": "waiting_tools"}),
+                tool_job.sticky if tool_job else ""]  # fmt: skip
         outcome, state = await self._run("decide_approval", keys_, args)
         return outcome, state
 

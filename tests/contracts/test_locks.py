@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+
+from scripts.lock_environments import Entry, entries
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
@@ -21,29 +22,8 @@ DEV_LOCK = ROOT / "requirements-dev.lock"
 LOCKED_EXTRAS = {SERVICE_LOCK: ["web", "service"], DEV_LOCK: ["web", "service", "dev"]}
 
 
-@dataclass(frozen=True)
-class Pin:
-    name: str
-    version: str
-    hashes: tuple[str, ...]
-
-
-def _entries(text: str) -> list[str]:
-    """The lock's requirement lines, each with its `\\`-continued hash lines joined on."""
-    joined = re.sub(r"\\\n", " ", text)
-    lines = (line.split("#", 1)[0].strip() for line in joined.splitlines())
-    return [line for line in lines if line]
-
-
-def _pin(entry: str) -> Pin:
-    match = re.fullmatch(r"([A-Za-z0-9_.-]+)==(\S+)((?:\s+--hash=\S+)*)", entry)
-    assert match, f"not `name==version --hash=...`: {entry[:80]}"
-    hashes = tuple(re.findall(r"--hash=(\S+)", match.group(3)))
-    return Pin(canonicalize_name(match.group(1)), match.group(2), hashes)
-
-
-def _pins(lock: Path) -> dict[str, Pin]:
-    return {pin.name: pin for pin in map(_pin, _entries(lock.read_text()))}
+def _pins(lock: Path) -> dict[str, Entry]:
+    return {entry.name: entry for entry in entries(lock)}
 
 
 def _declared(extras: list[str]) -> list[Requirement]:
@@ -54,7 +34,7 @@ def _declared(extras: list[str]) -> list[Requirement]:
     return [r for r in found if canonicalize_name(r.name) != PROJECT["name"]]
 
 
-def _unmet(declared: list[Requirement], pins: dict[str, Pin]) -> list[str]:
+def _unmet(declared: list[Requirement], pins: dict[str, Entry]) -> list[str]:
     """Each declared requirement the pins leave out, or pin at a version outside its range."""
     unmet = []
     for requirement in declared:
@@ -73,7 +53,7 @@ def test_the_lock_pins_every_declared_package_in_its_range(lock: Path) -> None:
 
 @pytest.mark.parametrize("lock", [SERVICE_LOCK, DEV_LOCK], ids=lambda p: p.name)
 def test_every_entry_of_the_lock_is_an_exact_version_with_a_sha256(lock: Path) -> None:
-    pins = [_pin(entry) for entry in _entries(lock.read_text())]
+    pins = entries(lock)
     assert len(pins) > 50
     unhashed = [p.name for p in pins if not p.hashes]
     assert unhashed == []
@@ -99,9 +79,22 @@ def test_the_check_sees_a_missing_package_a_version_out_of_range_and_no_hash() -
     declared = _declared(LOCKED_EXTRAS[SERVICE_LOCK])
     without_redis = {n: p for n, p in pins.items() if n != "redis"}
     assert _unmet(declared, without_redis) == ["redis<9,>=8.1"]
-    too_new = {**pins, "redis": Pin("redis", "9.0.0", pins["redis"].hashes)}
+    too_new = {**pins, "redis": Entry("redis", "9.0.0", None, pins["redis"].hashes)}
     assert _unmet(declared, too_new) == ["redis<9,>=8.1"]
-    assert _pin("redis==8.1.0").hashes == ()
-    assert _entries("redis==8.1.0 \\\n    --hash=sha256:ab\n    # via x\n") == [
-        "redis==8.1.0      --hash=sha256:ab"
-    ]
+
+
+def test_an_entry_is_read_with_its_marker_and_hashes(tmp_path: Path) -> None:
+    lock = tmp_path / "x.lock"
+    lock.write_text(
+        "# header\n\nredis==8.1.0 \\\n    --hash=sha256:ab\n    # via x\n"
+        "async-timeout==5.0.1 ; python_full_version < '3.11.3' \\\n    --hash=sha256:cd\n"
+    )
+    redis, timeout = entries(lock)
+    assert (redis.name, redis.version, redis.marker, redis.hashes) == (
+        "redis",
+        "8.1.0",
+        None,
+        ("sha256:ab",),
+    )
+    assert str(timeout.marker) == 'python_full_version < "3.11.3"'
+    assert timeout.hashes == ("sha256:cd",)

@@ -32,10 +32,14 @@ SERVICE_PACKAGES = {
     "structlog": "structlog",
     "trafilatura": "trafilatura",
     "requests": "requests",
+    "boto3": "boto3",
+    "botocore": "botocore",
 }
 # Imported only where present, never required: optional tokenizers, and matplotlib, which
 # only the sandbox image's kernel imports.
 OPTIONAL_IMPORTS = {"tiktoken", "transformers", "matplotlib"}
+# Imported for the type checker only (under TYPE_CHECKING), from the dev extra's stubs.
+TYPE_ONLY_IMPORTS = {"mypy_boto3_s3"}
 # Declared and used without an import of their own.
 USED_UNIMPORTED = {
     "uvicorn",  # the gateway's server, run as a command (Dockerfile, compose.yaml)
@@ -130,7 +134,7 @@ def test_every_imported_package_is_declared() -> None:
     declared = _declared()
     undeclared = sorted(
         name
-        for name in _imported_top_level() - OPTIONAL_IMPORTS
+        for name in _imported_top_level() - OPTIONAL_IMPORTS - TYPE_ONLY_IMPORTS
         if not _distributions(name) & declared
     )
     assert undeclared == []

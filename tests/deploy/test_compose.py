@@ -197,3 +197,15 @@ def test_the_grafana_dashboard_plots_metrics_the_services_export() -> None:
 def test_only_the_proxy_and_the_agent_workers_hold_the_token_secret() -> None:
     holders = {name for name, svc in SERVICES.items() if "TASKYARD_LLM_TOKEN_SECRET" in _env(svc)}
     assert holders == {"llm_proxy", "agent_worker"}  # never a tool worker: sandboxes run there
+
+
+def test_no_taskyard_service_mounts_a_named_volume() -> None:
+    """No service reads another's disk: what crosses services (artifacts included) crosses
+    Redis or the artifact store, so no service of the image mounts a named volume."""
+    named = set(COMPOSE["volumes"])
+    ours = {n: s for n, s in SERVICES.items() if s.get("image") == "taskyard/services:latest"}
+    assert {"gateway", "tool_worker", "agent_worker"} <= set(ours)
+    mounted = {n: [v.split(":")[0] for v in s.get("volumes", [])] for n, s in ours.items()}
+    assert {n: sorted(named & set(m)) for n, m in mounted.items() if named & set(m)} == {}
+    assert "TASKYARD_ARTIFACTS_BACKEND" in _env(SERVICES["gateway"])
+    assert "TASKYARD_ARTIFACTS_BACKEND" in _env(SERVICES["tool_worker"])

@@ -1,13 +1,17 @@
-"""The local stack's Redis (devstack/stack.py): run with the fsync policy asked for, and a
-(re)start returns only once Redis answers, so fault tests and the chaos run can use it at once."""
+"""The local stack (devstack/stack.py): Redis runs with the fsync policy asked for, and a
+(re)start returns only once Redis answers, so fault tests and the chaos run can use it at once;
+on hosts, every service binds its host's address and keeps its files in its host's /tmp."""
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import docker
+import pytest
 import redis
 
+from devstack.hosts import Host
 from devstack.stack import LocalStack, remove_sandboxes
 from shared.sandbox.docker import WORKER_LABEL
 
@@ -31,14 +35,73 @@ def test_redis_restarts_with_its_fsync_policy_and_answers_at_once(tmp_path: Path
 
 def test_the_sandboxes_a_stack_leaves_are_removed_by_its_label(sandbox_image: str) -> None:
     client = docker.from_env()
+    # Labels of this run's own: another test run on the engine keeps its containers.
+    mine, theirs = (f"stack-{name}-{uuid.uuid4().hex[:8]}" for name in ("ours", "other"))
+    other = client.containers.create(sandbox_image, labels={WORKER_LABEL: theirs})
     try:
-        ours = [client.containers.create(sandbox_image, labels={WORKER_LABEL: "stack-ours"})
+        ours = [client.containers.create(sandbox_image, labels={WORKER_LABEL: mine})
                 for _ in range(2)]  # fmt: skip
-        other = client.containers.create(sandbox_image, labels={WORKER_LABEL: "stack-other"})
-        remove_sandboxes("stack-ours")
+        remove_sandboxes(mine)
         left = {c.id for c in client.containers.list(all=True)}
         assert not left & {c.id for c in ours}
         assert other.id in left
-        other.remove(force=True)
     finally:
+        other.remove(force=True)
         client.close()
+
+
+def test_on_hosts_each_service_binds_its_hosts_address_and_keeps_files_there(
+    tmp_path: Path,
+) -> None:
+    stack = LocalStack(run_dir=tmp_path, agent_workers=2, tool_workers=2)
+    names = list(stack.commands())
+    assert names[4:8] == ["agent_worker", "agent_worker_2", "tool_worker", "tool_worker_2"]
+    stack.hosts = {name: Host(name, f"198.18.7.{i}", f"ns-{name}", 1)
+                   for i, name in enumerate(names, 2)}  # fmt: skip
+    commands = stack.commands()
+    redis_argv, gateway_argv = commands["redis"], commands["gateway"]
+    assert redis_argv[redis_argv.index("--bind") + 1] == "198.18.7.2"
+    assert redis_argv[redis_argv.index("--dir") + 1] == "/tmp"  # its host's own
+    assert gateway_argv[gateway_argv.index("--host") + 1] == stack.address("gateway")
+    assert commands["agent_worker_2"][commands["agent_worker_2"].index("-n") + 1] == "agent2@%h"
+    assert stack.env()["TASKYARD_REDIS_URL"] == f"redis://198.18.7.2:{stack.ports.redis}/0"
+    assert stack.env()["TASKYARD_LLM_BASE_URL"] == f"{stack.proxy_url}/v1"
+
+
+def test_on_hosts_a_service_without_one_is_refused(tmp_path: Path) -> None:
+    hosts = {name: Host(name, "198.18.7.2", "ns", 1) for name in ("redis", "model", "proxy")}
+    stack = LocalStack(run_dir=tmp_path, hosts=hosts)
+    with pytest.raises(ValueError, match="gateway has no host: give every service one, or none"):
+        stack.start()
+    assert stack.procs == {}
+
+
+def test_a_sentinel_stack_adds_a_replica_and_three_sentinels_of_its_redis(tmp_path: Path) -> None:
+    stack = LocalStack(run_dir=tmp_path, redis_sentinel=True)
+    commands = stack.commands()
+    assert stack.sentinels is not None
+    names = list(commands)
+    assert names[:5] == ["redis", "redis_replica", "sentinel_1", "sentinel_2", "sentinel_3"]
+    replica = commands["redis_replica"]
+    assert replica[replica.index("--port") + 1] == str(stack.sentinels.replica_port)
+    assert replica[-3:] == ["--replicaof", "127.0.0.1", str(stack.ports.redis)]
+    assert replica[replica.index("--dir") + 1] != str(tmp_path)  # its own AOF
+    for name, port in zip(names[2:5], stack.sentinels.sentinel_ports, strict=True):
+        config = Path(commands[name][-1]).read_text()
+        assert f"port {port}\n" in config
+        assert f"sentinel monitor taskyard 127.0.0.1 {stack.ports.redis} 2\n" in config
+    ports = ",".join(f"127.0.0.1:{port}" for port in stack.sentinels.sentinel_ports)
+    env = stack.env()
+    assert (env["TASKYARD_REDIS_SENTINELS"], env["TASKYARD_REDIS_MASTER"]) == (ports, "taskyard")
+    assert stack.master_url == stack.redis_url  # no sentinel answers: the primary's URL
+
+
+def test_a_plain_stack_has_no_sentinels_and_a_stack_on_hosts_none_at_all(
+    tmp_path: Path,
+) -> None:
+    stack = LocalStack(run_dir=tmp_path)
+    assert not {"redis_replica", "sentinel_1"} & set(stack.commands())
+    assert "TASKYARD_REDIS_SENTINELS" not in stack.env()
+    hosts = {"redis": Host("redis", "198.18.7.2", "ns", 1)}
+    with pytest.raises(ValueError, match="replica and sentinels on loopback"):
+        LocalStack(run_dir=tmp_path, redis_sentinel=True, hosts=hosts)

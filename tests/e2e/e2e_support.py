@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import time
 
+import httpx
+
+from devstack.stack import LocalStack
 from shared.client import TaskyardClient
 
 ENDED = frozenset({"succeeded", "failed"})
@@ -21,3 +24,9 @@ def wait_status(
         assert time.monotonic() < deadline, f"task {task_id} never reached {statuses}: {task}"
         time.sleep(0.1)
     return task
+
+
+def configure_model(stack: LocalStack, **config: object) -> None:
+    """Change the stack's scripted model on the fly (`latency_ms`, ...: /scripted/config)."""
+    url = f"{stack.model_url}/scripted/config"
+    httpx.post(url, json=config, timeout=5).raise_for_status()

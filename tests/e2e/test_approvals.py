@@ -1,10 +1,12 @@
 """Human approval through the real stack: a held call waits (holding no worker, surviving a
 killed agent worker) until a person approves it, edits it or denies it; the model reads a
 denial; deciding twice, an unknown call or another tenant's task get the right errors; a
-call nobody decides on in time is denied; the CLI asks when following."""
+call nobody decides on in time is denied; the CLI asks when following, and Ctrl-C leaves the
+held call waiting for a decision."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -105,3 +107,29 @@ def test_the_cli_asks_when_following(stack: LocalStack) -> None:
     assert "[y/N/e(dit)]" in done.stdout
     assert "approval needed: IPythonInterpreter" in done.stdout
     assert "123" in done.stdout.splitlines()[-2] + done.stdout.splitlines()[-1]
+
+
+def test_ctrl_c_while_following_leaves_the_call_waiting(
+    stack: LocalStack, client: TaskyardClient
+) -> None:
+    argv = [sys.executable, "-m", "shared.cli", "--gateway", stack.gateway_url,
+            "--api-key", stack.api_key, "submit", CODE, "--no-ask",
+            "--agent", '{"approval": {"tools": ["IPythonInterpreter"]}}']  # fmt: skip
+    cli = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)  # fmt: skip
+    assert cli.stdout is not None
+    task_id = cli.stdout.readline().split()[1]  # "task <id> (session <id>)"
+    for line in cli.stdout:  # the test's timeout bounds the wait
+        if line.startswith("[approval needed: IPythonInterpreter"):
+            break
+    cli.send_signal(signal.SIGINT)
+    _, err = cli.communicate(timeout=30)
+    assert cli.returncode == 130
+    assert err == (
+        f"taskyard: stopped following; task {task_id} goes on running on the server: "
+        f"`taskyard follow {task_id}` to reattach, `taskyard cancel {task_id}` to cancel it\n"
+    )
+    [held] = wait_status(client, task_id, {"waiting_approval"})["approvals"]
+    client.approve(task_id, held["call_id"])  # the task went on without the CLI
+    task = wait_status(client, task_id)
+    assert task["status"] == "succeeded" and "42" in task["result"]

@@ -1,8 +1,10 @@
 """The dashboard (/ui) in a real headless browser: Debian's chromium driven by Playwright,
 against the local stack. A task submitted through the API appears in the page and its
-transcript streams in live; a tool call is approved from the page (once approvals exist).
+transcript streams in live; a tool call is approved from the page (once approvals exist); the
+layout fits a laptop screen and a phone, with a page full of long ids and inputs.
 
-`TASKYARD_UPDATE_SCREENSHOT=1` writes the README's screenshot (docs/dashboard.png)."""
+`TASKYARD_UPDATE_SCREENSHOT=1` writes the screenshot the README and docs/operations.md show
+(docs/dashboard.png) from the laptop-sized one."""
 
 from __future__ import annotations
 
@@ -13,10 +15,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from playwright.sync_api import BrowserContext, Page, expect, sync_playwright
+from playwright.sync_api import BrowserContext, Page, ViewportSize, expect, sync_playwright
 
 from devstack.cli import DEMO_TASK
-from devstack.stack import LocalStack
+from devstack.procs import free_port
+from devstack.stack import LocalStack, StackPorts
 from shared.client import TaskyardClient
 
 pytestmark = pytest.mark.e2e
@@ -31,14 +34,136 @@ APPROVALS_ROUTE = "/v1/tasks/{task_id}/approvals/{call_id}"
 # The agent of a task whose code waits for a person's approval (issue 9's approval policy).
 APPROVAL_AGENT = {"approval": {"tools": ["IPythonInterpreter"]}}
 WAIT_MS = 30_000
+LAPTOP = ViewportSize(width=1280, height=800)
+PHONE = ViewportSize(width=390, height=844)
+LEDGER_SESSION = "acme-support.eu-west-1:ticket-2026-12-02-000417-nightly-ledger-export-checksum"
+CAPACITY_SESSION = "capacity-planning.q1-2027:gpu-fleet-replica-headroom-forecast-inference-tier"
+# A question whose tool call holds a long unbroken line and whose output is one long word.
+LEDGER_TASK = (
+    "The nightly ledger export for eu-west-1 wrote a checksum that no longer matches what the "
+    "downstream loader computes, and the loader now rejects every partition. Recompute it from "
+    "the object's key and print the digest three times so the on-call engineer can compare it "
+    "against the manifest:\n```python\nimport hashlib\n"
+    'key = "s3://acme-ledger-exports-eu-west-1/nightly/2026/12/02/customer-ledger-part-00017-of'
+    '-00064.parquet?versionId=3HL4kqtJlcpXyQaa9dAyvPLK1q0uOqXw"\n'
+    "print(hashlib.sha256(key.encode()).hexdigest() * 3)\n```"
+)
+BUSY_TASKS = [
+    (LEDGER_TASK, LEDGER_SESSION),
+    (DEMO_TASK, LEDGER_SESSION),
+    (
+        "Before the quarterly capacity review, tell me how many distinct 128-bit request ids "
+        "the gateway can hand out before one repeats, i.e. what is 2 ** 128?",
+        CAPACITY_SESSION,
+    ),
+    (DEMO_TASK, None),
+]
+# In the page: every problem of layout, as sentences naming the element. A panel is the header
+# or a section of main. Each rendered element must lie inside its panel, or inside the area the
+# nearest scroll container (overflow auto/scroll) scrolls through on that axis, and its content
+# must not spill out of it unless clipped; panels stay inside the window and apart; the page has
+# no horizontal scroll.
+LAYOUT_PROBLEMS = """() => {
+  const problems = [];
+  const SLACK = 1;  // sub-pixel rounding
+  const show = (b) => `[x ${Math.round(b.left)}..${Math.round(b.right)},`
+    + ` y ${Math.round(b.top)}..${Math.round(b.bottom)}]`;
+  const name = (el) => el.tagName.toLowerCase() + (el.id ? `#${el.id}` : "")
+    + [...el.classList].map((c) => `.${c}`).join("");
+  const scrolls = (value) => value === "auto" || value === "scroll";
+  const area = (el, axis) => {
+    const r = el.getBoundingClientRect();
+    const style = getComputedStyle(el);
+    if (axis === "x" && scrolls(style.overflowX)) {
+      const left = r.left + el.clientLeft - el.scrollLeft;
+      return [left, left + el.scrollWidth];
+    }
+    if (axis === "y" && scrolls(style.overflowY)) {
+      const top = r.top + el.clientTop - el.scrollTop;
+      return [top, top + el.scrollHeight];
+    }
+    return axis === "x" ? [r.left, r.right] : [r.top, r.bottom];
+  };
+  const holder = (el, panel, axis) => {
+    const key = axis === "x" ? "overflowX" : "overflowY";
+    for (let up = el.parentElement; up && up !== panel; up = up.parentElement) {
+      if (scrolls(getComputedStyle(up)[key])) return up;
+    }
+    return panel;
+  };
+  const rendered = (el) => el.getClientRects().length > 0;
+  const panels = [...document.querySelectorAll("body > header, body > #error, main > section")]
+    .filter(rendered);
+  for (const panel of panels) {
+    const p = panel.getBoundingClientRect();
+    if (p.left < -SLACK || p.right > innerWidth + SLACK) {
+      problems.push(`${name(panel)} ${show(p)} is outside the window (width ${innerWidth})`);
+    }
+    for (const el of panel.querySelectorAll("*")) {
+      if (!rendered(el)) continue;
+      const b = el.getBoundingClientRect();
+      for (const axis of ["x", "y"]) {
+        const within = holder(el, panel, axis);
+        const [low, high] = area(within, axis);
+        const [start, end] = axis === "x" ? [b.left, b.right] : [b.top, b.bottom];
+        if (start < low - SLACK || end > high + SLACK) {
+          problems.push(`${name(el)} ${show(b)} overflows ${name(within)}`
+            + ` ${show(within.getBoundingClientRect())} on ${axis} (panel ${name(panel)})`);
+        }
+      }
+      const style = getComputedStyle(el);
+      if (style.overflowX === "visible" && el.clientWidth > 0
+          && el.scrollWidth > el.clientWidth + SLACK) {
+        problems.push(`${name(el)} ${show(b)}: its content is ${el.scrollWidth}px wide, `
+          + `it is ${el.clientWidth}px (panel ${name(panel)})`);
+      }
+    }
+  }
+  panels.forEach((one, i) => panels.slice(i + 1).forEach((two) => {
+    const a = one.getBoundingClientRect(), b = two.getBoundingClientRect();
+    const wide = Math.min(a.right, b.right) - Math.max(a.left, b.left);
+    const high = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+    if (wide > SLACK && high > SLACK) {
+      problems.push(`${name(one)} ${show(a)} overlaps ${name(two)} ${show(b)}`);
+    }
+  }));
+  const page = document.documentElement.scrollWidth;
+  if (page > innerWidth) {
+    problems.push(`the page scrolls sideways: ${page}px wide in a ${innerWidth}px window`);
+  }
+  return problems;
+}"""
+
+
+def _replicas(model_port: int) -> str:
+    """Four replicas as an operator would see them: two serving any model, one named, and one
+    named whose server is not running (it shows as down; nothing asks for its model)."""
+    scripted = f"http://127.0.0.1:{model_port}/v1"
+    return ",".join([
+        scripted, scripted,
+        f"Qwen/Qwen2.5-72B-Instruct-GPTQ-Int4={scripted}",
+        f"meta-llama/Llama-3.1-405B-Instruct-FP8=http://127.0.0.1:{free_port()}/v1",
+    ])  # fmt: skip
 
 
 @pytest.fixture(scope="module")
 def stack(sandbox_image: str) -> Iterator[LocalStack]:
     # A model slow enough that its answer streams for a while: the page shows it arriving.
-    stack = LocalStack(sandbox_backend="docker", model_tokens_per_s=2).start()
+    ports = StackPorts()
+    stack = LocalStack(
+        ports=ports, sandbox_backend="docker", model_tokens_per_s=2,
+        extra_env={"TASKYARD_PROXY_UPSTREAMS": _replicas(ports.model)},
+    ).start()  # fmt: skip
     yield stack
     stack.stop()
+
+
+@pytest.fixture(scope="module")
+def busy_tasks(stack: LocalStack) -> list[str]:
+    """Tasks with long inputs in sessions with long ids; the first one's transcript has a tool
+    call with a long line and a long output."""
+    with TaskyardClient(stack.gateway_url, stack.api_key) as client:
+        return [client.submit(text, session_id=session)["id"] for text, session in BUSY_TASKS]
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +196,7 @@ def _open(page: Page, task_id: str) -> None:
 
 
 def test_a_task_submitted_through_the_api_streams_into_the_page(
-    page: Page, client: TaskyardClient, tmp_path: Path
+    page: Page, client: TaskyardClient
 ) -> None:
     task_id = client.submit(DEMO_TASK, session_id="dashboard")["id"]
     _open(page, task_id)
@@ -97,12 +222,35 @@ def test_a_task_submitted_through_the_api_streams_into_the_page(
     expect(page.locator("#workers")).to_contain_text("agent@")
     expect(page.locator("#workers")).to_contain_text("tools@")
     expect(page.locator("#replicas")).to_contain_text("healthy")
-    shot = tmp_path / "dashboard.png"
+
+
+@pytest.mark.parametrize("viewport", [LAPTOP, PHONE], ids=["laptop", "phone"])
+def test_nothing_overflows_or_overlaps_on_a_laptop_or_a_phone(
+    page: Page, busy_tasks: list[str], viewport: ViewportSize, tmp_path: Path
+) -> None:
+    page.set_viewport_size(viewport)
+    _open(page, busy_tasks[0])
+    transcript = page.locator("#transcript")
+    expect(transcript).to_have_attribute("data-final", "succeeded", timeout=WAIT_MS)
+    expect(transcript.locator(".msg.tool-call pre")).to_contain_text("versionId=")
+    for task_id in busy_tasks:
+        badge = page.locator(f'#tasks tr[data-task-id="{task_id}"] .badge')
+        expect(badge).to_have_text("succeeded", timeout=WAIT_MS)
+    expect(page.locator(f'#sessions li[data-session="{CAPACITY_SESSION}"]')).to_be_attached()
+    expect(page.locator("#queues tbody tr")).not_to_have_count(0)
+    replicas = page.locator("#replicas tbody tr")
+    expect(replicas).to_have_count(4, timeout=WAIT_MS)
+    expect(replicas.locator(".down")).to_have_count(1, timeout=WAIT_MS)
+    shot = tmp_path / f"dashboard-{viewport['width']}x{viewport['height']}.png"
     page.screenshot(path=str(shot))
-    assert shot.read_bytes().startswith(b"\x89PNG")
-    if os.environ.get("TASKYARD_UPDATE_SCREENSHOT"):
+    page.screenshot(path=str(shot.with_suffix(".full.png")), full_page=True)  # to look at
+    problems = page.evaluate(LAYOUT_PROBLEMS)
+    assert not problems, f"{len(problems)} layout problems at {viewport} (see {shot}):\n" + (
+        "\n".join(problems[:25])
+    )
+    if viewport == LAPTOP and os.environ.get("TASKYARD_UPDATE_SCREENSHOT"):
         SCREENSHOT.parent.mkdir(exist_ok=True)
-        shutil.copy(shot, SCREENSHOT)
+        shutil.copy(shot.with_suffix(".full.png"), SCREENSHOT)  # the whole page, laptop-wide
 
 
 def test_the_key_stays_in_the_tab_and_a_wrong_one_is_refused(

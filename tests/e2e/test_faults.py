@@ -10,10 +10,9 @@ import uuid
 from collections.abc import Iterator
 
 import docker
-import httpx
 import pytest
 import redis
-from e2e_support import wait_status
+from e2e_support import configure_model, wait_status
 
 from devstack.cli import DEMO_TASK
 from devstack.stack import LocalStack
@@ -34,19 +33,14 @@ def stack(sandbox_image: str) -> Iterator[LocalStack]:
     stack.stop()
 
 
-def _configure_model(stack: LocalStack, **config: object) -> None:
-    url = f"http://127.0.0.1:{stack.ports.model}/scripted/config"
-    httpx.post(url, json=config, timeout=5).raise_for_status()
-
-
 def test_crashed_agent_worker_loses_no_task(stack: LocalStack, client: TaskyardClient) -> None:
-    _configure_model(stack, latency_ms=3000)  # the step is mid-call when the worker dies
+    configure_model(stack, latency_ms=3000)  # the step is mid-call when the worker dies
     try:
         task_id = client.submit(DEMO_TASK)["id"]
         wait_status(client, task_id, {"running"})
         stack.kill("agent_worker")
     finally:
-        _configure_model(stack, latency_ms=0)
+        configure_model(stack, latency_ms=0)
     stack.restart("agent_worker")
     task = wait_status(client, task_id)
     assert task["status"] == "succeeded"

@@ -15,7 +15,7 @@ import aiohttp
 import httpx
 import pytest
 import redis
-from e2e_support import wait_status
+from e2e_support import configure_model, wait_status
 
 from devstack.stack import LocalStack
 from shared import keys
@@ -33,11 +33,6 @@ def stack(sandbox_image: str) -> Iterator[LocalStack]:
     stack = LocalStack(sandbox_backend="docker", extra_env=env).start()
     yield stack
     stack.stop()
-
-
-def _configure_model(stack: LocalStack, **config: object) -> None:
-    url = f"http://127.0.0.1:{stack.ports.model}/scripted/config"
-    httpx.post(url, json=config, timeout=5).raise_for_status()
 
 
 async def _submit(stack: LocalStack, bodies: list[dict]) -> list[str]:
@@ -72,7 +67,7 @@ def test_one_agent_worker_keeps_a_thousand_model_calls_in_flight_at_once(
 ) -> None:
     # The model answers no call until a thousand wait on it together: a worker that cannot
     # hold a thousand calls at once never fills the batch, and its tasks never finish.
-    _configure_model(stack, hold_until=1000)
+    configure_model(stack, hold_until=1000)
     try:
         bodies = [{"input": f"hello {i}", "agent": NO_TOOLS} for i in range(1000)]
         ids = asyncio.run(_submit(stack, bodies))
@@ -84,7 +79,7 @@ def test_one_agent_worker_keeps_a_thousand_model_calls_in_flight_at_once(
             assert time.monotonic() < deadline, f"at most {held} model calls held at once"
             time.sleep(0.5)
     finally:
-        _configure_model(stack, hold_until=None)
+        configure_model(stack, hold_until=None)
     assert _model_stats(stack)["peak_held"] == 1000
 
 
@@ -136,17 +131,17 @@ def test_sse_followers_share_the_gateways_redis_connections(stack: LocalStack) -
 def test_a_cancel_stops_the_model_call_in_flight_and_the_session_goes_on(
     stack: LocalStack, client: TaskyardClient
 ) -> None:
-    _configure_model(stack, latency_ms=5000)
+    configure_model(stack, latency_ms=5000)
     try:
         first = client.submit("hello, slowly", session_id="cancel-flight", agent=NO_TOOLS)["id"]
         second = client.submit("and then", session_id="cancel-flight", agent=NO_TOOLS)["id"]
         wait_status(client, first, {"running"})
         time.sleep(0.5)  # the model call is in flight
         client.http.post(f"/v1/tasks/{first}/cancel").raise_for_status()
-        _configure_model(stack, latency_ms=0)
+        configure_model(stack, latency_ms=0)
         done = wait_status(client, second, timeout=20)
     finally:
-        _configure_model(stack, latency_ms=0)
+        configure_model(stack, latency_ms=0)
     assert done["status"] == "succeeded"
     cancelled = client.get(first)
     assert cancelled["status"] == "cancelled"

@@ -23,11 +23,13 @@ def test_deleting_a_session_stops_its_interpreter_and_forgets_it(client: Taskyar
     assert view["interpreter"]["alive"] is True
     assert view["total_messages"] == 4 and view["tasks"] == [first["id"]]
     assert client.http.delete("/v1/sessions/forget-me").status_code == 204
+    assert client.http.get("/v1/sessions/forget-me").status_code == 404
     again = _run(client, "print(x + 1)", "forget-me")
     assert "NameError" in again["result"]  # a fresh interpreter: x is gone
     view = client.http.get("/v1/sessions/forget-me").json()
     assert view["total_messages"] == 4  # only the new task's messages
-    assert view["tasks"] == [again["id"], first["id"]]
+    assert view["tasks"] == [again["id"]]  # the first stays a task, no longer the session's
+    assert client.get(first["id"])["status"] == "succeeded"
 
 
 def test_the_task_list_pages_through_a_sessions_tasks(client: TaskyardClient) -> None:

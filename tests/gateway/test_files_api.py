@@ -1,23 +1,30 @@
 """The file and artifact routes of the gateway on its own (in process, real Redis, no tool
 worker): keys, the upload's own body limit, paths and session ids checked before any job,
-a 504 that says why, and artifacts served only to their task's tenant. The happy paths
-through a tool worker are in tests/e2e/test_session_files.py."""
+a 504 that says why, and artifacts served from the artifact store (Redis here) only to their
+task's tenant. The happy paths through a tool worker are in tests/e2e/test_session_files.py
+and tests/e2e/test_rich_outputs.py."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
 import redis
 from fastapi.testclient import TestClient
 
+from devstack.procs import free_port
 from services.gateway.app import create_app
 from services.gateway.session_files import _refused
 from shared.events import EventKind
-from shared.files.artifacts import ArtifactStore, artifact_name, artifact_url
+from shared.files.artifacts import (
+    ArtifactLimits,
+    RedisArtifactStore,
+    artifact_name,
+    artifact_url,
+    make_artifact_store,
+)
 from shared.files.transfer import FilesReply
 from shared.jobs import SessionFilesJob
 from shared.settings import Settings
@@ -29,13 +36,12 @@ FILE_LIMIT = 100_000
 
 
 @pytest.fixture
-def files_settings(settings: Settings, tmp_path: Path) -> Settings:
+def files_settings(settings: Settings) -> Settings:
     return settings.model_copy(
         update={
             "gateway_max_body_bytes": 4096,
             "files_max_bytes": FILE_LIMIT,
             "files_timeout_s": 0.2,
-            "artifacts_dir": str(tmp_path / "artifacts"),
         }
     )
 
@@ -136,14 +142,14 @@ def test_a_405_names_every_method_of_the_path(client: TestClient) -> None:
 def task_with_artifacts(
     client: TestClient, files_settings: Settings
 ) -> tuple[str, dict[str, bytes]]:
-    """A task whose tool made a PNG (twice: a redelivered job) and an HTML table."""
+    """A task whose tool made a PNG (twice: a redelivered job) and an HTML table, and one
+    more whose artifact the store no longer keeps (expired)."""
     task_id = client.post("/v1/tasks", json={"input": "plot"}, headers=AUTH).json()["id"]
-    store = ArtifactStore(files_settings.artifacts_dir)
     made = {artifact_name("figure", "image/png", b"\x89PNG"): b"\x89PNG",
             artifact_name("table", "text/html", b"<table>"): b"<table>"}  # fmt: skip
+    gone = artifact_name("image", "image/png", b"expired")
     events = []
-    for name, data in [*made.items(), next(iter(made.items()))]:
-        store.put(task_id, name, data)
+    for name, data in [*made.items(), next(iter(made.items())), (gone, b"expired")]:
         mime = "image/png" if name.endswith(".png") else "text/html"
         events.append({"name": name, "mime": mime, "kind": name.split("-")[0], "size": len(data),
                        "width": None, "height": None, "url": artifact_url(task_id, name),
@@ -151,9 +157,13 @@ def task_with_artifacts(
 
     async def publish() -> None:
         tasks = TaskStore.from_url(files_settings.redis_url, files_settings.broker_url)
+        artifacts = make_artifact_store(files_settings)
         for event in events:
+            if event["name"] != gone:
+                await artifacts.put(task_id, event["name"], made[event["name"]])
             await tasks.publish(task_id, EventKind.ARTIFACT, event)
         await tasks.close()
+        await artifacts.close()
 
     client.portal.call(publish)  # type: ignore[union-attr]
     return task_id, made
@@ -164,10 +174,11 @@ def test_a_tasks_artifacts_are_listed_once_each_and_served(
 ) -> None:
     task_id, made = task_with_artifacts
     listed = client.get(f"/v1/tasks/{task_id}/artifacts", headers=AUTH).json()["artifacts"]
-    assert [a["name"] for a in listed] == list(made)
+    assert [a["name"] for a in listed] == list(made)  # once each, and only what is kept
     png = client.get(listed[0]["url"], headers=AUTH)
     assert png.content == b"\x89PNG" and png.headers["content-type"] == "image/png"
-    assert png.headers["content-disposition"].startswith("inline")
+    assert png.headers["content-length"] == "4"
+    assert png.headers["content-disposition"] == f'inline; filename="{listed[0]["name"]}"'
     html = client.get(listed[1]["url"], headers=AUTH)
     assert html.headers["content-disposition"].startswith("attachment")
     assert html.headers["content-security-policy"] == "sandbox"
@@ -183,6 +194,27 @@ def test_another_tenant_and_unknown_names_get_404(
     assert client.get(f"/v1/tasks/{task_id}/artifacts/{name}", headers=OTHER).status_code == 404
     for bad in ("figure-000000000000.png", "..%2F..%2Fetc%2Fpasswd", "x.png"):
         assert client.get(f"/v1/tasks/{task_id}/artifacts/{bad}", headers=AUTH).status_code == 404
+    gone = artifact_name("image", "image/png", b"expired")  # described, but no longer kept
+    assert client.get(f"/v1/tasks/{task_id}/artifacts/{gone}", headers=AUTH).status_code == 404
+
+
+def test_an_artifact_store_that_does_not_answer_is_a_503(
+    client: TestClient, task_with_artifacts: tuple[str, dict[str, bytes]]
+) -> None:
+    task_id, made = task_with_artifacts
+    closed = RedisArtifactStore.from_url(
+        f"redis://127.0.0.1:{free_port()}/0", ArtifactLimits(1000, 1000)
+    )
+    state = client.app.state  # type: ignore[attr-defined]
+    state.artifacts, kept = closed, state.artifacts  # the lifespan closes the one it finds
+    for url in (
+        f"/v1/tasks/{task_id}/artifacts",
+        f"/v1/tasks/{task_id}/artifacts/{next(iter(made))}",
+    ):
+        answer = client.get(url, headers=AUTH)
+        assert answer.status_code == 503 and answer.headers["retry-after"] == "1"
+        assert answer.json() == {"detail": "the artifact store does not answer; retry shortly"}
+    state.artifacts = kept
 
 
 @pytest.mark.parametrize(

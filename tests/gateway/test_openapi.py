@@ -25,6 +25,7 @@ CONFIG = Path(__file__).with_name("schemathesis.toml")
 DECLARED = {
     ("/v1/tasks", "post"): {"202", "401", "409", "413", "422", "503", "504"},
     ("/v1/tasks", "get"): {"200", "401", "422", "503"},
+    ("/v1/sessions", "get"): {"200", "401", "422", "503"},
     ("/v1/sessions/{session_id}", "get"): {"200", "401", "404", "422", "503"},
     ("/v1/sessions/{session_id}", "delete"): {"204", "401", "404", "409", "422", "503"},
     ("/v1/tasks/{task_id}", "get"): {"200", "401", "404", "503"},

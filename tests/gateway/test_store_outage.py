@@ -32,6 +32,7 @@ def client() -> Iterator[TestClient]:
         ("GET", "/v1/tasks", None),
         ("GET", f"/v1/tasks/{TASK}", None),
         ("POST", f"/v1/tasks/{TASK}/cancel", None),
+        ("GET", "/v1/sessions", None),
         ("GET", "/v1/sessions/s1", None),
         ("GET", "/v1/webhooks/secret", None),
     ],

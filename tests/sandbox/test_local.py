@@ -5,18 +5,20 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from shared.sandbox.cgroups import CgroupLimits, find_cgroups
 from shared.sandbox.errors import SandboxUnavailable
-from shared.sandbox.launchers import KERNEL_DIR, LaunchSpec, bwrap, parse_size
+from shared.sandbox.kernel_copy import KernelCopy
+from shared.sandbox.launchers import LaunchSpec, bwrap, parse_size
 from shared.sandbox.local import LocalChannel, LocalSandboxProvider
 from shared.sandbox.provider import KernelSandboxProvider
 from shared.settings import Settings
@@ -95,12 +97,23 @@ def test_check_reports_the_launchers_own_words(make_local_provider: ProviderFact
     assert "/nonexistent/python3" in message and "No such file or directory" in message
 
 
-def _bwrap_in_docker(image: str, label: str, *security: str) -> LocalChannel:
+@pytest.fixture(scope="module")
+def kernel_copy() -> Iterator[KernelCopy]:
+    """The kernel where uid 65534 reads it, as the local backend puts it."""
+    copy = KernelCopy()
+    yield copy
+    copy.remove()
+
+
+def _bwrap_in_docker(copy: KernelCopy, image: str, label: str, *security: str) -> LocalChannel:
     """The local backend's bwrap command line, run inside a Docker container (the host's /usr
     and the kernel bound in) with the given security options: a CI job's set-up."""
-    spec = LaunchSpec(python="/usr/bin/python3", memory=128 << 20, disk=64 << 20, as_root=False)
+    home = copy.home
+    spec = LaunchSpec(
+        python="/usr/bin/python3", kernel_home=home, memory=128 << 20, disk=64 << 20, as_root=False
+    )
     argv, env = bwrap(spec)
-    volumes = ["-v", "/usr:/usr:ro", "-v", f"{KERNEL_DIR}:{KERNEL_DIR}:ro"]
+    volumes = ["-v", "/usr:/usr:ro", "-v", f"{home}:{home}:ro"]
     docker = ["docker", "run", "-i", "--rm", "--network", "none", "--user", "65534:65534"]
     docker += ["--label", f"taskyard.worker={label}", *volumes, *security]
     docker += ["--entrypoint", argv[0], image, *argv[1:]]
@@ -115,23 +128,28 @@ def _bwrap_in_docker(image: str, label: str, *security: str) -> LocalChannel:
     ],
 )
 def test_bwrap_inside_docker_says_why_it_cannot_start(
-    sandbox_image: str, sandbox_worker_label: str, security: list[str], said: str, hint: str
+    kernel_copy: KernelCopy,
+    sandbox_image: str,
+    sandbox_worker_label: str,
+    security: list[str],
+    said: str,
+    hint: str,
 ) -> None:
     options = [arg for option in security for arg in ("--security-opt", option)]
     with pytest.raises(SandboxUnavailable) as failed:
-        _bwrap_in_docker(sandbox_image, sandbox_worker_label, *options)
+        _bwrap_in_docker(kernel_copy, sandbox_image, sandbox_worker_label, *options)
     assert said in str(failed.value) and hint in str(failed.value)
 
 
 def test_bwrap_inside_docker_runs_once_allowed(
-    sandbox_image: str, sandbox_worker_label: str
+    kernel_copy: KernelCopy, sandbox_image: str, sandbox_worker_label: str
 ) -> None:
     # The same command line as above: only the container's options differ.
     options = ["seccomp=unconfined", "systempaths=unconfined"]
     security = [arg for option in options for arg in ("--security-opt", option)]
-    channel = _bwrap_in_docker(sandbox_image, sandbox_worker_label, *security)
+    channel = _bwrap_in_docker(kernel_copy, sandbox_image, sandbox_worker_label, *security)
     try:
-        channel.send({"id": 1, "nonce": "n", "code": "6 * 7"})
+        channel.send({"id": 1, "nonce": "n", "code": "6 * 7"}, time.monotonic() + TIMEOUT)
         assert (channel.receive(time.monotonic() + TIMEOUT) or {}).get("result") == "42"
     finally:
         channel.close()
@@ -158,7 +176,7 @@ def test_a_crashed_workers_cgroups_are_removed_at_restart(
     assert worker.returncode == 9, worker.stderr
 
     def left() -> list[Path]:
-        return [p for parent in tree.parents.values() for p in parent.glob(f"taskyard-{label}-*")]
+        return [p for parent in tree.parents.values() for p in parent.glob(f"taskyard-{label}*")]
 
     assert left()  # the cgroup stayed behind...
     deadline = time.monotonic() + 10
@@ -181,3 +199,38 @@ def test_a_crashed_workers_cgroups_are_removed_at_restart(
 )
 def test_parse_size(text: str, size: int) -> None:
     assert parse_size(text) == size
+
+
+_FROM_PRIVATE_CHECKOUT = """
+import sys
+from shared.sandbox.local import LocalSandboxProvider
+from shared.settings import Settings
+provider = LocalSandboxProvider(Settings(), launcher=sys.argv[1])
+try:
+    result = provider.get("t:private").run("import os; os.getuid(), 6 * 7", 20.0)
+    print(result.result, result.error)
+finally:
+    provider.close_all()
+print("kernel copy left:", provider._kernel.home.exists())
+"""
+
+
+@pytest.mark.parametrize("launcher", ["bwrap", "unshare"])
+def test_a_checkout_under_a_private_directory_still_sandboxes(
+    tmp_path: Path, launcher: str
+) -> None:
+    # /root on a fresh Debian and every `mktemp -d` are 0700: uid 65534 cannot enter them.
+    private = tmp_path / "home"
+    private.mkdir(mode=0o700)
+    shutil.copytree(ROOT / "shared", private / "checkout/shared", ignore=_pycache)
+    result = subprocess.run(
+        [sys.executable, "-c", _FROM_PRIVATE_CHECKOUT, launcher],
+        cwd=private / "checkout", env={**os.environ, "PYTHONPATH": str(private / "checkout")},
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.splitlines() == ["(65534, 42) None", "kernel copy left: False"]
+
+
+def _pycache(_: str, names: list[str]) -> list[str]:
+    return [n for n in names if n == "__pycache__"]

@@ -32,7 +32,12 @@ def test_public_surface_is_declared() -> None:
 
 def test_registry_maps_backend_names() -> None:
     assert set(BACKENDS) == {"docker", "local"}
-    assert BACKENDS["local"] is LocalSandboxProvider  # docker's imports the Docker SDK on use
+    # docker's imports the Docker SDK on use; each gets the worker's node name.
+    local = BACKENDS["local"](Settings(sandbox_backend="local", sandbox_warm_pool=0), "n@h")
+    try:
+        assert isinstance(local, LocalSandboxProvider)
+    finally:
+        local.close_all()
 
 
 def test_factory_builds_the_configured_backend() -> None:

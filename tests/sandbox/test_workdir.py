@@ -18,7 +18,7 @@ import pytest
 
 from shared.sandbox.errors import FileRefused, NoLiveSandbox
 from shared.sandbox.kernel import FILE_CHUNK_BYTES, MAX_LISTED_FILES
-from shared.sandbox.launchers import KERNEL_DIR
+from shared.sandbox.kernel_copy import KERNEL_SOURCE
 from shared.sandbox.provider import KernelSandboxProvider
 
 TIMEOUT = 20.0
@@ -32,7 +32,7 @@ class Kernel:
         self.process = subprocess.Popen(
             [sys.executable, "-P", "-m", "kernel"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            env={"PYTHONPATH": str(KERNEL_DIR.parent)}, text=True, cwd=workdir,
+            env={"PYTHONPATH": str(KERNEL_SOURCE.parent)}, text=True, cwd=workdir,
         )  # fmt: skip
         self.ids = 0
         assert json.loads(self.line()) == {"ready": True}
@@ -145,6 +145,16 @@ def test_a_listing_is_bounded(kernel: Kernel, workdir: Path) -> None:
         (workdir / f"f{n:05}").touch()
     listed = kernel.ask(file_op="list")
     assert len(listed["files"]) == MAX_LISTED_FILES and listed["truncated"] is True
+
+
+def test_a_listing_of_long_escaped_names_still_fits_its_line(kernel: Kernel, workdir: Path) -> None:
+    # 1000 paths of 1023 characters, each 6 bytes in JSON: 6 MB, past a line's 4 MiB.
+    deep = workdir.joinpath(*["é" * 127] * 7)
+    deep.mkdir(parents=True)
+    for n in range(MAX_LISTED_FILES):
+        (deep / f"{n:03}{'é' * 124}").touch()
+    listed = kernel.ask(file_op="list")  # one line, of at most MAX_LINE_BYTES
+    assert listed["truncated"] is True and 300 < len(listed["files"]) < MAX_LISTED_FILES
 
 
 def test_missing_files_and_directories(kernel: Kernel, workdir: Path) -> None:

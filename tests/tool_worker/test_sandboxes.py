@@ -17,10 +17,11 @@ from pathlib import Path
 import docker
 import pytest
 from docker.errors import NotFound
+from docker.models.containers import Container
 
 from services.tool_worker.runner import ToolRunner
 from shared.sandbox import SandboxUnavailable
-from shared.sandbox.docker import WORKER_LABEL
+from shared.sandbox.docker import NODE_LABEL, WORKER_LABEL
 from shared.schema import ActionReturn, AgentMessage, ToolCall
 from shared.settings import Settings
 
@@ -44,23 +45,27 @@ def test_start_removes_what_an_earlier_run_left(
     sandbox_image: str, label: str, runners: list[ToolRunner]
 ) -> None:
     engine = docker.from_env()
-    # A container a worker killed mid-cell could leave: running, under the worker's label.
-    stray = engine.containers.run(
-        sandbox_image,
-        entrypoint=["sleep", "60"],
-        labels={WORKER_LABEL: label},
-        network_mode="none",
-        detach=True,
-    )
+
+    def left_by(node: str) -> Container:
+        # What a worker killed mid-cell could leave: running, under its label and node name.
+        return engine.containers.run(
+            sandbox_image, entrypoint=["sleep", "60"], network_mode="none", detach=True,
+            labels={WORKER_LABEL: label, NODE_LABEL: node},
+        )  # fmt: skip
+
+    stray, neighbours = left_by("tools@h"), left_by("tools2@h")
     try:
         settings = Settings(sandbox_image=sandbox_image, sandbox_worker_label=label)
         runners.append(ToolRunner(settings))
-        assert runners[0].start() == 1
+        assert runners[0].start("tools@h") == 1
         with pytest.raises(NotFound):
             stray.reload()
+        neighbours.reload()  # another worker's, on the same engine under the same label
+        assert neighbours.status == "running"
     finally:
-        with contextlib.suppress(NotFound):
-            stray.remove(force=True)
+        for container in (stray, neighbours):
+            with contextlib.suppress(NotFound):
+                container.remove(force=True)
         engine.close()
 
 

@@ -13,6 +13,7 @@ from services.tool_worker import worker
 from shared import keys
 from shared.jobs import Envelope, ToolRunJob
 from shared.schema import ActionReturn, ActionStatusCode, AgentMessage, ToolCall
+from shared.settings import Settings
 from shared.store import CallClaim, StepCommit
 from shared.task import TaskRecord, TaskStatus
 
@@ -22,10 +23,16 @@ NEXT = Envelope("agent", "the next step's job")
 
 @pytest.fixture
 def shared(redis_server: str, redis_client: redis.Redis) -> Iterator[worker._Store]:
-    shared = worker._Store(f"{redis_server}/0", f"{redis_server}/1")  # db 0 is flushed
+    shared = worker._Store(Settings(redis_url=f"{redis_server}/0"))  # db 0 is flushed
     yield shared
     shared.loop.run(shared.store.close())
     shared.loop.close()
+
+
+def _alive(shared: worker._Store, *nodes: str) -> None:
+    """Heartbeats for tool workers of these names (a claim of a silent one holds nothing)."""
+    for node in nodes:
+        shared.loop.run(shared.store.r.set(keys.tool_worker_alive(node), "run", ex=60))
 
 
 def _waiting_for(shared: worker._Store, call: ToolCall) -> ToolRunJob:
@@ -72,6 +79,7 @@ def test_a_storable_result_is_stored_as_it_is(shared: worker._Store) -> None:
 def test_a_call_another_copy_runs_is_not_run_again(shared: worker._Store) -> None:
     job = _waiting_for(shared, CALL)
     store, run = shared.store, shared.loop.run
+    _alive(shared, "elsewhere")
     assert run(store.claim_call(job.task_id, 0, CALL.id, "elsewhere", 60)) == "claimed"
     assert worker._claim(shared, job) == "busy"  # a duplicate while the first copy runs
     run(store.release_call(job.task_id, 0, CALL.id, "elsewhere"))
@@ -79,16 +87,20 @@ def test_a_call_another_copy_runs_is_not_run_again(shared: worker._Store) -> Non
     fine = AgentMessage.tool_result(
         CALL, ActionReturn(type=CALL.name, result=[{"type": "text", "content": "1"}])
     )
-    claim = CallClaim(worker._WORKER, "t:s", 60)
+    assert shared.placement.claim("t:s").verdict == "new"  # this worker holds the session now
+    claim = CallClaim(worker._me.node, "t:s", 60)
     assert worker._store_result(shared, job, fine, NEXT, claim).advance
     assert worker._claim(shared, job) == "done"  # its result is in
     claim_key = keys.tool_call_claim(job.task_id, 0, CALL.id)
     assert not run(store.r.exists(claim_key))  # freed with the result
-    assert run(store.r.ttl(keys.session_sandbox("t:s"))) > 0  # the interpreter marked alive
+    record = keys.session_sandbox("t:s")
+    assert 0 < run(store.r.ttl(record)) <= 60  # the interpreter's record kept with its use
+    assert float(run(store.r.hget(record, "last_used"))) > 0
 
 
 def test_a_restarted_worker_frees_only_the_claims_it_still_holds(shared: worker._Store) -> None:
     store, run = shared.store, shared.loop.run
+    _alive(shared, "w1", "w2", "w3")
     assert run(store.claim_call("task_a", 0, "c1", "w1", 60)) == "claimed"
     assert run(store.claim_call("task_b", 0, "c1", "w1", 0.05)) == "claimed"
     redis_ = shared.store.r
@@ -98,3 +110,13 @@ def test_a_restarted_worker_frees_only_the_claims_it_still_holds(shared: worker.
     assert run(store.claim_call("task_a", 0, "c1", "w3", 60)) == "claimed"  # free at once
     assert run(store.claim_call("task_b", 0, "c1", "w3", 60)) == "busy"  # still w2's
     assert run(redis_.exists(keys.tool_worker_claims("w1"))) == 0
+
+
+def test_a_claim_of_a_worker_whose_heartbeat_lapsed_holds_nothing_back(
+    shared: worker._Store,
+) -> None:
+    store, run = shared.store, shared.loop.run
+    _alive(shared, "w2")
+    assert run(store.claim_call("task_a", 0, "c1", "w1", 60)) == "claimed"  # w1 never beat
+    assert run(store.claim_call("task_a", 0, "c1", "w2", 60)) == "claimed"  # taken at once
+    assert run(store.claim_call("task_a", 0, "c1", "w1", 60)) == "busy"  # w2 lives

@@ -1,20 +1,21 @@
-"""/v1/tasks/{task_id}/artifacts: the files a task's tools made (figures, tables), listed from
-the task's `artifact` events and served from the artifact store (`shared.files.artifacts`)."""
+"""/v1/tasks/{task_id}/artifacts: the files a task's tools made (figures, tables), described by
+the task's `artifact` events and served from the artifact store (`shared.files.artifacts`),
+never from a path. Artifacts expire (`shared.task.RETENTION_S`): the list shows those the store
+still keeps."""
 
 from __future__ import annotations
 
-from pathlib import PurePosixPath
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Path, status
-from fastapi.responses import FileResponse
+from fastapi.responses import Response
 
 from services.gateway.deps import OwnedTaskDep, StoreDep
 from services.gateway.errors import responses
 from services.gateway.file_deps import ArtifactStoreDep
 from services.gateway.file_models import ArtifactList, ArtifactPublic
 from shared.events import EventKind
-from shared.files.artifacts import ARTIFACT_NAME_PATTERN, MEDIA_TYPES
+from shared.files.artifacts import ARTIFACT_NAME_PATTERN, MEDIA_TYPES, ArtifactBody
 
 router = APIRouter(prefix="/v1/tasks", tags=["artifacts"])
 
@@ -23,24 +24,30 @@ _ARTIFACT = {
     "description": "The artifact's bytes: images inline, HTML and SVG as attachments.",
     "content": {mime: _BINARY for mime in MEDIA_TYPES.values()},
 }
-_ACTIVE = {".html", ".svg"}  # may run script in a browser: never rendered on the API's origin
+_ERRORS = responses(401, 404, why={503: "Redis or the artifact store does not answer."})
+# May run script in a browser: never rendered on the API's origin.
+_ACTIVE = {"text/html", "image/svg+xml"}
 
 
-@router.get("/{task_id}/artifacts", response_model=ArtifactList, responses=responses(401, 404))
-async def list_artifacts(record: OwnedTaskDep, store: StoreDep) -> ArtifactList:
-    """The files the task's tools made, in order, each with its download URL."""
+@router.get("/{task_id}/artifacts", response_model=ArtifactList, responses=_ERRORS)
+async def list_artifacts(
+    record: OwnedTaskDep, store: StoreDep, artifacts: ArtifactStoreDep
+) -> ArtifactList:
+    """The files the task's tools made that are still kept, in order, each with its URL."""
+    kept = {artifact.name for artifact in await artifacts.task_artifacts(record.id)}
     seen: dict[str, ArtifactPublic] = {}
     for event in await store.events(record.id):
-        if event.kind == EventKind.ARTIFACT:
+        name = event.data.get("name") if event.kind == EventKind.ARTIFACT else None
+        if name in kept:
             # A redelivered tool job stores the same artifact again: same name, same bytes.
-            seen.setdefault(event.data["name"], ArtifactPublic.model_validate(event.data))
+            seen.setdefault(name, ArtifactPublic.model_validate(event.data))
     return ArtifactList(artifacts=list(seen.values()))
 
 
 @router.get(
     "/{task_id}/artifacts/{name}",
-    response_class=FileResponse,
-    responses={200: _ARTIFACT, **responses(401, 404)},
+    response_class=Response,
+    responses={200: _ARTIFACT, **_ERRORS},
 )
 async def download_artifact(
     record: OwnedTaskDep,
@@ -51,14 +58,20 @@ async def download_artifact(
             description="The artifact's name.", json_schema_extra={"pattern": ARTIFACT_NAME_PATTERN}
         ),
     ],
-) -> FileResponse:
+) -> Response:
     """One artifact of the task."""
-    path = artifacts.path(record.id, name)
-    if path is None:
+    body = await artifacts.open(record.id, name)
+    if body is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, detail="no such artifact")
-    suffix = PurePosixPath(name).suffix
-    disposition = "attachment" if suffix in _ACTIVE else "inline"
-    return FileResponse(
-        path, media_type=MEDIA_TYPES[suffix], filename=name, content_disposition_type=disposition,
-        headers={"X-Content-Type-Options": "nosniff", "Content-Security-Policy": "sandbox"},
-    )  # fmt: skip
+    return _served(body)
+
+
+def _served(body: ArtifactBody) -> Response:
+    """The bytes with headers that keep the session's code off the API's origin."""
+    disposition = "attachment" if body.media_type in _ACTIVE else "inline"
+    headers = {
+        "Content-Disposition": f'{disposition}; filename="{body.name}"',  # a name is [a-z0-9.-]
+        "X-Content-Type-Options": "nosniff",
+        "Content-Security-Policy": "sandbox",
+    }
+    return Response(body.data, media_type=body.media_type, headers=headers)

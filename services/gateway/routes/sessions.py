@@ -1,4 +1,4 @@
-"""/v1/sessions/{id}: what a session holds, and forgetting it."""
+"""/v1/sessions: the tenant's sessions; what one holds, and forgetting it."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from fastapi import APIRouter, HTTPException, Path, Query, Response, status
 from services.gateway.deps import CeleryDep, StoreDep, TenantDep
 from services.gateway.errors import responses
 from services.gateway.json_route import JSONRoute
-from services.gateway.models import Interpreter, SessionPublic
+from services.gateway.models import Interpreter, SessionList, SessionPublic, SessionSummary
 from shared import keys
 from shared.cancel import announce_forgotten, cancel
-from shared.store import sessions
+from shared.store import listing, sessions
+from shared.store.listing import SESSION_CURSOR_PATTERN
 from shared.task import SESSION_ID_PATTERN
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"], route_class=JSONRoute)
@@ -20,6 +21,20 @@ router = APIRouter(prefix="/v1/sessions", tags=["sessions"], route_class=JSONRou
 SessionIdPath = Annotated[str, Path(pattern=SESSION_ID_PATTERN)]
 # A memory's `state_dict` key: the top agent's, or a sub-agent's (``critics.0.memory``).
 MemoryPath = Annotated[str, Query(pattern=r"^([A-Za-z0-9_-]{1,64}\.){0,16}memory$")]
+
+
+@router.get("", response_model=SessionList, responses=responses(401, 422))
+async def list_sessions(
+    tenant: TenantDep,
+    store: StoreDep,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    cursor: Annotated[str | None, Query(pattern=SESSION_CURSOR_PATTERN)] = None,
+) -> SessionList:
+    """The tenant's sessions, the most recently used (by their latest task) first, a page at a
+    time (`cursor` from the last page). A deleted session is listed again with its next task."""
+    page = await listing.list_sessions(store, tenant, limit, cursor)
+    found = await sessions.overviews(store, tenant, page.sessions)
+    return SessionList(sessions=[SessionSummary.of(o) for o in found], next_cursor=page.next_cursor)
 
 
 @router.get("/{session_id}", response_model=SessionPublic, responses=responses(401, 404, 422))
@@ -56,8 +71,10 @@ async def delete_session(
     celery: CeleryDep,
     force: bool = False,
 ) -> Response:
-    """Forget the session: its memory, its interpreter, its tool state (its tasks stay).
-    While a task runs in it: 409, unless `force=true`, which cancels it and those waiting."""
+    """Forget the session: its memory, its interpreter, its tool state, its list of tasks (the
+    tasks themselves stay, by id and in `GET /v1/tasks`); it answers 404 until a task names it
+    again. While a task runs in it: 409, unless `force=true`, which cancels it and those
+    waiting."""
     state = await sessions.session_state(store, tenant, session_id, 0, 1)
     if not state.exists:
         raise HTTPException(status.HTTP_404_NOT_FOUND, detail="no such session")

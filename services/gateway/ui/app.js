@@ -17,11 +17,21 @@ function showError(error) {
   if (error instanceof ApiError && error.status === 401) signOut();
 }
 
-function cell(row, text, className) {
+// A cell cut short by the layout (long ids and inputs end in an ellipsis) keeps its whole
+// text in `title`, so hovering shows it.
+function cell(row, content, className, title) {
   const td = document.createElement("td");
-  td.textContent = text;
+  td.append(...[content].flat()); // a text, or the lines of a cell of several
   if (className) td.className = className;
+  if (title) td.title = title;
   row.append(td);
+}
+
+function line(text, className) {
+  const div = document.createElement("div");
+  div.className = className;
+  div.textContent = text;
+  return div;
 }
 
 function age(seconds) {
@@ -40,10 +50,11 @@ async function refreshTasks() {
     const row = document.createElement("tr");
     row.dataset.taskId = task.id;
     row.classList.toggle("selected", task.id === state.following?.taskId);
-    cell(row, task.status, `badge status-${task.status}`);
+    const input = task.input ?? task.id;
+    cell(row, task.status, `badge status-${task.status}`, task.status);
     cell(row, age(now - task.created_at), "age");
-    cell(row, (task.input ?? task.id).split("\n")[0], "input");
-    cell(row, task.session_id, "session");
+    cell(row, input.split("\n")[0], "input", input);
+    cell(row, task.session_id, "session", task.session_id);
     row.addEventListener("click", () => open(task.id));
     return row;
   });
@@ -56,7 +67,8 @@ function showSessions(tasks) {
   for (const task of tasks) counts.set(task.session_id, (counts.get(task.session_id) || 0) + 1);
   const items = [...counts].map(([session, count]) => {
     const item = document.createElement("li");
-    item.textContent = `${session} (${count} task${count > 1 ? "s" : ""})`;
+    item.append(line(session, "name"), line(`${count} task${count > 1 ? "s" : ""}`, "count"));
+    item.title = session;
     item.dataset.session = session;
     item.addEventListener("click", () => pickSession(session));
     return item;
@@ -74,18 +86,20 @@ async function refreshSystem() {
   const view = await api("/v1/system");
   $("#queues tbody").replaceChildren(...view.queues.map((queue) => {
     const row = document.createElement("tr");
-    cell(row, queue.name);
+    cell(row, queue.name, "", queue.name);
     cell(row, String(queue.depth), "number");
     return row;
   }));
   $("#workers").replaceChildren(...(view.workers.length ? view.workers : ["none answering"]).map((name) => {
     const item = document.createElement("li");
-    item.textContent = name;
+    item.textContent = item.title = name;
     return item;
   }));
   $("#replicas tbody").replaceChildren(...view.replicas.map((replica) => {
     const row = document.createElement("tr");
-    cell(row, `${replica.name} (${replica.model})`);
+    const model = replica.model === "*" ? "any model" : replica.model;
+    const lines = [line(replica.name, "name"), line(model, "model")];
+    cell(row, lines, "replica", `${replica.name}: ${model}`);
     cell(row, replica.healthy ? "healthy" : "down", replica.healthy ? "healthy" : "down");
     cell(row, String(replica.in_flight), "number");
     cell(row, `${replica.latency_ms.toFixed(1)} ms`, "number");

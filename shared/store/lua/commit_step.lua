@@ -6,7 +6,7 @@
 --       prompt tokens, completion tokens, store db, broker db, then counted groups:
 --       n + field pairs, n + events (kind, data pairs), per memory list n + messages,
 --       n + changed session values (path, JSON pairs), n + the jobs it starts (queue,
---       message pairs), n + the calls held for approval (call id, state JSON pairs), and the
+--       sticky session, message triples), n + the calls held for approval (call id, state JSON pairs), and the
 --       approvals' timeout in seconds ('' for none)
 local status = redis.call('HGET', KEYS[1], 'status')
 if not status or redis.call('HGET', KEYS[1], 'step') ~= ARGV[1] or TERMINAL[status] then

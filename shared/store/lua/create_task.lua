@@ -1,17 +1,22 @@
 -- Store a new task and take its session (pushing its first step's job), or queue it behind
 -- the session's current task; an idempotency key already used returns the task it created.
 -- KEYS: task, events, session lock, session waiting list, idempotency key, the tenant's
---       task index, the session's task index
+--       task index, the session's task index, the tenant's session index
 -- ARGV: task id, queued event data, fingerprint ('' without a key), key ttl,
 --       '1' to refuse a busy session, store db, broker db, first step's queue and message,
 --       the user's message event data, its deadline (seconds from now), its parent task's
 --       id ('' for none), then the task's fields as name, value pairs
+-- An answer for a task made before writes too (the same value again): a WAIT after this
+-- script counts the replicas holding this connection's writes, and so then covers the
+-- task's first write, made perhaps on another connection (`TaskStore.create`'s `replicas`).
 if redis.call('EXISTS', KEYS[1]) == 1 then  -- a retried call whose first try went through
+  redis.call('HSET', KEYS[1], 'id', ARGV[1])
   return {'created', redis.call('GET', KEYS[3]) == ARGV[1] and '1' or '0'}
 end
 if ARGV[3] ~= '' then
   local existing = redis.call('GET', KEYS[5])
   if existing then
+    redis.call('SET', KEYS[5], existing, 'KEEPTTL')
     local space = string.find(existing, ' ', 1, true)
     return {'existing', string.sub(existing, 1, space - 1), string.sub(existing, space + 1)}
   end
@@ -35,10 +40,11 @@ local created = now()
 redis.call('ZADD', DEADLINES, created + tonumber(ARGV[11]), ARGV[1])
 redis.call('ZADD', KEYS[6], created, ARGV[1])
 redis.call('ZADD', KEYS[7], created, ARGV[1])
+redis.call('ZADD', KEYS[8], created, redis.call('HGET', KEYS[1], 'session_id'))
 if ARGV[3] ~= '' then redis.call('SET', KEYS[5], ARGV[1] .. ' ' .. ARGV[3], 'EX', ARGV[4]) end
 if not holder then
   redis.call('SET', KEYS[3], ARGV[1])
-  push_jobs(ARGV[6], ARGV[7], {ARGV[8], ARGV[9]})
+  push_jobs(ARGV[6], ARGV[7], {ARGV[8], '', ARGV[9]})
   return {'created', '1'}
 end
 redis.call('RPUSH', KEYS[4], ARGV[1])

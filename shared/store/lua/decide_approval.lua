@@ -5,7 +5,7 @@
 -- ARGV: step, call id, 'approve' or 'deny', the decided state JSON, decided event data,
 --       store db, broker db, the tool job's queue and message (approve), the denial result
 --       message JSON (deny), results ttl, the next step's queue and message (deny),
---       the waiting_tools status event data
+--       the waiting_tools status event data, the tool job's sticky session ('' for none)
 local status = redis.call('HGET', KEYS[1], 'status')
 local current = redis.call('HGET', KEYS[1], 'step') == tostring(tonumber(ARGV[1]) + 1)
 if not status or TERMINAL[status] or not current then return {'unknown', ''} end
@@ -27,9 +27,9 @@ if not still_pending and status == 'waiting_approval' then
 end
 moved(KEYS[1])
 if ARGV[3] == 'approve' then
-  push_jobs(ARGV[6], ARGV[7], {ARGV[8], ARGV[9]})
+  push_jobs(ARGV[6], ARGV[7], {ARGV[8], ARGV[15], ARGV[9]})
   return {'approved', ''}
 end
 store_result(KEYS[4], KEYS[1], KEYS[2], KEYS[5], ARGV[1], ARGV[2], ARGV[10], ARGV[11],
-             ARGV[6], ARGV[7], {ARGV[12], ARGV[13]})
+             ARGV[6], ARGV[7], {ARGV[12], '', ARGV[13]})
 return {'denied', ''}

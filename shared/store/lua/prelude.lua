@@ -24,6 +24,7 @@ local APPROVAL_DEADLINES = '{approval_deadlines}'
 local RESULTS_KEY, ADVANCED_KEY = '{results_key}', '{advanced_key}'
 local EVENTS_KEY, CHILDREN_KEY = '{events_key}', '{children_key}'
 local WEBHOOKS_DUE = '{webhooks_due}'
+local SANDBOX_KEY, WORKER_ALIVE_KEY = '{sandbox_key}', '{worker_alive_key}'
 
 local function now()
   local t = redis.call('TIME')
@@ -48,13 +49,29 @@ local function add_event(events, kind, data)
   return redis.call('XADD', events, '*', 'kind', kind, 'data', data)
 end
 
--- Push jobs (queue list, kombu message pairs) onto the broker's database, then come back:
--- the commit and the jobs it starts are one atomic write.
+-- The queue of the tool worker holding the session's interpreter while that worker lives
+-- (its heartbeat key holds the incarnation the record names), else nil.
+local function owner_queue(session_key)
+  if session_key == '' then return nil end
+  local f = redis.call('HMGET', string.format(SANDBOX_KEY, session_key),
+                       'node', 'incarnation', 'state', 'queue')
+  if not f[1] or f[3] ~= 'live' then return nil end
+  if redis.call('GET', string.format(WORKER_ALIVE_KEY, f[1])) ~= f[2] then return nil end
+  return f[4]
+end
+
+-- Push jobs (queue list, sticky session key or '', kombu message triples) onto the broker's
+-- database, then come back: the commit and the jobs it starts are one atomic write. A job
+-- bound to a session's interpreter goes to the queue of the worker holding it, if one does;
+-- its message keeps the pool queue as routing key, where kombu restores it should it be
+-- taken and not acknowledged.
 local function push_jobs(store_db, broker_db, jobs)
   if #jobs == 0 then return end
+  local queues = {}
+  for i = 1, #jobs, 3 do queues[#queues + 1] = owner_queue(jobs[i + 1]) or jobs[i] end
   redis.call('SELECT', broker_db)
-  for i = 1, #jobs, 2 do
-    if jobs[i] ~= '' then redis.call('LPUSH', jobs[i], jobs[i + 1]) end
+  for i = 1, #jobs, 3 do
+    if jobs[i] ~= '' then redis.call('LPUSH', queues[(i + 2) / 3], jobs[i + 2]) end
   end
   redis.call('SELECT', store_db)
 end
@@ -110,7 +127,7 @@ local function deliver_to_parent(task_key, store_db, broker_db, answer, failure)
   end
   store_result(string.format(RESULTS_KEY, f[1], f[2]), TASK_PREFIX .. f[1],
                string.format(EVENTS_KEY, f[1]), string.format(ADVANCED_KEY, f[1], f[2]),
-               f[2], f[3], cjson.encode(message), 604800, store_db, broker_db, {f[5], f[6]})
+               f[2], f[3], cjson.encode(message), 604800, store_db, broker_db, {f[5], '', f[6]})
 end
 
 -- Tell the task's webhook of a state change it subscribed to: push its delivery job, with
@@ -128,5 +145,5 @@ local function notify(task_key, status, store_db, broker_db)
   message['headers']['root_id'] = tag
   message['properties']['correlation_id'] = tag
   message['properties']['delivery_tag'] = tag
-  push_jobs(store_db, broker_db, {f[2], cjson.encode(message)})
+  push_jobs(store_db, broker_db, {f[2], '', cjson.encode(message)})
 end

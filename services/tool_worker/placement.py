@@ -1,0 +1,102 @@
+"""Where sessions' interpreters live, from one tool worker's side (`shared.store.sandboxes`).
+
+The worker's own queue is named after its Celery node name; it beats while it runs, so jobs
+of the sessions it holds are pushed to that queue. Before a call uses a session's
+interpreter, the worker claims the session: it runs the call if the session is (now) its,
+forwards the job to the live worker holding it otherwise, and where that worker is gone
+starts afresh with the reason the model will read. Interpreters it ends (idle expiry) and,
+when it stops, all it holds are marked lost with why, and its queue goes back to the pool.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from services.tool_worker.runner import ToolRunner
+from shared.jobs import FILES_TOOL, Envelope
+from shared.keys import tool_queue
+from shared.loop import LoopThread
+from shared.store.sandboxes import SandboxDirectory, SessionClaim, ToolWorkerId
+
+__all__ = ["Placement"]
+
+log = logging.getLogger("taskyard.tool_worker.placement")
+_REDIS_DOWN = (RedisConnectionError, RedisTimeoutError)
+
+
+class Placement:
+    """One tool worker's part in routing sessions to their interpreters."""
+
+    def __init__(
+        self,
+        directory: SandboxDirectory,
+        loop: LoopThread,
+        me: ToolWorkerId,
+        tools: ToolRunner,
+        beat_s: float,
+        dead_s: float,
+    ) -> None:
+        self.directory = directory
+        self.loop = loop
+        self.me = me
+        self.tools = tools
+        self.beat_s = beat_s
+        self.dead_s = dead_s
+        self._stop = threading.Event()
+
+    def claim(self, session_key: str) -> SessionClaim:
+        """Claim the session's interpreter for a call about to run here (see module doc)."""
+        claim = self.loop.run(self.directory.claim(self.me, session_key))
+        if claim.verdict != "mine" and self.tools.has_sandbox(session_key):
+            # This worker's copy is stale: another holds the session now, or held it since.
+            self.tools.release(session_key)
+        if claim.verdict == "lost":
+            log.warning("session's interpreter state lost: %s", claim.detail)
+            self.tools.sandboxes().forget(session_key, claim.detail)
+        return claim
+
+    def forward(self, job: Envelope) -> None:
+        """Send the job on to the worker that holds its session (the pool if none does)."""
+        self.loop.run(self.directory.push([job]))
+
+    def ended(self, reasons: Mapping[str, str | None]) -> None:
+        """Interpreters ended here: why each lost its state (None: it had none)."""
+        try:
+            self.loop.run(self.directory.end(self.me, reasons))
+        except _REDIS_DOWN:  # a lapsing record still routes to this live worker: no loss
+            log.warning("could not record %d ended interpreters", len(reasons))
+
+    def start_beating(self) -> None:
+        self._beat()
+        beating = threading.Thread(target=self._beat_until_stopped, name="heartbeat", daemon=True)
+        beating.start()
+
+    def leave(self) -> None:
+        """The worker stops: its sessions' records say so, its heartbeat goes, and the jobs
+        waiting on its queue move to the pool (those it took and did not finish, kombu
+        restores there itself)."""
+        self._stop.set()
+        why = f"its tool worker {self.me.node} was stopped (scaled in, or redeployed)"
+        try:
+            self.loop.run(self.directory.end(self.me, dict.fromkeys(self.tools.sessions(), why)))
+            self.loop.run(self.directory.stop_beating(self.me))
+            fallback = tool_queue(FILES_TOOL)
+            moved, _ = self.loop.run(self.directory.redrive(self.me.node, fallback))
+            log.info("left: %d waiting jobs moved to the pool", moved)
+        except _REDIS_DOWN:  # the sweep moves them once the heartbeat lapses
+            log.warning("could not hand the worker's queue back; the sweep will")
+
+    def _beat(self) -> None:
+        self.loop.run(self.directory.beat(self.me, self.dead_s))
+
+    def _beat_until_stopped(self) -> None:
+        while not self._stop.wait(self.beat_s):
+            try:
+                self._beat()
+            except _REDIS_DOWN:
+                log.warning("heartbeat missed: Redis unreachable")

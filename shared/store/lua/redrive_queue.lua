@@ -1,0 +1,18 @@
+-- Move the jobs waiting on a gone tool worker's own queue to the pool queues they came from
+-- (each message's routing key; `fallback` for one that names the dead queue itself), oldest
+-- first, at most `limit`; returns how many moved and how many are left.
+-- KEYS: the worker's queue (a list of the broker's database)
+-- ARGV: store db, broker db, limit, fallback queue
+redis.call('SELECT', ARGV[2])
+local moved = 0
+while moved < tonumber(ARGV[3]) do
+  local message = redis.call('RPOP', KEYS[1])
+  if not message then break end
+  local target = cjson.decode(message)['properties']['delivery_info']['routing_key']
+  if target == KEYS[1] or not target then target = ARGV[4] end
+  redis.call('LPUSH', target, message)
+  moved = moved + 1
+end
+local left = redis.call('LLEN', KEYS[1])
+redis.call('SELECT', ARGV[1])
+return {moved, left}

@@ -1,0 +1,116 @@
+"""Which tool worker holds which session's interpreter, and which tool workers live.
+
+A session's interpreter (its sandbox) lives on one tool worker. Its record
+(`keys.session_sandbox`) names that worker (Celery node name and incarnation) and the worker's
+own queue; the worker keeps a heartbeat key (`keys.tool_worker_alive`) with its incarnation
+while it runs. The store's scripts push a job bound to a session to that queue while both say
+so (`owner_queue` in prelude.lua), else to the tool's pool queue; the worker that takes a
+session's call from the pool claims the session (`claim_session.lua`), or forwards the job to
+the live holder, or, when the holder is gone, starts afresh and says why the state was lost.
+The sweep moves the jobs left on a gone worker's queue back to the pool (`redrive`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from shared import keys
+from shared.jobs import Envelope
+from shared.store import replies
+from shared.store.store import TaskStore
+
+__all__ = ["SandboxDirectory", "SessionClaim", "ToolWorkerId"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolWorkerId:
+    """A tool worker: its Celery node name (distinct per worker: ``-n tools@%h``) and this
+    run of it (a restart under the same name is another incarnation)."""
+
+    node: str
+    incarnation: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+
+    @property
+    def queue(self) -> str:
+        return keys.tool_worker_queue(self.node)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionClaim:
+    """What a worker about to use a session's interpreter learnt: it held it already (`mine`),
+    holds it now (`new`, or `lost` with why the state the session had is gone), or must send
+    the job to `forward`'s queue, the live worker's that holds it."""
+
+    verdict: Literal["new", "mine", "forward", "lost"]
+    detail: str = ""  # forward: the queue; lost: the reason
+
+
+class SandboxDirectory:
+    """The records of sessions' interpreters and the tool workers' heartbeats, on the store's
+    Redis. `record_ttl_s`: how long a record outlives its interpreter's last use (long enough
+    that a session coming back is told its interpreter expired)."""
+
+    def __init__(self, store: TaskStore, record_ttl_s: float = 86400.0) -> None:
+        self.store = store
+        self.record_ttl_s = max(1, int(record_ttl_s))
+
+    async def claim(self, worker: ToolWorkerId, session_key: str) -> SessionClaim:
+        record = keys.session_sandbox(session_key)
+        args = [worker.node, worker.incarnation, worker.queue, self.record_ttl_s]
+        verdict, detail = await self.store._run("claim_session", [record], args)
+        return SessionClaim(verdict, detail)
+
+    async def end(self, worker: ToolWorkerId, ended: Mapping[str, str | None]) -> int:
+        """The worker's interpreters of these sessions ended: each record it holds keeps why
+        (a reason) or goes (None: nothing was lost). How many it held."""
+        if not ended:
+            return 0
+        records = [keys.session_sandbox(key) for key in ended]
+        reasons = [reason or "" for reason in ended.values()]
+        args = [worker.node, worker.incarnation, *reasons]
+        return int(await self.store._run("end_sessions", records, args))
+
+    async def holder(self, session_key: str) -> dict[str, str]:
+        """The session's record as stored (empty when no worker holds its interpreter)."""
+        return replies.fields(await self.store.r.hgetall(keys.session_sandbox(session_key)))
+
+    async def beat(self, worker: ToolWorkerId, ttl_s: float) -> None:
+        """The worker lives for `ttl_s` more; it is listed for the sweep."""
+        async with self.store.r.pipeline(transaction=True) as pipe:
+            pipe.set(keys.tool_worker_alive(worker.node), worker.incarnation, px=int(ttl_s * 1000))
+            pipe.sadd(keys.TOOL_WORKERS, worker.node)
+            await pipe.execute()
+
+    async def stop_beating(self, worker: ToolWorkerId) -> None:
+        """The worker leaves: its heartbeat goes now instead of lapsing (if it is still its)."""
+        alive = keys.tool_worker_alive(worker.node)
+        if await self.store.r.get(alive) == worker.incarnation:
+            await self.store.r.delete(alive)
+
+    async def gone(self) -> list[str]:
+        """Node names of listed tool workers whose heartbeat lapsed."""
+        nodes = sorted(replies.set_members(await self.store.r.smembers(keys.TOOL_WORKERS)))
+        async with self.store.r.pipeline(transaction=False) as pipe:
+            for node in nodes:
+                pipe.exists(keys.tool_worker_alive(node))
+            alive = await pipe.execute()
+        return [node for node, live in zip(nodes, alive, strict=True) if not live]
+
+    async def redrive(self, node: str, fallback: str, limit: int = 1000) -> tuple[int, int]:
+        """Move the jobs on the worker's own queue back to their pool queues (`fallback` for
+        one without); (moved, left). A worker whose queue is empty leaves the list."""
+        store = self.store
+        queue = keys.tool_worker_queue(node)
+        args = [store.db, store.broker_db, limit, fallback]
+        moved, left = await store._run("redrive_queue", [queue], args)
+        if not left and not await store.r.exists(keys.tool_worker_alive(node)):
+            await store.r.srem(keys.TOOL_WORKERS, node)
+        return int(moved), int(left)
+
+    async def push(self, jobs: Sequence[Envelope]) -> None:
+        """Push jobs onto the broker, each bound to a session to its holder's queue."""
+        parts = [part for job in jobs for part in job.parts()]
+        await self.store._run("push_jobs", [], [self.store.db, self.store.broker_db, *parts])

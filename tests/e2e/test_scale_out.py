@@ -1,0 +1,190 @@
+"""Three tool workers on the same queues, started as `docker compose up --scale tool_worker=3`
+starts them (identical commands but for their node names): every cell of a session reaches the
+interpreter that holds its state; a worker SIGKILLed mid-run costs exactly its own sessions
+their state, each told once and why; a worker stopped on purpose says so too."""
+
+from __future__ import annotations
+
+import re
+import threading
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from e2e_support import wait_status
+
+from devstack.stack import LocalStack
+from shared.client import TaskyardClient
+from shared.schema import ActionReturn, AgentMessage
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
+
+CELLS = 5
+LOST = "Note: state lost ("
+
+
+@pytest.fixture(scope="module")
+def stack(sandbox_image: str) -> Iterator[LocalStack]:
+    env = {
+        # A silent worker is gone after 2 s; the sweep runs often and re-sends what stands.
+        "TASKYARD_TOOL_WORKER_BEAT_S": "0.3", "TASKYARD_TOOL_WORKER_DEAD_S": "2",
+        "TASKYARD_SWEEP_INTERVAL_S": "0.5", "TASKYARD_STALL_S": "4",
+        "TASKYARD_VISIBILITY_TIMEOUT_S": "6",
+        # Room for every session's interpreter on whichever worker takes it (no evictions).
+        "TASKYARD_SANDBOX_MAX_PER_TENANT": "64", "TASKYARD_SANDBOX_MAX_PER_WORKER": "64",
+        "TASKYARD_SANDBOX_WARM_POOL": "2",
+    }  # fmt: skip
+    stack = LocalStack(sandbox_backend="docker", tool_workers=3, extra_env=env).start()
+    yield stack
+    stack.stop()
+
+
+def _cell(value: int, index: int) -> str:
+    if index == 0:
+        return f"```python\nx = {value}\nprint(x)\n```"
+    # A lost interpreter starts over at 1 instead of raising NameError for every later cell.
+    return '```python\nx = globals().get("x", 0) + 1\nprint(x)\n```'
+
+
+def _output(client: TaskyardClient, task_id: str) -> str:
+    task = wait_status(client, task_id, timeout=120)
+    assert task["status"] == "succeeded", task
+    tool = AgentMessage.model_validate(task["messages"][2])
+    assert isinstance(tool.content, ActionReturn)
+    return tool.content.format_result() + (tool.content.errmsg or "")
+
+
+def _holder(client: TaskyardClient, session_id: str) -> str | None:
+    interpreter = client.session(session_id, limit=1).get("interpreter")
+    return interpreter["worker"] if interpreter and interpreter["alive"] else None
+
+
+def _has_state(client: TaskyardClient, session_id: str) -> bool:
+    """Whether a call finished in the session's interpreter (else it has no state to lose)."""
+    interpreter = client.session(session_id, limit=1).get("interpreter")
+    return bool(interpreter and interpreter["last_used"])
+
+
+def _names(count: int) -> list[str]:
+    tag = uuid.uuid4().hex[:6]
+    return [f"scale-{tag}-{n}" for n in range(1, count + 1)]
+
+
+def _sessions(
+    client: TaskyardClient,
+    names: list[str],
+    after_cell: Callable[[int, dict[str, int]], None] = lambda *_: None,
+) -> dict[str, list[str]]:
+    """The sessions side by side, each running CELLS dependent cells one task after the
+    other; `after_cell(n, cells)` is called as the n-th cell of all ends, with how many cells
+    each session has run. Outputs by session."""
+    done, cells, lock = [0], dict.fromkeys(names, 0), threading.Lock()
+
+    def run(session: str) -> tuple[str, list[str]]:
+        outputs = []
+        for index in range(CELLS):
+            task_id = client.submit(_cell(_number(session), index), session_id=session)["id"]
+            outputs.append(_output(client, task_id))
+            with lock:
+                done[0] += 1
+                cells[session] += 1
+                after_cell(done[0], dict(cells))
+        return session, outputs
+
+    with ThreadPoolExecutor(max_workers=min(len(names), 24)) as pool:
+        return dict(pool.map(run, names))
+
+
+def _number(session: str) -> int:
+    return int(session.rsplit("-", 1)[1]) * 100
+
+
+def _values(outputs: list[str]) -> list[int]:
+    return [int(re.findall(r"-?\d+", out.strip().splitlines()[-1])[-1]) for out in outputs]
+
+
+def _kept(outputs: list[str], session: str) -> bool:
+    return _values(outputs) == [_number(session) + i for i in range(CELLS)]
+
+
+def _process(stack: LocalStack, node: str) -> str:
+    """The stack's process name of the tool worker whose Celery node is `node`."""
+    return {n: name for name, n in stack.tool_worker_nodes().items()}[node.split("@")[0]]
+
+
+def test_sixty_sessions_keep_their_state_across_three_workers(
+    stack: LocalStack, client: TaskyardClient
+) -> None:
+    outputs = _sessions(client, _names(60))
+    wrong = {
+        session: out
+        for session, out in outputs.items()
+        if not _kept(out, session) or any(LOST in o for o in out)
+    }
+    assert wrong == {}
+    holders = Counter(_holder(client, session) for session in outputs)
+    assert len(holders) == 3 and None not in holders, holders  # spread over the pool
+
+
+def test_a_killed_worker_costs_its_own_sessions_their_state_once(
+    stack: LocalStack, client: TaskyardClient
+) -> None:
+    names = _names(24)
+    # The killed worker's sessions by the cells they had left then (one whose last cell was
+    # under way may have finished it before the kill), and those with state to lose.
+    victims: dict[str, int] = {}
+    stateful: set[str] = set()
+    killed: list[str] = []
+
+    def kill_mid_run(cells_done: int, cells: dict[str, int]) -> None:
+        if cells_done != len(names) * 2:  # most sessions have state; cells are in flight
+            return
+        held = {session: _holder(client, session) for session in names}
+        node = Counter(n for n in held.values() if n).most_common(1)[0][0]
+        mine = [s for s, n in held.items() if n == node]
+        stateful.update(s for s in mine if _has_state(client, s))
+        stack.kill(_process(stack, node))
+        killed.append(node)
+        victims.update({s: CELLS - cells[s] for s in mine})
+
+    outputs = _sessions(client, names, kill_mid_run)
+    assert killed, "the kill never happened"
+    node = killed[0]
+    try:
+        notes = {session: sum(LOST in o for o in out) for session, out in outputs.items()}
+        # The killed worker's sessions with state and cells to run after the kill are told,
+        # once, why. (One whose first call had not finished there lost nothing.)
+        told = {s: outputs[s] for s, left in victims.items() if left >= 2 and s in stateful}
+        assert told and {s: notes[s] for s in told} == dict.fromkeys(told, 1), told
+        assert all(notes[s] <= 1 for s in victims), {s: outputs[s] for s in victims}
+        for out in told.values():
+            said = next(o for o in out if LOST in o)
+            assert f"its tool worker {node} stopped answering" in said
+        # Every other session keeps its state, and is told nothing.
+        kept = [s for s in names if s not in victims]
+        assert {s: outputs[s] for s in kept if not _kept(outputs[s], s) or notes[s]} == {}
+    finally:
+        stack.restart(_process(stack, node))
+
+
+def test_a_worker_stopped_on_purpose_says_so(stack: LocalStack, client: TaskyardClient) -> None:
+    names = _names(9)
+    for session in names:
+        _output(client, client.submit(_cell(_number(session), 0), session_id=session)["id"])
+    held = {session: _holder(client, session) for session in names}
+    node = Counter(n for n in held.values() if n).most_common(1)[0][0]
+    name = _process(stack, node)
+    stack.processes.stop(name)  # a warm shutdown, as scaling in with compose does
+    try:
+        after = {s: _output(client, client.submit(_cell(0, 1), session_id=s)["id"]) for s in names}
+        told = {s for s, out in after.items() if LOST in out}
+        assert told == {s for s, n in held.items() if n == node}
+        for session in told:
+            assert f"its tool worker {node} was stopped" in after[session]
+        assert {s: _values([after[s]]) for s in names if s not in told} == {
+            s: [_number(s) + 1] for s in names if s not in told
+        }
+    finally:
+        stack.restart(name)

@@ -1,0 +1,133 @@
+"""Which tool worker holds which session's interpreter, on a real Redis: claims, the routing
+of jobs bound to a session, what a gone worker's sessions are told, the re-drive of its queue."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import orjson
+import pytest
+import redis.asyncio as aioredis
+
+from shared import keys
+from shared.jobs import Envelope
+from shared.store import TaskStore
+from shared.store.sandboxes import SandboxDirectory, ToolWorkerId
+
+POOL = "tools.IPythonInterpreter"
+A, B = ToolWorkerId("tools@a"), ToolWorkerId("tools@b")
+
+
+@pytest.fixture
+async def directory(redis_server: str) -> AsyncIterator[SandboxDirectory]:
+    client = aioredis.Redis.from_url(f"{redis_server}/0", decode_responses=True)
+    await client.flushall()
+    store = TaskStore(client, broker_db=1)
+    yield SandboxDirectory(store, record_ttl_s=60)
+    await client.aclose()
+
+
+@pytest.fixture
+async def broker(redis_server: str) -> AsyncIterator[aioredis.Redis]:
+    client = aioredis.Redis.from_url(f"{redis_server}/1", decode_responses=True)
+    yield client
+    await client.aclose()
+
+
+def _job(sticky: str = "t:s", routing_key: str = POOL) -> Envelope:
+    message = {"body": "", "properties": {"delivery_info": {"routing_key": routing_key}}}
+    return Envelope(POOL, orjson.dumps(message).decode(), sticky)
+
+
+async def _used(directory: SandboxDirectory, session_key: str) -> None:
+    # What storing a call's result does (put_tool_result.lua) once the interpreter ran it.
+    await directory.store.r.hset(keys.session_sandbox(session_key), "last_used", "1.0")
+
+
+async def test_the_first_claim_takes_the_session_and_its_jobs_follow(
+    directory: SandboxDirectory, broker: aioredis.Redis
+) -> None:
+    await directory.beat(A, 10)
+    assert (await directory.claim(A, "t:s")).verdict == "new"
+    assert (await directory.claim(A, "t:s")).verdict == "mine"
+    await directory.push([_job(), _job(sticky="")])
+    assert await broker.llen(A.queue) == 1  # bound to the session: to its holder
+    assert await broker.llen(POOL) == 1  # not bound: the pool
+
+
+async def test_another_worker_forwards_to_the_live_holder(directory: SandboxDirectory) -> None:
+    await directory.beat(A, 10)
+    await directory.claim(A, "t:s")
+    claim = await directory.claim(B, "t:s")
+    assert (claim.verdict, claim.detail) == ("forward", A.queue)
+
+
+async def test_a_holder_that_stopped_answering_loses_the_session_with_the_reason(
+    directory: SandboxDirectory, broker: aioredis.Redis
+) -> None:
+    await directory.beat(A, 0.05)
+    await directory.claim(A, "t:s")
+    await _used(directory, "t:s")
+    await asyncio.sleep(0.1)  # A's heartbeat lapsed
+    await directory.push([_job()])
+    assert await broker.llen(POOL) == 1  # its jobs go to the pool now
+    claim = await directory.claim(B, "t:s")
+    assert claim.verdict == "lost"
+    assert "tools@a stopped answering" in claim.detail
+    assert (await directory.claim(B, "t:s")).verdict == "mine"  # said once
+
+
+async def test_a_holder_gone_before_any_call_finished_lost_nothing(
+    directory: SandboxDirectory,
+) -> None:
+    await directory.beat(A, 0.05)
+    await directory.claim(A, "t:s")
+    await asyncio.sleep(0.1)
+    assert (await directory.claim(B, "t:s")).verdict == "new"
+
+
+async def test_a_restarted_worker_says_so(directory: SandboxDirectory) -> None:
+    await directory.beat(A, 10)
+    await directory.claim(A, "t:s")
+    await _used(directory, "t:s")
+    again = ToolWorkerId(A.node)  # the same node name, a new run
+    await directory.beat(again, 10)
+    claim = await directory.claim(again, "t:s")
+    assert (claim.verdict, claim.detail) == ("lost", "its tool worker tools@a restarted")
+
+
+async def test_an_ended_interpreter_says_why_wherever_the_next_call_runs(
+    directory: SandboxDirectory,
+) -> None:
+    await directory.beat(A, 10)
+    await directory.beat(B, 10)
+    for key in ("t:expired", "t:stateless"):
+        await directory.claim(A, key)
+    ended = {"t:expired": "session expired: idle for over 600 s", "t:stateless": None}
+    assert await directory.end(A, ended) == 2
+    assert await directory.end(B, ended) == 0  # not B's to end
+    claim = await directory.claim(B, "t:expired")
+    assert (claim.verdict, claim.detail) == ("lost", "session expired: idle for over 600 s")
+    assert (await directory.claim(B, "t:stateless")).verdict == "new"
+
+
+async def test_a_gone_workers_queue_goes_back_to_the_pool(
+    directory: SandboxDirectory, broker: aioredis.Redis
+) -> None:
+    await directory.beat(A, 0.05)
+    await directory.claim(A, "t:s")
+    await directory.push([_job(), _job(routing_key=A.queue)])
+    assert await broker.llen(A.queue) == 2
+    await asyncio.sleep(0.1)
+    assert await directory.gone() == [A.node]
+    assert await directory.redrive(A.node, POOL) == (2, 0)
+    assert await broker.llen(POOL) == 2  # one by its routing key, one by the fallback
+    assert await directory.gone() == []  # drained and gone: off the list
+
+
+async def test_a_live_worker_is_not_gone(directory: SandboxDirectory) -> None:
+    await directory.beat(A, 10)
+    assert await directory.gone() == []
+    await directory.stop_beating(A)
+    assert await directory.gone() == [A.node]
