@@ -31,6 +31,7 @@ SCRIPTS = (
     "redrive_queue",
     "release_claims",
     "release_session",
+    "save_compaction",
 )
 
 
@@ -55,6 +56,7 @@ _NAMES = {
     "{webhooks_due}": keys.WEBHOOKS_DUE,
     "{sandbox_key}": keys.session_sandbox("%s"),
     "{worker_alive_key}": keys.tool_worker_alive("%s"),
+    "{session_before_key}": keys.task_session_before("%s"),
 }
 
 
