@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from importlib.metadata import EntryPoint
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import ValidationError
 
@@ -32,6 +32,7 @@ from shared.client import (
     InvalidRequest,
     NotFound,
     ServerError,
+    SessionBusy,
     TaskyardClient,
     Unauthorized,
 )
@@ -112,8 +113,10 @@ def _add_task_commands(sub: Subparsers) -> None:
         help="POST the task's final state there (signed: see webhook-secret)",
     )  # fmt: skip
     submit.add_argument(
-        "--if-busy", choices=["wait", "reject"], default="wait",
-        help="while the session runs another task: queue behind it (default), or refuse",
+        "--if-busy", choices=get_args(SessionBusy), default=None,
+        help="while the session runs another task: wait its turn (enqueue), be refused "
+        "(reject), or cancel it and start now, keeping its steps in the session's memory "
+        "(interrupt) or removing them (rollback); default: the agent's, else enqueue",
     )  # fmt: skip
     submit.add_argument(
         "--cancel-on-interrupt", action="store_true",

@@ -48,7 +48,8 @@ __all__ = [
 ]
 
 _RECONNECTS = 5
-SessionBusy = Literal["wait", "reject"]  # what a task does while its session runs another
+# What a task does while its session runs another (None: its agent's default, else enqueue).
+SessionBusy = Literal["enqueue", "reject", "interrupt", "rollback"]
 _UNAVAILABLE_RETRIES = 5  # 503s (Redis restarting) a safe request is sent again after
 
 
@@ -105,12 +106,14 @@ class TaskyardClient:
         idempotency_key: str | None = None,
         webhook: dict[str, Any] | None = None,
         files: Sequence[str] = (),
-        if_session_busy: SessionBusy = "wait",
+        if_session_busy: SessionBusy | None = None,
     ) -> dict[str, Any]:
         """Submit a task; its id, status and session. `files` names files uploaded to the
-        session that it works on; while the session runs another task, it waits its turn or
-        (`if_session_busy="reject"`) is refused. Without an `idempotency_key` one is made, so a
-        submission retried after a 503 is never made twice."""
+        session that it works on; while the session runs another task, it waits its turn
+        (`if_session_busy="enqueue"`), is refused (`"reject"`), or cancels that task and starts
+        now, keeping its committed steps in the session's memory (`"interrupt"`) or removing
+        them (`"rollback"`); unset, the agent's default applies. Without an `idempotency_key`
+        one is made, so a submission retried after a 503 is never made twice."""
         body, headers = _submission(
             text, session_id, agent, idempotency_key, webhook, files, if_session_busy
         )
@@ -267,7 +270,7 @@ class AsyncTaskyardClient:
         idempotency_key: str | None = None,
         webhook: dict[str, Any] | None = None,
         files: Sequence[str] = (),
-        if_session_busy: SessionBusy = "wait",
+        if_session_busy: SessionBusy | None = None,
     ) -> dict[str, Any]:
         body, headers = _submission(
             text, session_id, agent, idempotency_key, webhook, files, if_session_busy
@@ -485,9 +488,11 @@ def _submission(
     idempotency_key: str | None,
     webhook: dict[str, Any] | None,
     files: Sequence[str],
-    if_session_busy: SessionBusy,
+    if_session_busy: SessionBusy | None,
 ) -> tuple[dict[str, Any], dict[str, str]]:
-    body: dict[str, Any] = {"input": text, "if_session_busy": if_session_busy}
+    body: dict[str, Any] = {"input": text}
+    if if_session_busy:
+        body["if_session_busy"] = if_session_busy
     if session_id:
         body["session_id"] = session_id
     if agent:
