@@ -75,7 +75,7 @@ class Created:
     busy session."""
 
     outcome: str  # "created", "existing", "busy" or "parent_ended"
-    task_id: str = ""
+    task_id: str = ""  # made, found, or (busy) the one running the session
     holds_session: bool = False
     fingerprint: str = ""
     displaced: str | None = None  # the session's task it interrupted or rolled back
@@ -256,7 +256,9 @@ class TaskStore:
         reply = await self._replicated("create_task", keys_, args, replicas, replicas_timeout_ms)
         if reply[0] == "existing":
             return Created("existing", reply[1], fingerprint=reply[2])
-        if reply[0] in ("busy", "parent_ended"):
+        if reply[0] == "busy":
+            return Created("busy", reply[1])  # the task running the session
+        if reply[0] == "parent_ended":
             return Created(reply[0])
         return Created("created", record.id, reply[1] == "1", displaced=reply[2] or None)
 

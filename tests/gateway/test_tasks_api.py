@@ -111,6 +111,10 @@ def test_busy_session_waits_or_rejects(client: TestClient, settings: Settings) -
     )
     assert first.status_code == waiting.status_code == 202
     assert rejected.status_code == 409
+    assert (
+        rejected.json()["detail"]
+        == f"session s is running task {first.json()['id']} (if_session_busy=reject)"
+    )
     assert _queued_steps(settings) == [(first.json()["id"], 0)]  # b waits its turn
 
 

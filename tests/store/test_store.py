@@ -181,7 +181,8 @@ async def test_session_is_held_by_one_task_and_handed_over(store: TaskStore) -> 
     first, second = _record(), _record()
     assert (await store.create(first)).holds_session
     assert not (await store.create(second)).holds_session
-    assert (await store.create(_record(), busy="reject")).outcome == "busy"
+    refused = await store.create(_record(), busy="reject")
+    assert refused.outcome == "busy" and refused.task_id == first.id  # who holds it, for the 409
     done = StepCommit(first, TaskStatus.SUCCEEDED, fields={"result": "x"})
     assert await store.commit_step(done) == (True, second.id)
     assert await store.session_holder("acme", "s1") == second.id

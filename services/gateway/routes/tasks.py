@@ -106,7 +106,8 @@ async def create_task(
         raise refused(exc) from exc
     TASKS_ACCEPTED.labels(_ACCEPTED[created.outcome, created.holds_session]).inc()
     if created.outcome == "busy":
-        raise HTTPException(status.HTTP_409_CONFLICT, detail="session is running another task")
+        detail = f"session {session_id} is running task {created.task_id} (if_session_busy=reject)"
+        raise HTTPException(status.HTTP_409_CONFLICT, detail=detail)
     if created.outcome == "existing":
         return await _existing(store, created.task_id, created.fingerprint == fingerprint)
     return TaskAccepted(id=record.id, status=record.status, session_id=record.session_id)

@@ -12,7 +12,7 @@
 --       data, its deadline (seconds from now), its parent task's id ('' for none), then the
 --       task's fields as name, value pairs
 -- Returns {'created', '1' if it holds the session, the task it displaced or ''}, or
--- {'existing', task id, fingerprint}, {'busy'} or {'parent_ended'}.
+-- {'existing', task id, fingerprint}, {'busy', the session's task} or {'parent_ended'}.
 -- An answer for a task made before writes too (the same value again): a WAIT after this
 -- script counts the replicas holding this connection's writes, and so then covers the
 -- task's first write, made perhaps on another connection (`TaskStore.create`'s `replicas`).
@@ -38,7 +38,7 @@ if parent ~= '' then  -- a child task: only while its parent lives, and the pare
             cjson.encode({task_id = ARGV[1], status = 'queued'}))
 end
 local holder, policy = redis.call('GET', KEYS[3]), ARGV[5]
-if policy == 'reject' and holder and holder ~= ARGV[1] then return {'busy'} end
+if policy == 'reject' and holder and holder ~= ARGV[1] then return {'busy', holder} end
 
 -- The live holder ends cancelled, saying for which task (a rollback first puts the session
 -- back: the mark it reads goes with the task's end).
