@@ -16,10 +16,12 @@ __all__ = ["SCRIPTS", "source"]
 
 _DIR = Path(__file__).with_name("lua")
 SCRIPTS = (
+    "advance_schedule",
     "begin_step",
     "claim_call",
     "claim_session",
     "commit_step",
+    "create_schedule",
     "create_task",
     "decide_approval",
     "end_sessions",
