@@ -26,7 +26,7 @@ from shared.store import Created, TaskStore
 from shared.task import SESSION_ID_MAX, SESSION_ID_PATTERN, TaskRecord
 from shared.webhooks import refusal, subscription
 
-__all__ = ["SubmissionRefused", "TaskRequest", "check_offered", "submit"]
+__all__ = ["SubmissionRefused", "TaskRequest", "check_offered", "check_webhook", "submit"]
 
 
 class SubmissionRefused(TaskyardError):
@@ -121,11 +121,16 @@ async def submit(
     return created
 
 
+async def check_webhook(webhook: WebhookSpec | None, settings: Settings) -> None:
+    """`SubmissionRefused` for a webhook URL the address policy refuses."""
+    policy = AddressPolicy(allow_private=settings.webhook_allow_private)
+    if webhook is not None and (why := await refusal(webhook.url, policy)):
+        raise SubmissionRefused(["webhook", "url"], why)
+
+
 async def _webhook_fields(record: TaskRecord, celery: Celery, settings: Settings) -> dict[str, str]:
     """The task's webhook subscription, once its URL passes the address policy."""
     if record.webhook is None:
         return {}
-    policy = AddressPolicy(allow_private=settings.webhook_allow_private)
-    if why := await refusal(record.webhook.url, policy):
-        raise SubmissionRefused(["webhook", "url"], why)
+    await check_webhook(record.webhook, settings)
     return subscription(record, celery)
