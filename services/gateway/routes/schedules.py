@@ -31,7 +31,9 @@ _NOT_FOUND = "no such schedule"
 
 @router.post(
     "", status_code=status.HTTP_201_CREATED, response_model=SchedulePublic,
-    responses=responses(401, 409, 422, why={409: "The tenant has as many schedules as allowed."}),
+    responses=responses(
+        401, 409, 413, 422, why={409: "The tenant has as many schedules as allowed."}
+    ),
 )  # fmt: skip
 async def create_schedule(
     body: ScheduleRequest, tenant: TenantDep, store: StoreDep, settings: SettingsDep
