@@ -144,10 +144,11 @@ def test_get_and_tasks_print_the_gateways_json(taskyard: Taskyard, client: Tasky
 def test_submit_refuses_a_busy_session_when_asked_and_takes_a_webhook(
     taskyard: Taskyard, client: TaskyardClient
 ) -> None:
-    client.submit("holds it", session_id="one-at-a-time")
+    holder = client.submit("holds it", session_id="one-at-a-time")["id"]
     refused = taskyard("submit", "next", "--session", "one-at-a-time", "--if-busy", "reject")
     assert refused.returncode == 5
-    assert _one_line(refused) == "taskyard: session is running another task"
+    said = f"taskyard: session one-at-a-time is running task {holder} (if_session_busy=reject)"
+    assert _one_line(refused) == said
     hooked = taskyard("submit", "tell me", "--no-follow", "--webhook", "http://127.0.0.1:9/hook")
     task_id = _lines(hooked)[0].split()[1]
     assert client.get(task_id)["webhook"]["url"] == "http://127.0.0.1:9/hook"
@@ -295,7 +296,7 @@ async def test_the_async_twin_has_the_same_calls(gateway: str, client: TaskyardC
         assert await twin.list_sessions(limit=5) == client.list_sessions(limit=5)
         assert await twin.session("twin", memory="memory") == client.session("twin")
         assert (await twin.system())["queues"] == client.system()["queues"]
-        with pytest.raises(InvalidRequest, match="session is running another task"):
+        with pytest.raises(InvalidRequest, match=f"session twin is running task {task_id}"):
             await twin.submit("b", session_id="twin", if_session_busy="reject")
         taken = await twin.submit("c", session_id="twin", if_session_busy="rollback")
         assert client.get(task_id)["error"] == f"rolled back for task {taken['id']}"
