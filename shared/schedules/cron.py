@@ -64,8 +64,9 @@ def next_run(expr: str, after: float) -> float:
 
 def decide(expr: str, due_at: float, now: float, grace_s: float, missed: MissedPolicy) -> Decision:
     """What a tick at `now` does for a schedule whose next run time is `due_at` (<= now)."""
-    upcoming = next_run(expr, now)
-    latest = max(due_at, float(croniter(expr, upcoming).get_prev(float)))
+    times = croniter(expr, now)  # one iterator: the run time after now, then the one before
+    upcoming = float(times.get_next(float))
+    latest = max(due_at, float(times.get_prev(float)))
     on_time = now - latest <= grace_s
     run = on_time or missed == "run_once"
     return Decision(run=run, fire_at=latest, missed=_count(expr, due_at, latest) - int(run),
@@ -75,6 +76,8 @@ def decide(expr: str, due_at: float, now: float, grace_s: float, missed: MissedP
 def _count(expr: str, first: float, last: float) -> int:
     """Run times from `first` to `last`, both counted; past `_COUNT_CAP`, the cap (a long
     outage of a frequent cron would otherwise take a while to count)."""
+    if last <= first:
+        return 1  # the usual tick: only the run time due
     times, n = croniter(expr, first), 1
     while n < _COUNT_CAP and times.get_next(float) <= last:
         n += 1

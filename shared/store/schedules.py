@@ -41,8 +41,7 @@ async def _load(store: TaskStore, schedule_id: str) -> Schedule | None:
 async def list_schedules(store: TaskStore, tenant: str) -> list[Schedule]:
     """The tenant's schedules, newest first (a tenant has at most a settings' cap of them)."""
     ids = replies.members(await store.r.zrevrange(keys.tenant_schedules(tenant), 0, -1))
-    found = [await _load(store, schedule_id) for schedule_id in ids]
-    return [s for s in found if s is not None]
+    return [schedule for schedule in await _load_many(store, ids) if schedule is not None]
 
 
 async def delete(store: TaskStore, tenant: str, schedule_id: str) -> bool:
@@ -59,10 +58,22 @@ async def delete(store: TaskStore, tenant: str, schedule_id: str) -> bool:
 
 
 async def due(store: TaskStore, now: float, limit: int) -> list[Schedule]:
-    """Schedules whose next run time has come, the earliest first."""
+    """Schedules whose next run time has come, the earliest first (an id whose schedule is
+    gone, deleted meanwhile, leaves the index)."""
     ids = replies.members(await store.r.zrangebyscore(keys.SCHEDULES_DUE, "-inf", now, 0, limit))
-    found = [await _load(store, schedule_id) for schedule_id in ids]
-    return [s for s in found if s is not None]
+    found = await _load_many(store, ids)
+    if gone := [i for i, schedule in zip(ids, found, strict=True) if schedule is None]:
+        await store.r.zrem(keys.SCHEDULES_DUE, *gone)
+    return [schedule for schedule in found if schedule is not None]
+
+
+async def _load_many(store: TaskStore, ids: list[str]) -> list[Schedule | None]:
+    """Several schedules in one round trip, in order (None where one is gone)."""
+    async with store.r.pipeline(transaction=False) as pipe:
+        for schedule_id in ids:
+            pipe.hgetall(keys.schedule(schedule_id))
+        found = [replies.fields(fields) for fields in await pipe.execute()]
+    return [Schedule.from_redis(fields) if fields else None for fields in found]
 
 
 async def advance(

@@ -59,7 +59,7 @@ async def _schedule(store: TaskStore, missed: str = "run_once", **task: object) 
     first = next_run(request.cron, T0)
     schedule = Schedule(tenant="acme", cron=request.cron, missed=request.missed,
                         task=request.task, created_at=T0, next_run_at=first)  # fmt: skip
-    assert await stored.create(store, schedule, max_per_tenant=10)
+    assert await stored.create(store, schedule, max_per_tenant=1000)
     return schedule
 
 
@@ -168,3 +168,16 @@ async def test_a_tenant_has_at_most_its_cap_of_schedules(store: TaskStore) -> No
     assert await stored.create(store, made, max_per_tenant=1)
     assert not await stored.create(store, made.model_copy(update={"id": "sch_2"}), 1)
     assert [s.id for s in await stored.list_schedules(store, "acme")] == [made.id]
+
+
+async def test_a_backlog_past_one_batch_runs_in_one_tick_none_counted_late(
+    store: TaskStore, runner: ScheduleRunner, clock: Clock
+) -> None:
+    for _ in range(250):  # more than a batch, all due at once (every morning at nine, say)
+        await _schedule(store, missed="skip")
+    await store.r.zadd(keys.SCHEDULES_DUE, {"sch_gone": T0})  # a schedule deleted meanwhile
+    clock.now = T0 + 301
+    runs = await runner.tick()
+    assert len(runs) == 250 and all(r.outcome == "submitted" and not r.late for r in runs)
+    assert await store.r.zcard(keys.tenant_tasks("acme")) == 250
+    assert await store.r.zscore(keys.SCHEDULES_DUE, "sch_gone") is None
