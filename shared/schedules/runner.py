@@ -52,12 +52,21 @@ class ScheduleRunner:
         now = self.clock()
         done: list[ScheduleRun] = []
         while batch := await stored.due(self.store, now, _BATCH):
-            runs = await asyncio.gather(*(self._one(schedule, now) for schedule in batch))
+            runs = await asyncio.gather(*(self._guarded(schedule, now) for schedule in batch))
             made = [run for run in runs if run is not None]
             if not made:
                 break  # another tick took them all: it works through the rest
             done += made
         return done
+
+    async def _guarded(self, schedule: Schedule, now: float) -> ScheduleRun | None:
+        """One schedule's run; a failure is logged and left for the next tick (the run's
+        idempotency key keeps a retry from submitting twice), never stopping the others."""
+        try:
+            return await self._one(schedule, now)
+        except Exception:
+            log.exception("schedule %s: the run failed; the next tick tries again", schedule.id)
+            return None
 
     async def _one(self, schedule: Schedule, now: float) -> ScheduleRun | None:
         decision = decide(schedule.cron, schedule.next_run_at, now,

@@ -52,6 +52,7 @@ def test_beat_runs_a_schedule_each_run_a_task_in_a_fresh_session(client: Taskyar
     assert made["id"] not in [s["id"] for s in client.list_schedules()]
 
 
+@pytest.mark.timeout(300)  # a first run (up to 30 s away), then beat down past the next one
 def test_runs_missed_while_beat_was_down_follow_each_schedules_policy(
     stack: LocalStack, client: TaskyardClient
 ) -> None:
