@@ -102,6 +102,8 @@ def test_rollback_removes_the_running_tasks_messages_before_the_new_one_starts(
     assert len(kept) == 2
     first = _in_flight(stack, client, "b-rollback", 600)
     assert len(_memory(client, "b-rollback")) == 4  # its message and tool call, committed
+    # A task waiting its turn meanwhile keeps it: nothing accepted is lost.
+    waiting = client.submit("still here?", session_id="b-rollback", agent=COUNTER)["id"]
     second = client.submit("and now?", session_id="b-rollback", agent=COUNTER,
                            if_session_busy="rollback")["id"]  # fmt: skip
     ended = wait_status(client, first, {"cancelled"})
@@ -109,11 +111,14 @@ def test_rollback_removes_the_running_tasks_messages_before_the_new_one_starts(
     done = wait_status(client, second)
     # What came before the rolled-back task, and its own message: nothing of the first.
     assert done["status"] == "succeeded" and done["result"].startswith("[3 messages]")
+    after_waiting = wait_status(client, waiting)  # its turn came after the new task's
+    assert after_waiting["result"].startswith("[5 messages]")
     memory = _memory(client, "b-rollback")
-    assert memory[:2] == kept and [m["content"] for m in memory[2:3]] == ["and now?"]
+    assert memory[:2] == kept
+    assert [m["content"] for m in memory[2::2]] == ["and now?", "still here?"]
     _then_code_runs(client, "b-rollback")
     # The stopped cell's result never reached the session, nor anything else of the first.
     after = _memory(client, "b-rollback")
-    assert after[:4] == memory and len(after) == 8
+    assert after[:6] == memory and len(after) == 10
     contents = [str(m["content"]) for m in after]
     assert not any("woke up" in c or "time.sleep" in c for c in contents)
