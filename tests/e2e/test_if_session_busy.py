@@ -29,6 +29,11 @@ def _in_flight(stack: LocalStack, client: TaskyardClient, session: str, sleep_s:
     return task_id
 
 
+def _order(stream_id: str) -> tuple[int, int]:
+    millis, seq = stream_id.split("-")
+    return int(millis), int(seq)
+
+
 def _memory(client: TaskyardClient, session: str) -> list[dict]:
     return client.http.get(f"/v1/sessions/{session}?limit=500").json()["messages"]
 
@@ -45,28 +50,36 @@ def _then_code_runs(client: TaskyardClient, session: str) -> None:
 def test_enqueue_waits_for_the_running_task_and_sees_all_of_it(
     stack: LocalStack, client: TaskyardClient
 ) -> None:
-    first = _in_flight(stack, client, "b-enqueue", 2)
+    first = _in_flight(stack, client, "b-enqueue", 5)
     second = client.submit("and now?", session_id="b-enqueue", agent=COUNTER,
                            if_session_busy="enqueue")["id"]  # fmt: skip
-    assert client.get(second)["status"] == "queued"
-    assert wait_status(client, first)["status"] == "succeeded"
+    assert wait_status(client, first)["status"] == "succeeded"  # not displaced
     done = wait_status(client, second)
-    # user, tool call, tool result, answer of the first; its own message
+    # It ran after the first ended: it saw the first's user message, tool call, tool result
+    # and answer, then its own.
     assert done["status"] == "succeeded" and done["result"].startswith("[5 messages]")
     assert "woke up" in str(_memory(client, "b-enqueue")[2]["content"])
+    # Queued while the first ran: its stream says `queued` before the first's end, `running`
+    # after it (stream ids are the one Redis server's clock).
+    ended = list(client.events(first))[-1].id
+    said = {e.data["status"]: e.id for e in client.events(second) if e.kind.value == "status"}
+    assert _order(said["queued"]) < _order(ended) < _order(said["running"])
 
 
 def test_reject_is_a_409_with_its_reason_and_the_running_task_goes_on(
     stack: LocalStack, client: TaskyardClient
 ) -> None:
-    first = _in_flight(stack, client, "b-reject", 2)
+    first = _in_flight(stack, client, "b-reject", 600)
     with pytest.raises(ClientError) as refused:
         client.submit("and now?", session_id="b-reject", if_session_busy="reject")
     assert refused.value.status == 409
-    assert f"running task {first}" in str(refused.value)
-    assert wait_status(client, first)["status"] == "succeeded"
+    assert (
+        str(refused.value) == f"session b-reject is running task {first} (if_session_busy=reject)"
+    )
+    assert client.get(first)["status"] == "waiting_tools"  # its cell still runs
     tasks = client.http.get("/v1/sessions/b-reject").json()["tasks"]
     assert tasks == [first]  # the refused message made no task
+    client.http.post(f"/v1/tasks/{first}/cancel").raise_for_status()
 
 
 def test_interrupt_cancels_the_running_task_keeping_its_committed_steps(
