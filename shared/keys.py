@@ -16,6 +16,8 @@ __all__ = [
     "LIVE_TASKS",
     "PROXY_LOAD",
     "PROXY_PLACEMENTS",
+    "SCHEDULES_DUE",
+    "SCHEDULE_TASK",
     "SWEEP_LOCK",
     "SWEEP_TASK",
     "TASK_DEADLINES",
@@ -33,6 +35,8 @@ __all__ = [
     "gateway_wake",
     "idempotency",
     "proxy_ratelimit",
+    "schedule",
+    "schedule_runs",
     "session_compaction",
     "session_epoch",
     "session_key",
@@ -51,10 +55,12 @@ __all__ = [
     "task_artifacts",
     "task_children",
     "task_events",
+    "task_session_before",
     "task_tool_results",
     "task_webhook_cursor",
     "task_webhook_deliveries",
     "task_webhook_lock",
+    "tenant_schedules",
     "tenant_sessions",
     "tenant_tasks",
     "tool_call_claim",
@@ -82,6 +88,10 @@ CANCEL_CHANNEL = "taskyard:cancelled"
 # Pub/sub: a forgotten session's "tenant:session_id", so its interpreter stops.
 FORGOTTEN_CHANNEL = "taskyard:sessions:forgotten"
 SWEEP_TASK = "taskyard.sweep"
+# Celery beat's other periodic job: submit the tasks of the cron schedules that are due.
+SCHEDULE_TASK = "taskyard.schedules"
+# Every tenant's schedule ids by their next run's time (what beat's job looks at).
+SCHEDULES_DUE = "schedules:due"
 # Sorted sets of live task ids: by the time each last moved, and by its deadline.
 LIVE_TASKS = "tasks:live"
 TASK_DEADLINES = "tasks:deadlines"
@@ -138,6 +148,12 @@ def tool_worker_queue(node: str) -> str:
     """A tool worker's own queue, named after its Celery node name: the jobs of the sessions
     whose interpreters it holds."""
     return f"worker.{node}"
+
+
+def task_session_before(task_id: str) -> str:
+    """What the session held as the task began (each memory list's length, its values, its
+    compaction): a rollback puts the session back to it. Gone when the task ends."""
+    return f"task:{task_id}:session:before"
 
 
 def task_children(task_id: str) -> str:
@@ -275,6 +291,21 @@ def browser_page(session_key: str, url: str) -> str:
 def proxy_ratelimit(tenant: str, window: int) -> str:
     """The LLM proxies' shared spending of one tenant in one rate window (fields req, tok)."""
     return f"llm_proxy:ratelimit:{tenant}:{window}"
+
+
+def schedule(schedule_id: str) -> str:
+    """A cron schedule: its tenant, cron, missed-run policy, task, next run and counters."""
+    return f"schedule:{schedule_id}"
+
+
+def schedule_runs(schedule_id: str) -> str:
+    """A schedule's latest runs (JSON: when, the task it made or why none), newest first."""
+    return f"schedule:{schedule_id}:runs"
+
+
+def tenant_schedules(tenant: str) -> str:
+    """A tenant's schedule ids by creation time."""
+    return f"tenant:{tenant}:schedules"
 
 
 def webhook_secret(tenant: str) -> str:

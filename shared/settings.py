@@ -199,6 +199,17 @@ class Settings(RedisSentinelSettings):
     sweep_interval_s: float = Field(default=30.0, gt=0)
     stall_s: float = Field(default=300.0, gt=0)
 
+    # Cron schedules (Celery beat sends their job every `schedule_tick_s`): a run whose time
+    # passed more than `schedule_grace_s` ago was missed (beat was down), and the schedule's
+    # `missed` policy says whether it runs once late or is skipped. A cron may fire at most
+    # every `schedule_min_interval_s` (a six-field cron has seconds); a tenant has at most
+    # `schedules_max_per_tenant` schedules; each keeps its latest `schedule_runs_kept` runs.
+    schedule_tick_s: float = Field(default=10.0, gt=0)
+    schedule_grace_s: float = Field(default=60.0, gt=0)
+    schedule_min_interval_s: float = Field(default=60.0, gt=0)
+    schedules_max_per_tenant: int = Field(default=100, ge=1)
+    schedule_runs_kept: int = Field(default=100, ge=1)
+
     # Memory compaction: once a step's prompt would pass `compaction_share` of the model's
     # context window, the oldest turns are summarised (by the model) and the newest kept,
     # up to `compaction_keep_share` of the window. The window comes from the spec, else the

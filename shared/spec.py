@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
-__all__ = ["AgentSpec", "ApprovalPolicy", "WebhookSpec"]
+__all__ = ["AgentSpec", "ApprovalPolicy", "BusyPolicy", "WebhookSpec"]
 
 _Name = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 # A task's states (shared.task.TaskStatus, spelled out here: the task record builds on specs).
@@ -16,6 +16,11 @@ _Status = Literal[
     "queued", "running", "waiting_tools", "waiting_approval",
     "succeeded", "failed", "cancelled", "timed_out",
 ]  # fmt: skip
+
+# What a task does when its session runs another: wait its turn, be refused, or take the
+# session now, the running task cancelled with its committed steps kept (`interrupt`) or
+# removed from the session's memory (`rollback`).
+BusyPolicy = Literal["enqueue", "reject", "interrupt", "rollback"]
 
 
 class ApprovalPolicy(BaseModel):
@@ -66,6 +71,11 @@ class AgentSpec(BaseModel):
     )  # fmt: skip
     approval: ApprovalPolicy | None = Field(
         default=None, description="Tool calls that wait for a person's approval."
+    )
+    if_session_busy: BusyPolicy | None = Field(
+        default=None,
+        description="This agent's default for a task whose session runs another (a task's own "
+        "`if_session_busy` wins): `enqueue` if unset.",
     )
 
 

@@ -25,7 +25,7 @@ from shared.memory import MemoryManager, SessionMemory
 from shared.memory.base import from_state
 from shared.schema import AgentMessage
 from shared.spec import AgentSpec
-from shared.store import MemoryTail, StepStart, TaskStore
+from shared.store import StepStart, TaskStore
 from shared.task import TaskRecord
 
 __all__ = ["LiveAgents", "LiveSession"]
@@ -109,7 +109,7 @@ class LiveAgents:
         key = (record.tenant, record.session_id)
         spec_key = record.spec.model_dump_json(exclude_unset=True)
         live = self._sessions.get(key)
-        if live is not None and not live.busy and _fits(live, spec_key, start.memories):
+        if live is not None and not live.busy and _fits(live, start, spec_key):
             _apply_tails(live, start)
             self._sessions.move_to_end(key)
         else:
@@ -187,10 +187,12 @@ class LiveAgents:
                 return
 
 
-def _fits(live: LiveSession, spec_key: str, tails: Mapping[str, MemoryTail]) -> bool:
-    """The warm session can take this step's tails (a tail from 0: Redis was rewritten, so
-    the session is loaded again, compaction and all)."""
+def _fits(live: LiveSession, start: StepStart, spec_key: str) -> bool:
+    """The warm session can take this step's tails (a tail from 0, or a new epoch: Redis was
+    rewritten, by a rollback say, so the session is loaded again, compaction and all)."""
+    tails = start.memories
     same = live.spec_key == spec_key and set(tails) == set(live.offsets)
+    same = same and live.epoch == start.epoch
     return same and all(t.offset > 0 or live.offsets[p] == 0 for p, t in tails.items())
 
 

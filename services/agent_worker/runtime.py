@@ -22,6 +22,7 @@ from shared.cancel import CancelWatch
 from shared.events import EventKind
 from shared.jobs import AgentStepJob, ChildJob, Job, WebhookJob
 from shared.loop import LoopThread
+from shared.schedules.runner import ScheduleRunner
 from shared.settings import Settings
 from shared.spec import AgentSpec
 from shared.store import TaskStore
@@ -76,6 +77,7 @@ class AgentRuntime:
         self.webhooks = Deliverer(self.store, settings)
         self.sweeper = Sweeper(self.store, settings, runner, self.celery, self.webhooks)
         self.children = ChildStarter(self.store, settings, self.celery)
+        self.schedules = ScheduleRunner(self.store, self.celery, settings)
         return runner
 
     def _build(self, spec: AgentSpec) -> AsyncAgent:
@@ -94,6 +96,9 @@ class AgentRuntime:
 
     def sweep(self) -> list[Job]:
         return self.loop.run(self.sweeper.run())
+
+    def run_schedules(self) -> None:
+        self.loop.run(self.schedules.tick())
 
     def start_child(self, job: ChildJob) -> None:
         self.loop.run(self.children.start(job))

@@ -38,13 +38,20 @@ setup_logging("agent_worker")
 setup_tracing("agent_worker", settings)
 load_plugins(settings.plugin_modules)
 app = make_celery(settings)
-# Celery beat (`celery -A services.agent_worker.worker beat`) sends the sweep.
+# Celery beat (`celery -A services.agent_worker.worker beat`) sends the sweep and the
+# schedules' tick. A tick that expires unrun is no loss: the next one finds the same runs due
+# (and a run whose time passed its grace meanwhile follows its schedule's `missed` policy).
 app.conf.beat_schedule = {
     "sweep": {
         "task": keys.SWEEP_TASK,
         "schedule": settings.sweep_interval_s,
         "options": {"queue": keys.AGENT_QUEUE, "expires": settings.sweep_interval_s},
-    }
+    },
+    "schedules": {
+        "task": keys.SCHEDULE_TASK,
+        "schedule": settings.schedule_tick_s,
+        "options": {"queue": keys.AGENT_QUEUE, "expires": settings.schedule_tick_s},
+    },
 }
 log = logging.getLogger("taskyard.agent_worker")
 
@@ -107,6 +114,12 @@ def deliver_webhooks(self: JobTask, payload: dict[str, Any]) -> None:
 def sweep() -> None:
     """Keep accepted tasks moving (see services/agent_worker/sweep.py)."""
     send(runtime().sweep())
+
+
+@app.task(name=keys.SCHEDULE_TASK)
+def run_schedules() -> None:
+    """Submit the tasks of the cron schedules that are due (see shared/schedules/runner.py)."""
+    runtime().run_schedules()
 
 
 def send(jobs: list[Job]) -> None:

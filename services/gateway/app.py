@@ -33,6 +33,7 @@ from services.gateway.routes import (
     files,
     health,
     metrics,
+    schedules,
     sessions,
     system,
     tasks,
@@ -103,6 +104,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(Exception, server_error)
     app.include_router(tasks.router)
     app.include_router(sessions.router)
+    app.include_router(schedules.router)
     app.include_router(webhooks.router)
     app.include_router(system.router)
     app.include_router(artifacts.router)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from shared.sandbox.kernel.files import MAX_PATH_CHARS, path_parts
 from shared.schema import AgentMessage
-from shared.spec import AgentSpec, WebhookSpec
+from shared.spec import WebhookSpec
 from shared.store.sessions import SessionOverview
-from shared.task import SESSION_ID_MAX, SESSION_ID_PATTERN, TaskRecord, TaskStatus
+from shared.submission import TaskRequest
+from shared.task import TaskRecord, TaskStatus
 
 _INPUT_PREVIEW = 200  # characters of a task's input a summary shows
 
@@ -32,32 +33,15 @@ __all__ = [
 ]
 
 
-class TaskCreate(BaseModel):
+class TaskCreate(TaskRequest):
     """`POST /v1/tasks` body."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    input: str = Field(min_length=1, max_length=200_000, description="The user's message.")
-    session_id: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=SESSION_ID_MAX,
-        pattern=SESSION_ID_PATTERN,
-        description="Tasks of one session share memory and interpreter; a new one if unset.",
-    )
     files: list[Annotated[str, Field(min_length=1, max_length=MAX_PATH_CHARS)]] = Field(
         default_factory=list,
         max_length=32,
         description="Files uploaded to the session (`POST /v1/sessions/{session_id}/files`) "
         "that the task works on, by path; the model is told they are in its working "
         "directory. Needs `session_id`.",
-    )
-    agent: AgentSpec = Field(default_factory=AgentSpec)
-    if_session_busy: Literal["wait", "reject"] = Field(
-        default="wait", description="When the session runs another task: queue behind it, or 409."
-    )
-    webhook: WebhookSpec | None = Field(
-        default=None, description="POST its state changes there (Standard Webhooks, signed)."
     )
 
     @field_validator("files")
