@@ -102,19 +102,26 @@ def subscription(record: TaskRecord, celery: Celery) -> dict[str, str]:
     return {"webhook_events": events, "webhook_queue": job.queue, "webhook_message": job.message}
 
 
-async def attach(store: TaskStore, celery: Celery, record: TaskRecord, spec: WebhookSpec) -> None:
+async def attach(store: TaskStore, celery: Celery, record: TaskRecord, spec: WebhookSpec) -> bool:
     """Subscribe `spec` to a live task, in place of its webhook: it is told of the changes
-    from now on. Its cursor starts at the task's latest event, and a delivery job goes out
-    after the write, for a change made while it was written (the scripts push none for that
-    one)."""
+    from now on. False (nothing written) if the task has ended or is gone.
+
+    The cursor is the task's latest event, read before the task is seen live: a change made
+    after that read is after the cursor, so it is told even if the task ends meanwhile. A
+    delivery job goes out after the write, for a change made while it was written (the
+    scripts push none for that one)."""
     latest = replies.stream_entries(await store.r.xrevrange(keys.task_events(record.id), count=1))
-    subscribed = record.model_copy(update={"webhook": spec})
+    live = await store.get(record.id)
+    if live is None or live.terminal:
+        return False
+    subscribed = live.model_copy(update={"webhook": spec})
     async with store.r.pipeline(transaction=True) as pipe:
         pipe.set(keys.task_webhook_cursor(record.id), latest[0][0] if latest else "0-0")
         pipe.hset(keys.task(record.id), "webhook", spec.model_dump_json(),
                   items=_flat(subscription(subscribed, celery)))  # fmt: skip
         await pipe.execute()
     enqueue(celery, WebhookJob(task_id=record.id))
+    return True
 
 
 async def detach(store: TaskStore, task_id: str) -> None:

@@ -273,7 +273,7 @@ async def test_a_subscription_attached_to_a_running_task_hears_of_what_follows(
     record = TaskRecord(tenant="acme", session_id="ctx-2", input="hi")
     assert (await store.create(record)).outcome == "created"
     spec = WebhookSpec.model_validate({"url": url, **A2A_HOOK, "events": ["queued", "succeeded"]})
-    await attach(store, celery, record, spec)
+    assert await attach(store, celery, record, spec)
     assert [j[0][0]["task_id"] for j in await _delivery_jobs(settings)] == [record.id]
     assert await _deliver_until_done(deliverer, record.id) == 1
     assert found.received == []  # `queued` came before it: not told
@@ -287,3 +287,17 @@ async def test_a_subscription_attached_to_a_running_task_hears_of_what_follows(
     stored = await store.get(record.id)
     assert stored is not None and stored.webhook is None
     assert await store.r.hget(keys.task(record.id), "webhook_events") is None
+
+
+async def test_nothing_is_attached_to_a_task_that_has_ended(
+    store: TaskStore, settings: Settings, receiver: tuple[Receiver, str]
+) -> None:
+    _, url = receiver
+    record = TaskRecord(tenant="acme", session_id="ctx-3", input="hi")
+    assert (await store.create(record)).outcome == "created"
+    await store.end(record, TaskStatus.CANCELLED, error="stopped")
+    spec = WebhookSpec.model_validate({"url": url, **A2A_HOOK})
+    assert not await attach(store, make_celery(settings), record, spec)
+    stored = await store.get(record.id)
+    assert stored is not None and stored.webhook is None
+    assert await _delivery_jobs(settings) == []

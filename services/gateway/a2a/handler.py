@@ -167,7 +167,8 @@ class TaskyardHandler(RequestHandler):
         except ValidationError as exc:
             raise InvalidParamsError(message=_invalid(exc)) from exc
         await self._check_address(spec.url)
-        await attach(self.store, self.celery, record, spec)
+        if not await attach(self.store, self.celery, record, spec):
+            raise UnsupportedOperationError(message="the task has ended")
         return push.config_of(record.id, spec)
 
     async def on_get_task_push_notification_config(
