@@ -21,10 +21,12 @@ from a2a.types import (
     AuthenticationInfo,
     ContentTypeNotSupportedError,
     DeleteTaskPushNotificationConfigRequest,
+    GetExtendedAgentCardRequest,
     GetTaskPushNotificationConfigRequest,
     GetTaskRequest,
     InvalidParamsError,
     ListTaskPushNotificationConfigsRequest,
+    ListTasksRequest,
     Message,
     Part,
     Role,
@@ -245,3 +247,16 @@ async def test_a2a_0_3_clients_are_answered_too(http: httpx.AsyncClient) -> None
     sent = await legacy.send_message(request, context=context)
     got = await legacy.get_task(GetTaskRequest(id=sent.task.id), context=context)
     assert got.id == sent.task.id and got.history[0].parts[0].text == "hi"
+
+
+async def test_what_taskyard_answers_elsewhere_is_said_so(http: httpx.AsyncClient) -> None:
+    client = await _client(http)
+    with pytest.raises(UnsupportedOperationError, match="GET /v1/tasks"):
+        await client.list_tasks(ListTasksRequest())
+    # The card says there is no extended card: the SDK's client does not ask for one...
+    assert (await client.get_extended_agent_card(GetExtendedAgentCardRequest())).name
+    # ...and a client that asks all the same is told so.
+    body = {"jsonrpc": "2.0", "id": 1, "method": "GetExtendedAgentCard", "params": {}}
+    headers = {"authorization": "Bearer key-a", "a2a-version": "1.0"}
+    answer = (await http.post("/v1/a2a", json=body, headers=headers)).json()
+    assert answer["error"]["code"] == -32007

@@ -29,6 +29,7 @@ from a2a.types import (
     AgentCard,
     CancelTaskRequest,
     DeleteTaskPushNotificationConfigRequest,
+    ExtendedAgentCardNotConfiguredError,
     GetExtendedAgentCardRequest,
     GetTaskPushNotificationConfigRequest,
     GetTaskRequest,
@@ -200,7 +201,7 @@ class TaskyardHandler(RequestHandler):
     async def on_get_extended_agent_card(
         self, params: GetExtendedAgentCardRequest, context: ServerCallContext
     ) -> AgentCard:
-        raise UnsupportedOperationError(message="the public card is the whole card")
+        raise ExtendedAgentCardNotConfiguredError(message="the public card is the whole card")
 
     # -- the parts they share ----------------------------------------------------------------
 
