@@ -8,13 +8,18 @@ model holds its calls (`hold_until`) until the test lets them go: nothing depend
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import re
+import subprocess
 import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import aclosing, asynccontextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -51,7 +56,7 @@ from shared.webhooks import verify
 
 pytestmark = pytest.mark.e2e
 
-KEY, OTHER_KEY = "a2a-key", "other-key"
+KEY, OTHER_KEY = "dev-key", "other-key"  # dev-key: the docs' examples run as written
 FOREVER = "```python\nimport time\ntime.sleep(600)\nprint('woke up')\n```"
 TRANSCRIPT = ("input", "tool_call", "tool_result", "reply")
 
@@ -376,3 +381,46 @@ def test_a_bad_call_gets_json_rpc_s_error(
     reply = _rpc(stack, body)
     assert reply["error"]["code"] == code, reply
     assert "result" not in reply
+
+
+# docs/api.md's A2A examples: its curl commands, its SDK example.
+DOCS = (Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text()
+A2A_DOCS = DOCS.split("\n## A2A\n", 1)[1].split("\n## ", 1)[0]
+CURL, SDK = re.findall(r"```(?:python)?\n(.*?)```", A2A_DOCS, re.DOTALL)[:2]
+
+
+def _curl(stack: LocalStack, command: str) -> str:
+    address = stack.gateway_url.removeprefix("http://")
+    done = subprocess.run(["bash", "-c", command.replace("localhost:8000", address)],
+                          capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
+    return done.stdout
+
+
+def test_the_docs_curl_examples_run_as_written(stack: LocalStack) -> None:
+    card, send, stream, get = re.split(r"\n(?=curl )", CURL.strip())
+    assert json.loads(_curl(stack, card))["name"] == "taskyard"
+    task = json.loads(_curl(stack, send))["result"]["task"]
+    assert task["contextId"] == "a2a-s1"
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    (answer,) = [a for a in task["artifacts"] if a["name"] == "answer"]
+    assert "42" in answer["parts"][0]["text"]
+    lines = _curl(stack, stream).splitlines()
+    events = [json.loads(line[5:])["result"] for line in lines if line.startswith("data:")]
+    assert events[0]["task"]["contextId"] == "a2a-s1"  # the same session, a new task
+    assert events[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    told = [e["artifactUpdate"]["artifact"]["parts"][0]["text"] for e in events
+            if "artifactUpdate" in e]  # fmt: skip
+    assert any("56" in text for text in told)
+    got = json.loads(_curl(stack, get.replace("<id>", task["id"])))["result"]
+    assert got["id"] == task["id"] and len(got["history"]) == len(TRANSCRIPT)
+
+
+def test_the_docs_sdk_example_runs_as_written(stack: LocalStack) -> None:
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        source = SDK.replace("http://127.0.0.1:8000", stack.gateway_url)
+        exec(compile(source, "docs/api.md", "exec"), {"__name__": "docs"})
+    lines = printed.getvalue().splitlines()
+    assert lines[0].startswith("task ")
+    assert any(line.startswith("artifact_update ") and str(2**100) in line for line in lines)
+    assert lines[-1].startswith("status_update")
