@@ -211,6 +211,9 @@ async def test_a_push_config_is_the_tasks_webhook(settings: Settings, store: Tas
         assert record is not None and record.webhook is not None
         assert record.webhook.format == "a2a"
         assert record.webhook.authorization == "Bearer receiver-secret"
+        shown = await http.get(f"/v1/tasks/{task.id}", headers={"authorization": "Bearer key-a"})
+        assert shown.json()["webhook"]["sends"] == ["authorization", "x-a2a-notification-token"]
+        assert "receiver-secret" not in shown.text and "tok-1" not in shown.text
         got = await client.get_task_push_notification_config(
             GetTaskPushNotificationConfigRequest(task_id=task.id, id=task.id)
         )
