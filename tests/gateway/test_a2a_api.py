@@ -118,6 +118,23 @@ async def test_a_registered_agent_has_a_card_of_its_own(http: httpx.AsyncClient)
     assert (await http.get("/a2a/nobody/.well-known/agent-card.json")).status_code == 404
 
 
+async def test_a_registered_agents_endpoint_runs_that_agent(
+    http: httpx.AsyncClient, store: TaskStore
+) -> None:
+    assert composite_agents.WriterCritic  # registered on import
+    client = await _client(http, path="/a2a/writer_critic")
+    task = await _send(client, _message(Part(text="a haiku")))
+    record = await store.get(task.id)
+    assert record is not None and record.spec.agent == "writer_critic"
+    default = await _send(await _client(http), _message(Part(text="hi"), message_id="m-2"))
+    record = await store.get(default.id)
+    assert record is not None and record.spec.agent is None
+    missing = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task.id}}
+    answer = await http.post("/v1/a2a/nobody", json=missing,
+                             headers={"authorization": "Bearer key-a"})  # fmt: skip
+    assert answer.status_code == 404
+
+
 async def test_a_bad_key_is_refused_before_anything_is_read(http: httpx.AsyncClient) -> None:
     client = await _client(http, key="not-a-key")
     with pytest.raises(A2AClientError, match="401"):
