@@ -16,11 +16,12 @@ taskyard task (its id is the A2A task id), its events are the stream, a context 
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from a2a.server.context import ServerCallContext
 from a2a.server.events.event_queue import Event as A2AEvent
@@ -51,6 +52,8 @@ from a2a.types import (
 from a2a.utils.task import apply_history_length, validate_history_length
 from celery import Celery
 from pydantic import ValidationError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException
 
 from services.gateway.a2a import push
@@ -62,7 +65,7 @@ from shared.cancel import cancel
 from shared.events import decode_entry
 from shared.settings import Settings
 from shared.spec import AgentSpec, WebhookSpec
-from shared.store import TaskStore
+from shared.store import NotReplicated, TaskStore
 from shared.task import TASK_ID_PATTERN, TaskRecord
 from shared.webhooks import attach, detach, refusal
 
@@ -75,6 +78,53 @@ _MAX_MESSAGE_ID = 256 - len(_KEY_PREFIX)
 # Where an invalid field of a submission came from, in the A2A request's words.
 _FIELDS = {"input": "message.parts", "session_id": "message.contextId",
            "webhook": "configuration.taskPushNotificationConfig"}  # fmt: skip
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_STORE_FAILURES = (RedisConnectionError, RedisTimeoutError, NotReplicated)
+
+
+def _store_failure(exc: Exception) -> InternalError:
+    """A store failure as A2A's internal error: what to do, not the exception's text (which
+    names the store's address); nothing was done, or sent again it is not done twice."""
+    if isinstance(exc, NotReplicated):
+        return InternalError(
+            message=f"no replica confirmed the task within {exc.timeout_ms} ms, so it is not "
+            "accepted (it may still run); send the message again with the same messageId"
+        )
+    return InternalError(
+        message="the task store (Redis) does not answer; send the request again shortly "
+        "(a message sent again with its messageId is never made twice)"
+    )
+
+
+def _answering_store_failures(
+    method: Callable[_P, Coroutine[Any, Any, _R]],
+) -> Callable[_P, Coroutine[Any, Any, _R]]:
+    @functools.wraps(method)
+    async def answered(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return await method(*args, **kwargs)
+        except _STORE_FAILURES as exc:
+            raise _store_failure(exc) from exc
+
+    return answered
+
+
+def _streaming_store_failures(
+    method: Callable[_P, AsyncGenerator[A2AEvent]],
+) -> Callable[_P, AsyncGenerator[A2AEvent]]:
+    @functools.wraps(method)
+    async def answered(*args: _P.args, **kwargs: _P.kwargs) -> AsyncGenerator[A2AEvent]:
+        try:
+            async with aclosing(method(*args, **kwargs)) as events:
+                async for event in events:
+                    yield event
+        except _STORE_FAILURES as exc:
+            raise _store_failure(exc) from exc
+
+    return answered
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +151,7 @@ class TaskyardHandler(RequestHandler):
 
     # -- messages ----------------------------------------------------------------------------
 
+    @_answering_store_failures
     async def on_message_send(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> Task | Message:
@@ -115,6 +166,7 @@ class TaskyardHandler(RequestHandler):
                         break
         return apply_history_length(view.task(), params.configuration)
 
+    @_streaming_store_failures
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[A2AEvent]:
@@ -123,6 +175,7 @@ class TaskyardHandler(RequestHandler):
             async for update in updates:
                 yield update
 
+    @_streaming_store_failures
     async def on_subscribe_to_task(
         self, params: SubscribeToTaskRequest, context: ServerCallContext
     ) -> AsyncGenerator[A2AEvent]:
@@ -135,12 +188,14 @@ class TaskyardHandler(RequestHandler):
 
     # -- tasks -------------------------------------------------------------------------------
 
+    @_answering_store_failures
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task:
         validate_history_length(params)
         view = self._view(await self._owned(params.id))
         await self._fold(view)
         return apply_history_length(view.task(), params)
 
+    @_answering_store_failures
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task:
         record = await self._owned(params.id)
         if not await cancel(self.store, self.celery, record, "cancelled by the client (A2A)"):
@@ -157,6 +212,7 @@ class TaskyardHandler(RequestHandler):
 
     # -- push notifications ------------------------------------------------------------------
 
+    @_answering_store_failures
     async def on_create_task_push_notification_config(
         self, params: TaskPushNotificationConfig, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
@@ -172,6 +228,7 @@ class TaskyardHandler(RequestHandler):
             raise UnsupportedOperationError(message="the task has ended")
         return push.config_of(record.id, spec)
 
+    @_answering_store_failures
     async def on_get_task_push_notification_config(
         self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
@@ -180,6 +237,7 @@ class TaskyardHandler(RequestHandler):
             raise TaskNotFoundError(message="no such push notification config")
         return push.config_of(record.id, record.webhook)
 
+    @_answering_store_failures
     async def on_list_task_push_notification_configs(
         self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
     ) -> ListTaskPushNotificationConfigsResponse:
@@ -191,6 +249,7 @@ class TaskyardHandler(RequestHandler):
             configs=[push.config_of(record.id, spec) for spec in found]
         )
 
+    @_answering_store_failures
     async def on_delete_task_push_notification_config(
         self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> None:
