@@ -280,3 +280,20 @@ async def test_what_taskyard_answers_elsewhere_is_said_so(http: httpx.AsyncClien
     headers = {"authorization": "Bearer key-a", "a2a-version": "1.0"}
     answer = (await http.post("/v1/a2a", json=body, headers=headers)).json()
     assert answer["error"]["code"] == -32007
+
+
+async def test_a_fault_is_a_bare_internal_error(
+    http: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    task = await _send(await _client(http), _message(Part(text="hi")))
+
+    def broken(self: object) -> Task:
+        raise RuntimeError("the insides at /srv/taskyard")
+
+    monkeypatch.setattr("services.gateway.a2a.mapping.TaskView.task", broken)
+    body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task.id}}
+    headers = {"authorization": "Bearer key-a", "a2a-version": "1.0"}
+    answer = await http.post("/v1/a2a", json=body, headers=headers)
+    error = answer.json()["error"]
+    assert (error["code"], error["message"]) == (-32603, "internal error")
+    assert "insides" not in answer.text

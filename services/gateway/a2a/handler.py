@@ -17,6 +17,7 @@ taskyard task (its id is the A2A task id), its events are the stream, a context 
 from __future__ import annotations
 
 import functools
+import logging
 import re
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine
 from contextlib import aclosing
@@ -49,6 +50,7 @@ from a2a.types import (
     TaskPushNotificationConfig,
     UnsupportedOperationError,
 )
+from a2a.utils.errors import A2AError
 from a2a.utils.task import apply_history_length, validate_history_length
 from celery import Celery
 from pydantic import ValidationError
@@ -82,37 +84,44 @@ _FIELDS = {"input": "message.parts", "session_id": "message.contextId",
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
-_STORE_FAILURES = (RedisConnectionError, RedisTimeoutError, NotReplicated)
+log = logging.getLogger("taskyard.gateway.a2a")
 
 
-def _store_failure(exc: Exception) -> InternalError:
-    """A store failure as A2A's internal error: what to do, not the exception's text (which
-    names the store's address); nothing was done, or sent again it is not done twice."""
+def _failure(exc: Exception) -> InternalError:
+    """An exception other than A2A's own as the error the client gets: a store failure says
+    what to do (nothing was done, or sent again it is not done twice); anything else is a
+    bare internal error, logged here. Never the exception's text, which may name the store's
+    address or the code's insides."""
     if isinstance(exc, NotReplicated):
         return InternalError(
             message=f"no replica confirmed the task within {exc.timeout_ms} ms, so it is not "
             "accepted (it may still run); send the message again with the same messageId"
         )
-    return InternalError(
-        message="the task store (Redis) does not answer; send the request again shortly "
-        "(a message sent again with its messageId is never made twice)"
-    )
+    if isinstance(exc, RedisConnectionError | RedisTimeoutError):
+        return InternalError(
+            message="the task store (Redis) does not answer; send the request again shortly "
+            "(a message sent again with its messageId is never made twice)"
+        )
+    log.error("A2A call failed", exc_info=exc)
+    return InternalError(message="internal error")
 
 
-def _answering_store_failures(
+def _answering_failures(
     method: Callable[_P, Coroutine[Any, Any, _R]],
 ) -> Callable[_P, Coroutine[Any, Any, _R]]:
     @functools.wraps(method)
     async def answered(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         try:
             return await method(*args, **kwargs)
-        except _STORE_FAILURES as exc:
-            raise _store_failure(exc) from exc
+        except A2AError:
+            raise
+        except Exception as exc:
+            raise _failure(exc) from exc
 
     return answered
 
 
-def _streaming_store_failures(
+def _streaming_failures(
     method: Callable[_P, AsyncGenerator[A2AEvent]],
 ) -> Callable[_P, AsyncGenerator[A2AEvent]]:
     @functools.wraps(method)
@@ -121,8 +130,10 @@ def _streaming_store_failures(
             async with aclosing(method(*args, **kwargs)) as events:
                 async for event in events:
                     yield event
-        except _STORE_FAILURES as exc:
-            raise _store_failure(exc) from exc
+        except A2AError:
+            raise
+        except Exception as exc:
+            raise _failure(exc) from exc
 
     return answered
 
@@ -151,7 +162,7 @@ class TaskyardHandler(RequestHandler):
 
     # -- messages ----------------------------------------------------------------------------
 
-    @_answering_store_failures
+    @_answering_failures
     async def on_message_send(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> Task | Message:
@@ -166,7 +177,7 @@ class TaskyardHandler(RequestHandler):
                         break
         return apply_history_length(view.task(), params.configuration)
 
-    @_streaming_store_failures
+    @_streaming_failures
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[A2AEvent]:
@@ -175,7 +186,7 @@ class TaskyardHandler(RequestHandler):
             async for update in updates:
                 yield update
 
-    @_streaming_store_failures
+    @_streaming_failures
     async def on_subscribe_to_task(
         self, params: SubscribeToTaskRequest, context: ServerCallContext
     ) -> AsyncGenerator[A2AEvent]:
@@ -188,14 +199,14 @@ class TaskyardHandler(RequestHandler):
 
     # -- tasks -------------------------------------------------------------------------------
 
-    @_answering_store_failures
+    @_answering_failures
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task:
         validate_history_length(params)
         view = self._view(await self._owned(params.id))
         await self._fold(view)
         return apply_history_length(view.task(), params)
 
-    @_answering_store_failures
+    @_answering_failures
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task:
         record = await self._owned(params.id)
         if not await cancel(self.store, self.celery, record, "cancelled by the client (A2A)"):
@@ -212,7 +223,7 @@ class TaskyardHandler(RequestHandler):
 
     # -- push notifications ------------------------------------------------------------------
 
-    @_answering_store_failures
+    @_answering_failures
     async def on_create_task_push_notification_config(
         self, params: TaskPushNotificationConfig, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
@@ -228,7 +239,7 @@ class TaskyardHandler(RequestHandler):
             raise UnsupportedOperationError(message="the task has ended")
         return push.config_of(record.id, spec)
 
-    @_answering_store_failures
+    @_answering_failures
     async def on_get_task_push_notification_config(
         self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
@@ -237,7 +248,7 @@ class TaskyardHandler(RequestHandler):
             raise TaskNotFoundError(message="no such push notification config")
         return push.config_of(record.id, record.webhook)
 
-    @_answering_store_failures
+    @_answering_failures
     async def on_list_task_push_notification_configs(
         self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
     ) -> ListTaskPushNotificationConfigsResponse:
@@ -249,7 +260,7 @@ class TaskyardHandler(RequestHandler):
             configs=[push.config_of(record.id, spec) for spec in found]
         )
 
-    @_answering_store_failures
+    @_answering_failures
     async def on_delete_task_push_notification_config(
         self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> None:
