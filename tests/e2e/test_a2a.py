@@ -1,7 +1,8 @@
 """A2A through the real stack (gateway, workers, Redis, Docker sandboxes, the scripted model),
 spoken by the a2a-sdk's own client: a streamed two-turn conversation of one contextId with a
 tool call, a task cancelled mid-run, a stream dropped mid-run and subscribed to again, push
-notifications as signed webhooks, the tenant's key, and JSON-RPC's errors.
+notifications as signed webhooks, the tenant's key, JSON-RPC's errors, an A2A 0.3 client's
+stream, and docs/api.md's A2A examples as written.
 
 Where a test needs the task to wait (a drop, a push config set on a live task), the scripted
 model holds its calls (`hold_until`) until the test lets them go: nothing depends on timing."""
@@ -29,6 +30,7 @@ from a2a.client.auth import AuthInterceptor, CredentialService
 from a2a.client.card_resolver import A2ACardResolver
 from a2a.client.client import Client, ClientCallContext
 from a2a.client.errors import A2AClientError
+from a2a.compat.v0_3.jsonrpc_transport import CompatJsonRpcTransport
 from a2a.types import (
     AuthenticationInfo,
     CancelTaskRequest,
@@ -236,6 +238,19 @@ async def test_a_dropped_stream_subscribed_to_again_gets_the_rest(stack: LocalSt
     assert _kinds(_transcript(rest_of_it)) == ["tool_call", "tool_result", "reply"]
     assert "went on" in _answer(rest_of_it)
     assert _state(rest_of_it[-1]) == TaskState.TASK_STATE_COMPLETED
+
+
+async def test_an_a2a_0_3_client_streams_a_task_too(stack: LocalStack) -> None:
+    async with httpx.AsyncClient(timeout=120) as http:
+        card = await A2ACardResolver(http, stack.gateway_url).get_agent_card()
+        legacy = CompatJsonRpcTransport(http, card, f"{stack.gateway_url}/v1/a2a")
+        key = ClientCallContext(service_parameters={"Authorization": f"Bearer {KEY}"})
+        request = _request("```python\nprint(6 * 7)\n```", context_id="a2a-legacy")
+        events = [e async for e in legacy.send_message_streaming(request, context=key)]
+    assert _task_id(events).startswith("task_")
+    assert _kinds(_transcript(events)) == list(TRANSCRIPT)
+    assert "42" in _answer(events)
+    assert _state(events[-1]) == TaskState.TASK_STATE_COMPLETED
 
 
 class _Receiver(ThreadingHTTPServer):
