@@ -9,8 +9,9 @@ taskyard task (its id is the A2A task id), its events are the stream, a context 
   key (a message sent again is the same task). A blocking send waits until the task ends or
   waits for a person.
 - A stream (and a subscription) starts with the task as it stands and then follows the
-  task's event stream from exactly there, through its end: a client that lost its stream
-  subscribes again and misses nothing, nor sees anything twice.
+  task's event stream from exactly there, until the task ends or comes to wait for a person:
+  a client that lost its stream, or has acted, subscribes again and misses nothing, nor sees
+  anything twice.
 - Cancel is taskyard's cancel; push configs are the task's webhook (`push`).
 """
 
@@ -286,7 +287,9 @@ class TaskyardHandler(RequestHandler):
         return events[-1].id if events else "0-0"
 
     async def _updates(self, view: TaskView) -> AsyncGenerator[A2AEvent]:
-        """The task as it stands, then every update after that, through the task's end."""
+        """The task as it stands, then every update after that until the task ends or comes
+        to wait for a person (as A2A's streams end: the client subscribes again once it has
+        acted; a task waiting already when the stream starts is followed past that)."""
         after = await self._fold(view)
         yield view.task()
         if view.ended:
@@ -294,10 +297,11 @@ class TaskyardHandler(RequestHandler):
         async with aclosing(self.hub.follow(view.task_id, after)) as batches:
             async for batch in batches:
                 for entry_id, fields in batch.entries:
+                    before = view.status.state
                     for update in view.add(decode_entry(entry_id, fields)):
                         yield update
-                if view.ended:
-                    return
+                    if view.ended or (view.settled and view.status.state != before):
+                        return
 
     async def _owned(self, task_id: str) -> TaskRecord:
         """The caller's task `task_id`; anything else is the same "not found"."""
