@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_vali
 __all__ = ["AgentSpec", "ApprovalPolicy", "BusyPolicy", "WebhookSpec"]
 
 _Name = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+_HEADER_VALUE = r"^[\x21-\x7e][\x20-\x7e]*$"  # printable ASCII, as an HTTP header may carry
 # A task's states (shared.task.TaskStatus, spelled out here: the task record builds on specs).
 _Status = Literal[
     "queued", "running", "waiting_tools", "waiting_approval",
@@ -93,6 +94,23 @@ class WebhookSpec(BaseModel):
         default_factory=_final_states,
         min_length=1, max_length=8,
         description="The states to tell of (default: the final ones).",
+    )  # fmt: skip
+    format: Literal["standard", "a2a"] = Field(
+        default="standard",
+        description='The body: Standard Webhooks\' `{"type", "timestamp", "data"}`, or an A2A '
+        "push notification (a `StreamResponse` carrying the status update). Both are signed.",
+    )
+    id: str | None = Field(
+        default=None, min_length=1, max_length=256,
+        description="The subscriber's name for this subscription (A2A's push config id).",
+    )  # fmt: skip
+    token: str | None = Field(
+        default=None, min_length=1, max_length=1024, pattern=_HEADER_VALUE,
+        description="Sent back as `X-A2A-Notification-Token`, for the receiver to check.",
+    )  # fmt: skip
+    authorization: str | None = Field(
+        default=None, min_length=1, max_length=4096, pattern=_HEADER_VALUE,
+        description="Sent as the `Authorization` header (`<scheme> <credentials>`).",
     )  # fmt: skip
 
     @field_validator("url")

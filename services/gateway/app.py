@@ -29,6 +29,7 @@ from services.gateway.guard import Guard
 from services.gateway.metrics import RequestMetrics
 from services.gateway.openapi import openapi_document
 from services.gateway.routes import (
+    a2a,
     artifacts,
     files,
     health,
@@ -111,6 +112,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(files.router)
     app.include_router(health.router)
     app.include_router(metrics.router)
+    app.include_router(a2a.router)
     app.mount("/ui", StaticFiles(directory=UI_DIR, html=True), name="ui")
     if tracing:
         # Each request a span; not one per SSE chunk sent.

@@ -29,6 +29,7 @@ __all__ = [
     "TaskPublic",
     "TaskSummary",
     "WebhookDelivery",
+    "WebhookPublic",
     "WebhookSecret",
 ]
 
@@ -106,6 +107,26 @@ class ApprovalDecided(BaseModel):
     state: Literal["approved", "denied"]
 
 
+class WebhookPublic(BaseModel):
+    """A task's webhook as the API shows it: the headers it asked to send (an A2A push
+    config's token and authorization: credentials of the receiver's) are named, not repeated."""
+
+    url: str
+    events: list[TaskStatus]
+    format: Literal["standard", "a2a"]
+    id: str | None = Field(description="The subscriber's name for it (A2A's push config id).")
+    sends: list[str] = Field(description="The headers of its own each delivery carries.")
+
+    @classmethod
+    def of(cls, spec: WebhookSpec | None) -> WebhookPublic | None:
+        if spec is None:
+            return None
+        asked = {"authorization": spec.authorization, "x-a2a-notification-token": spec.token}
+        sends = [name for name, value in asked.items() if value is not None]
+        events = [TaskStatus(event) for event in spec.events]
+        return cls(url=spec.url, events=events, format=spec.format, id=spec.id, sends=sends)
+
+
 class WebhookDelivery(BaseModel):
     """One state change told (or being told) to the task's webhook."""
 
@@ -140,7 +161,7 @@ class TaskPublic(BaseModel):
     )
     parent_id: str | None = Field(description="The task whose agent tool call started this one.")
     children: list[TaskSummary] = Field(description="The tasks its agent tool calls started.")
-    webhook: WebhookSpec | None
+    webhook: WebhookPublic | None
     webhook_deliveries: list[WebhookDelivery] = Field(
         description="Its webhook deliveries so far, oldest first."
     )
@@ -172,7 +193,7 @@ class TaskPublic(BaseModel):
             approvals=[ApprovalPublic.of(k, v) for k, v in (approvals or {}).items()],
             parent_id=record.parent_id,
             children=[TaskSummary.of(c) for c in children or []],
-            webhook=record.webhook,
+            webhook=WebhookPublic.of(record.webhook),
             webhook_deliveries=[WebhookDelivery.model_validate(d) for d in deliveries or []],
         )
 
