@@ -26,9 +26,10 @@ import mcp.types as types
 from mcp import Client, MCPError
 from mcp.client import Transport
 from mcp.client.streamable_http import streamable_http_client
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 
 from shared.actions.mcp.http import AnswerTooLarge, guarded_client
+from shared.actions.mcp.listing import ListedTool
 from shared.actions.mcp.results import action_return
 from shared.actions.mcp.stdio import LocalServerFailed, SandboxStdio
 from shared.actions.web.addresses import AddressPolicy
@@ -50,16 +51,6 @@ _REDACTED = "[credential]"
 
 class McpUnavailable(TaskyardError):
     """A server that could not be reached, listed or called; the message says why."""
-
-
-class ListedTool(BaseModel):
-    """One tool of a server, as its listing gave it (the model's schema is built from it)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    name: str
-    description: str = ""
-    input_schema: dict[str, Any]
 
 
 class McpClient:
