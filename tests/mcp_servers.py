@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
 import socket
 import threading
 import time
@@ -18,6 +19,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.types import Image
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = ["PNG_1X1", "STDIO_SERVER", "ServedMcp", "serve_mcp"]
 
@@ -29,10 +31,34 @@ PNG_1X1 = base64.b64decode(
 
 @dataclass
 class ServedMcp:
-    """A running SDK server: its endpoint, and the Authorization headers its calls carried."""
+    """A running SDK server: its endpoint, the Authorization headers its `forecast` calls
+    carried, and the JSON-RPC method of every request it was sent."""
 
     url: str
     authorizations: list[str | None] = field(default_factory=list)
+    methods: list[str] = field(default_factory=list)
+
+
+def _recording(app: ASGIApp, seen: ServedMcp) -> ASGIApp:
+    """`app`, noting each POSTed JSON-RPC message's method before it serves the request."""
+
+    async def record(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await app(scope, receive, send)
+            return
+        received = [await receive()]
+        while received[-1].get("more_body"):
+            received.append(await receive())
+        body = b"".join(m.get("body", b"") for m in received)
+        with contextlib.suppress(ValueError, AttributeError):
+            seen.methods.append(json.loads(body)["method"])
+
+        async def replay() -> Message:
+            return received.pop(0) if received else await receive()
+
+        await app(scope, replay, send)
+
+    return record
 
 
 def _server(seen: ServedMcp) -> MCPServer:
@@ -70,7 +96,9 @@ def serve_mcp(host: str = "127.0.0.1") -> Iterator[ServedMcp]:
         port = probe.getsockname()[1]
     served = ServedMcp(f"http://{host}:{port}/mcp")
     app = _server(served).streamable_http_app(host=host, stateless_http=True, json_response=True)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    config = uvicorn.Config(
+        _recording(app, served), host=host, port=port, log_level="warning", lifespan="on"
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="mcp-server", daemon=True)
     thread.start()
