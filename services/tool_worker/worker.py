@@ -4,7 +4,8 @@ also consumes a queue of its own, named after its Celery node name (`-n tools@%h
 per container or host): the jobs of the sessions whose interpreters it holds
 (`services.tool_worker.placement`).
 
-Run: celery -A services.tool_worker.worker worker -Q tools.IPythonInterpreter,tools.mcp --pool threads -c 4
+Run: celery -A services.tool_worker.worker worker -Q tools.IPythonInterpreter,tools.mcp \
+    --pool threads -c 4
 (`tools.mcp`: calls and listings of remote MCP servers; a local one's go with the interpreter)
 """
 
