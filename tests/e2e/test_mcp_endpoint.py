@@ -5,9 +5,13 @@ progress; the tenant's API key is required."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import re
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import httpx2
 import mcp.types as types
@@ -26,6 +30,7 @@ CALL = {
     "arguments": {"value": 100, "from_unit": "C", "to_unit": "F"},
 }
 QUESTION = f"Boiling point in F?\n```tool\n{json.dumps(CALL)}\n```"
+API_PAGE = (Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text()
 
 
 @pytest.fixture(scope="module")
@@ -132,3 +137,19 @@ async def test_a_missing_or_wrong_key_is_refused(stack: LocalStack, key: str | N
     answer = httpx2.post(f"{stack.gateway_url}/mcp", json=body, headers=headers)
     assert answer.status_code == 401
     assert answer.json()["detail"].startswith("missing or invalid API key")
+
+
+async def test_the_api_pages_sdk_example(stack: LocalStack) -> None:
+    section = API_PAGE.split("\n### taskyard as an MCP server\n", 1)[1]
+    [example] = re.findall(r"```python\n(.*?)```", section.split("\n## ", 1)[0], re.DOTALL)
+    example = example.replace("http://127.0.0.1:8000", stack.gateway_url)
+    example = example.replace("Bearer dev-key", "Bearer key-a")  # this stack's key
+    namespace: dict[str, object] = {"__name__": "api_page"}
+    exec(compile(example, "docs/api.md", "exec"), namespace)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        await namespace["ask"]()  # type: ignore[operator]
+    lines = printed.getvalue().splitlines()
+    assert lines[0] == "['pipeline_pair', 'unit_expert', 'writer_critic']"
+    assert lines[1].startswith("task task_") and lines[-2] == "status succeeded"
+    assert lines[-1].endswith("(checked by unit_expert)")
