@@ -292,7 +292,8 @@ def webhook_secret(tenant: str) -> str:
 
 def mcp_listing(tenant: str, server_id: str) -> str:
     """An MCP server's tool listing as the tenant reaches it (`server_id`: a hash of how it is
-    reached), kept a while so steps do not list it again."""
+    reached, after the session's id for a local server), kept a while so steps do not list it
+    again."""
     return f"mcp:{tenant}:{server_id}:tools"
 
 

@@ -145,6 +145,17 @@ class AgentSpec(BaseModel):
             raise ValueError("each MCP server needs a name of its own")
         return servers
 
+    @model_validator(mode="after")
+    def _servers_apart_from_tools(self) -> AgentSpec:
+        own = {name.split(".", 1)[0] for name in self.tools}
+        clash = sorted(own & {server.name for server in self.mcp_servers})
+        if clash:
+            raise ValueError(
+                f"an MCP server is named as one of the spec's tools ({', '.join(clash)}): "
+                "their calls would share names; name the server otherwise"
+            )
+        return self
+
     def mcp_server_for(self, call_name: str) -> McpServer | None:
         """The MCP server whose tool `call_name` ("server.tool") is, if it is one."""
         server, dot, _ = call_name.partition(".")

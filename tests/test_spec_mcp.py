@@ -48,3 +48,10 @@ def test_two_servers_of_one_name_are_refused() -> None:
     server = {"name": "w", "url": "https://x.example/mcp"}
     with pytest.raises(ValidationError, match="a name of its own"):
         _spec(server, server)
+
+
+def test_a_server_named_as_one_of_the_specs_tools_is_refused() -> None:
+    server = {"name": "WebBrowser", "command": ["x"]}
+    spec = {"tools": ["WebBrowser.search"], "mcp_servers": [server]}
+    with pytest.raises(ValidationError, match=r"named as one of the spec's tools \(WebBrowser\)"):
+        AgentSpec.model_validate(spec)

@@ -53,7 +53,7 @@ class McpTools:
         return entries
 
     async def _listing(self, record: TaskRecord, server: McpServer) -> McpListing:
-        kept = await self.listings.kept(record.tenant, server)
+        kept = await self.listings.kept(record.tenant, record.session_id, server)
         if kept is not None:
             return kept
         job = McpListJob(tenant=record.tenant, session_id=record.session_id, server=server,

@@ -276,7 +276,8 @@ def mcp_list(payload: dict[str, Any]) -> None:
         listing = tools.mcp().list(job)
     if listing.error is not None:
         log.warning("MCP server not listed: %s", listing.error)
-    shared.loop.run(shared.listings.answer(job.request_id, job.tenant, job.server, listing))
+    answer = shared.listings.answer(job.request_id, job.tenant, job.session_id, job.server, listing)
+    shared.loop.run(answer)
 
 
 def _store_result(

@@ -52,7 +52,7 @@ async def _answer_one_job(store: TaskStore, settings: Settings, listing: McpList
     body = json.loads(base64.b64decode(json.loads(message)["body"]))
     job = McpListJob.model_validate(body[0][0])
     exchange = ListingExchange(store.r, settings.mcp_tools_ttl_s)
-    await exchange.answer(job.request_id, job.tenant, job.server, listing)
+    await exchange.answer(job.request_id, job.tenant, job.session_id, job.server, listing)
     return job
 
 
@@ -60,7 +60,7 @@ async def test_a_kept_listing_is_offered_under_the_servers_name(
     store: TaskStore, settings: Settings
 ) -> None:
     exchange = ListingExchange(store.r, 60)
-    await exchange.answer("r1", "acme", WEATHER, McpListing(tools=[FORECAST]))
+    await exchange.answer("r1", "acme", "s0", WEATHER, McpListing(tools=[FORECAST]))
     tools = McpTools(store, settings, make_celery(settings))
     assert await tools.schemas(_record(WEATHER)) == [{
         "type": "function",
@@ -104,3 +104,14 @@ def test_a_servers_listing_is_kept_by_how_it_is_reached_not_its_name() -> None:
     renamed = WEATHER.model_copy(update={"name": "w"})
     filtered = WEATHER.model_copy(update={"tools": ["forecast"]})
     assert server_id(renamed) == server_id(WEATHER) != server_id(filtered)
+
+
+async def test_a_local_servers_listing_is_kept_for_its_session_only(store: TaskStore) -> None:
+    local = McpServer(name="files", command=["python3", "server.py"])
+    exchange = ListingExchange(store.r, 60)
+    await exchange.answer("r1", "acme", "s1", local, McpListing(tools=[FORECAST]))
+    await exchange.answer("r2", "acme", "s1", WEATHER, McpListing(tools=[FORECAST]))
+    assert await exchange.kept("acme", "s1", local) == McpListing(tools=[FORECAST])
+    assert await exchange.kept("acme", "s2", local) is None  # its files may differ
+    assert await exchange.kept("acme", "s2", WEATHER) == McpListing(tools=[FORECAST])
+    assert await exchange.kept("other", "s1", WEATHER) is None

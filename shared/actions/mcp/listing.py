@@ -3,9 +3,10 @@ that offers its tools to the model, over Redis (the only thing both reach).
 
 The agent worker reads the listing kept for (tenant, server); when none is kept, it sends a
 `McpListJob` and waits on the request's reply list, as the gateway waits for a session's
-files. The tool worker answers there and keeps a good listing `mcp_tools_ttl_s`, so a
-server is listed once per tenant in that time, whatever the worker and the session. A
-failed listing is not kept: the next step asks again.
+files. The tool worker answers there and keeps a good listing `mcp_tools_ttl_s`, so a remote
+server is listed once per tenant in that time, whatever the worker and the session. A local
+server runs from the session's own files, so its listing is kept per session. A failed
+listing is not kept: the next step asks again.
 """
 
 from __future__ import annotations
@@ -65,6 +66,12 @@ def tool_schemas(server: McpServer, tools: list[ListedTool]) -> list[dict[str, A
     ]
 
 
+def _kept_key(tenant: str, session_id: str, server: McpServer) -> str:
+    # A session id may hold ':', but a server id never does: the two never read as another pair.
+    kept_for = f"{session_id}:{server_id(server)}" if server.local else server_id(server)
+    return keys.mcp_listing(tenant, kept_for)
+
+
 class ListingExchange:
     """Both ends of a listing request, on a Redis client that decodes responses."""
 
@@ -74,9 +81,9 @@ class ListingExchange:
 
     # -- the agent worker's end -------------------------------------------------------------
 
-    async def kept(self, tenant: str, server: McpServer) -> McpListing | None:
-        """The listing kept for the tenant's server, if one is."""
-        text = await self.r.get(keys.mcp_listing(tenant, server_id(server)))
+    async def kept(self, tenant: str, session_id: str, server: McpServer) -> McpListing | None:
+        """The listing kept for the tenant's server (a local one's: for the session), if any."""
+        text = await self.r.get(_kept_key(tenant, session_id, server))
         return None if text is None else McpListing.model_validate_json(text)
 
     async def wait(self, request_id: str, timeout: float) -> McpListing | None:
@@ -87,13 +94,13 @@ class ListingExchange:
     # -- the tool worker's end --------------------------------------------------------------
 
     async def answer(
-        self, request_id: str, tenant: str, server: McpServer, listing: McpListing
+        self, request_id: str, tenant: str, session_id: str, server: McpServer, listing: McpListing
     ) -> None:
-        """Answer the request; a good listing is kept for the tenant's next steps too."""
+        """Answer the request; a good listing is kept for the next steps too."""
         text, reply = listing.model_dump_json(), keys.mcp_listing_reply(request_id)
         async with self.r.pipeline(transaction=True) as pipe:
             if listing.error is None:
-                pipe.set(keys.mcp_listing(tenant, server_id(server)), text, ex=self.ttl_s)
+                pipe.set(_kept_key(tenant, session_id, server), text, ex=self.ttl_s)
             pipe.rpush(reply, text)
             pipe.expire(reply, _REPLY_TTL_S)
             await pipe.execute()
