@@ -9,7 +9,8 @@ making the calls the user's message spells out.
   sandbox (whose image has no `mcp` package: the script speaks the protocol's JSON-RPC with the
   standard library; the client is still the SDK's, in the tool worker).
 
-A server on 127.0.0.2, which the settings do not allow, is refused by the same guard."""
+A server on 127.0.0.2, which the settings do not allow, is refused by the same guard. The
+dashboard (Debian's chromium, driven by Playwright) draws MCP calls as any tool's."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from typing import Any
 import pytest
 from e2e_support import wait_status
 from mcp_servers import STDIO_SERVER, ServedMcp, serve_mcp
+from playwright.sync_api import expect, sync_playwright
+from test_dashboard import CHROMIUM, CHROMIUM_ARGS, WAIT_MS
 
 from devstack.stack import LocalStack
 from shared.client import TaskyardClient
@@ -171,3 +174,40 @@ def test_a_servers_tools_are_listed_once_for_the_tenants_tasks(
     # the one more, made for the first task only.
     assert methods.count("tools/call") == 2
     assert methods.count("tools/list") == 2 + 1
+
+
+def test_the_dashboards_transcript_shows_mcp_calls_as_any_tools(
+    client: TaskyardClient, weather: ServedMcp, stack: LocalStack, tmp_path: Any
+) -> None:
+    client.upload("mcp-5", STDIO_SERVER.encode(), "server.py")
+    client.upload("mcp-5", NOTES.encode(), "notes.txt")
+    text = _fences(
+        ("weather.forecast", {"city": "Lima"}), ("files.wordcount", {"path": "notes.txt"})
+    )
+    task_id = client.submit(text, session_id="mcp-5", agent=_spec(weather))["id"]
+    assert wait_status(client, task_id)["status"] == "succeeded"
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch_persistent_context(
+            str(tmp_path), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+        )
+        try:
+            page = browser.new_page()
+            page.goto(f"{stack.gateway_url}/ui/")
+            page.fill("#api-key", stack.api_key)
+            page.click("#sign-in button")
+            page.locator(f'#tasks tr[data-task-id="{task_id}"]').click(timeout=WAIT_MS)
+            transcript = page.locator("#transcript")
+            expect(transcript).to_have_attribute("data-final", "succeeded", timeout=WAIT_MS)
+            calls = transcript.locator(".msg.tool-call .sender")
+            expect(calls).to_have_text(
+                ["assistant calls weather.forecast", "assistant calls files.wordcount"]
+            )
+            outputs = transcript.locator(".msg.tool-output")
+            expect(outputs.locator(".sender")).to_have_text(
+                ["weather.forecast output", "files.wordcount output"]
+            )
+            expect(outputs.locator("pre")).to_have_text(
+                ["Tomorrow in Lima: sunny, 21 C", "notes.txt has 9 words"]
+            )
+        finally:
+            browser.close()
