@@ -10,13 +10,14 @@ without tools the spec promised it.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
 from celery import Celery
 
 from services.agent_worker.errors import AgentWorkerError
-from shared.actions.mcp.listing import ListingExchange, McpListing, tool_schemas
+from shared.actions.mcp.listing import ListingExchange, McpListing, server_id, tool_schemas
 from shared.jobs import McpListJob, envelope
 from shared.settings import Settings
 from shared.spec import McpServer
@@ -41,6 +42,7 @@ class McpTools:
         self.jobs = SandboxDirectory(store)  # pushes a local server's listing where it runs
         self.celery = celery
         self.wait_s = settings.mcp_timeout_s + _WAIT_MARGIN_S
+        self._asked: dict[tuple[str, str, str], asyncio.Future[McpListing]] = {}
 
     async def schemas(self, record: TaskRecord) -> list[dict[str, Any]]:
         """The OpenAI ``tools`` entries of every MCP server the task's spec names."""
@@ -56,6 +58,16 @@ class McpTools:
         kept = await self.listings.kept(record.tenant, record.session_id, server)
         if kept is not None:
             return kept
+        # Steps of this process waiting for the same listing share one request: a burst of
+        # new tasks then holds one Redis connection in a blocking pop, not one each.
+        key = (record.tenant, record.session_id if server.local else "", server_id(server))
+        asked = self._asked.get(key)
+        if asked is None:
+            asked = self._asked[key] = asyncio.ensure_future(self._ask(record, server))
+            asked.add_done_callback(lambda _: self._asked.pop(key, None))
+        return await asyncio.shield(asked)
+
+    async def _ask(self, record: TaskRecord, server: McpServer) -> McpListing:
         job = McpListJob(tenant=record.tenant, session_id=record.session_id, server=server,
                          expires_at=time.time() + self.wait_s)  # fmt: skip
         await self.jobs.push([envelope(self.celery, job)])

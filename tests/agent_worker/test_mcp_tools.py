@@ -115,3 +115,14 @@ async def test_a_local_servers_listing_is_kept_for_its_session_only(store: TaskS
     assert await exchange.kept("acme", "s2", local) is None  # its files may differ
     assert await exchange.kept("acme", "s2", WEATHER) == McpListing(tools=[FORECAST])
     assert await exchange.kept("other", "s1", WEATHER) is None
+
+
+async def test_steps_waiting_for_one_listing_share_one_request(
+    store: TaskStore, settings: Settings
+) -> None:
+    tools = McpTools(store, settings, make_celery(settings))
+    waiting = [asyncio.create_task(tools.schemas(_record(WEATHER))) for _ in range(5)]
+    await _answer_one_job(store, settings, McpListing(tools=[FORECAST]))
+    answers = await asyncio.gather(*waiting)
+    assert all(a == answers[0] for a in answers) and len(answers[0]) == 1
+    assert redis.Redis.from_url(settings.broker_url).llen("tools.mcp") == 0  # one job only
