@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+import anyio
 import uvicorn
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
@@ -74,6 +75,12 @@ def _server(seen: ServedMcp) -> MCPServer:
     def chart(city: str) -> Image:
         """A chart of the week's temperatures in a city."""
         return Image(data=PNG_1X1, format="png")
+
+    @server.tool()
+    async def slow(seconds: float) -> str:
+        """Answers after a while."""
+        await anyio.sleep(seconds)
+        return f"slept {seconds} s"
 
     @server.tool()
     def fail(reason: str) -> str:

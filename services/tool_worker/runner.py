@@ -82,8 +82,12 @@ class ToolRunner:
     def interrupt(self, session_key: str) -> bool:
         """Stop the session's running cell, from any thread (a task's cancel): every process
         it started is killed and its `run` returns within the interrupt grace, state kept
-        where the kernel stops. False when no call of the session is under way."""
-        return self._sandboxes is not None and self._sandboxes.interrupt(session_key)
+        where the kernel stops; and its calls of remote MCP servers. False when no call of
+        the session is under way."""
+        if self._sandboxes is None or self._mcp is None:
+            return False
+        stopped = self._mcp.interrupt(session_key)  # a remote MCP server's call
+        return self._sandboxes.interrupt(session_key) or stopped
 
     def has_sandbox(self, session_key: str) -> bool:
         """Whether the session holds an interpreter here."""

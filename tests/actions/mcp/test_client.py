@@ -34,7 +34,7 @@ def _weather(served: ServedMcp, **more: object) -> McpServer:
 
 async def test_lists_the_servers_tools_with_their_schemas(served: ServedMcp) -> None:
     tools = await McpClient(_allowed()).list_tools(_weather(served), "acme", "acme:s1")
-    assert [tool.name for tool in tools] == ["forecast", "chart", "fail"]
+    assert [tool.name for tool in tools] == ["forecast", "chart", "slow", "fail"]
     forecast = tools[0]
     assert forecast.description == "The weather tomorrow in a city."
     assert forecast.input_schema["properties"]["city"]["type"] == "string"
