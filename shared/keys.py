@@ -290,10 +290,12 @@ def webhook_secret(tenant: str) -> str:
     return f"tenant:{tenant}:webhook_secret"
 
 
-def mcp_listing(tenant: str, server_id: str) -> str:
+def mcp_listing(tenant: str, server_id: str, session_id: str | None = None) -> str:
     """An MCP server's tool listing as the tenant reaches it (`server_id`: a hash of how it is
-    reached, after the session's id for a local server), kept a while so steps do not list it
-    again."""
+    reached), kept a while so steps do not list it again; a local server's per session (a
+    session id may hold ':', a server id never does)."""
+    if session_id is not None:
+        return f"mcp:{tenant}:{session_id}:{server_id}:tools"
     return f"mcp:{tenant}:{server_id}:tools"
 
 

@@ -67,9 +67,7 @@ def tool_schemas(server: McpServer, tools: list[ListedTool]) -> list[dict[str, A
 
 
 def _kept_key(tenant: str, session_id: str, server: McpServer) -> str:
-    # A session id may hold ':', but a server id never does: the two never read as another pair.
-    kept_for = f"{session_id}:{server_id(server)}" if server.local else server_id(server)
-    return keys.mcp_listing(tenant, kept_for)
+    return keys.mcp_listing(tenant, server_id(server), session_id if server.local else None)
 
 
 class ListingExchange:
