@@ -79,7 +79,7 @@ class LocalStack:
     # Tool workers on the same queues, as `docker compose up --scale tool_worker=N` runs them:
     # identical but for their Celery node names (tool_worker, tool_worker_2, ...).
     tool_workers: int = 1
-    tool_queues: tuple[str, ...] = ("tools.IPythonInterpreter", "tools.WebBrowser")
+    tool_queues: tuple[str, ...] = ("tools.IPythonInterpreter", "tools.WebBrowser", "tools.mcp")
     extra_env: dict[str, str] = field(default_factory=dict)  # more TASKYARD_* settings
     # Where each service runs, by its name in `commands()`: a host of its own (set every
     # service's, or none: then all run on this machine's loopback).

@@ -64,7 +64,7 @@ async def decide(
     if decision.decision == "approve":
         if decision.arguments is not None:
             call = call.model_copy(update={"parameters": decision.arguments})
-        job = job_for_call(record.id, step, record.tenant, record.session_id, call)
+        job = job_for_call(record.id, step, record.tenant, record.session_id, call, record.spec)
         decided = {"state": "approved", "call": call.model_dump(mode="json")}
         outcome, _ = await store.decide_approval(record, call, decided, envelope(celery, job),
                                                  None, next_step)  # fmt: skip

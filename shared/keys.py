@@ -14,6 +14,8 @@ __all__ = [
     "FILES_TASK",
     "FORGOTTEN_CHANNEL",
     "LIVE_TASKS",
+    "MCP_LIST_TASK",
+    "MCP_QUEUE",
     "PROXY_LOAD",
     "PROXY_PLACEMENTS",
     "SCHEDULES_DUE",
@@ -34,6 +36,8 @@ __all__ = [
     "files_upload",
     "gateway_wake",
     "idempotency",
+    "mcp_listing",
+    "mcp_listing_reply",
     "proxy_ratelimit",
     "schedule",
     "schedule_runs",
@@ -83,6 +87,10 @@ AGENT_TOOL_PREFIX = "agent:"  # a tool name that names a registered agent
 TOOL_RUN_TASK = "tools.run"
 FILES_TASK = "tools.files"  # a session's files: on the interpreter's queue, beside its cells
 TOOL_QUEUE_PREFIX = "tools."
+# Calls of remote MCP servers (stateless: any tool worker consuming the queue); a local (stdio)
+# server's run in the session's sandbox, so on the interpreter's queue.
+MCP_QUEUE = "tools.mcp"
+MCP_LIST_TASK = "tools.mcp_list"  # list an MCP server's tools for an agent worker
 # Pub/sub: the id of every cancelled task, so workers stop what they run for it at once.
 CANCEL_CHANNEL = "taskyard:cancelled"
 # Pub/sub: a forgotten session's "tenant:session_id", so its interpreter stops.
@@ -311,6 +319,20 @@ def tenant_schedules(tenant: str) -> str:
 def webhook_secret(tenant: str) -> str:
     """The tenant's webhook signing secret ("whsec_" + base64)."""
     return f"tenant:{tenant}:webhook_secret"
+
+
+def mcp_listing(tenant: str, server_id: str, session_id: str | None = None) -> str:
+    """An MCP server's tool listing as the tenant reaches it (`server_id`: a hash of how it is
+    reached), kept a while so steps do not list it again; a local server's per session (a
+    session id may hold ':', a server id never does)."""
+    if session_id is not None:
+        return f"mcp:{tenant}:{session_id}:{server_id}:tools"
+    return f"mcp:{tenant}:{server_id}:tools"
+
+
+def mcp_listing_reply(request_id: str) -> str:
+    """The list a listing request's answer is pushed onto (the agent worker pops it)."""
+    return f"mcp:{request_id}:reply"
 
 
 def files_upload(request_id: str) -> str:

@@ -6,6 +6,7 @@ environment before a process starts (or by calling `get_settings.cache_clear()`)
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 from collections.abc import Mapping
@@ -38,6 +39,7 @@ __all__ = [
     "get_settings",
     "items",
     "parse_api_keys",
+    "parse_credentials",
     "parse_sentinels",
 ]
 
@@ -284,6 +286,19 @@ class Settings(RedisSentinelSettings):
     browse_max_chars: int = Field(default=8000, ge=100)  # page text shown per opened page
     browse_cache_ttl_s: int = Field(default=3600, ge=1)  # a session's opened pages, in Redis
 
+    # MCP servers a task's spec names (`AgentSpec.mcp_servers`). The tool worker reaches remote
+    # ones through the web tool's request guard: public addresses only, unless allowed here.
+    mcp_allow_private: bool = False  # true: any address (tests, a laptop); never in production
+    mcp_allow_networks: Annotated[tuple[IPvAnyNetwork, ...], NoDecode] = ()  # as browse_'s
+    mcp_timeout_s: float = Field(default=60.0, gt=0)  # one call or listing, connecting included
+    mcp_max_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)  # one answer of a server
+    mcp_max_chars: int = Field(default=50_000, ge=100)  # text of one result the model reads
+    mcp_tools_ttl_s: int = Field(default=300, ge=1)  # a server's tool listing, kept in Redis
+    # Remote servers' credentials, per tenant, as JSON: {"tenant": {"name": "token"}}. A server
+    # whose `credential` is "name" gets `Authorization: Bearer <token>` from the tool worker;
+    # neither the model, the task's messages nor the sandbox ever see it.
+    mcp_credentials: SecretStr = SecretStr("")
+
     # Session files (gateway <-> tool worker): the largest file uploaded or downloaded; what a
     # session's working directory may hold after an upload (and stage in Redis at once); how
     # long the gateway waits for the tool worker that holds the session's sandbox.
@@ -369,7 +384,13 @@ class Settings(RedisSentinelSettings):
             )
         return value
 
-    @field_validator("browse_allow_networks", mode="before")
+    @field_validator("mcp_credentials")
+    @classmethod
+    def _credentials(cls, value: SecretStr, info: ValidationInfo) -> SecretStr:
+        parse_credentials(value, _env(info))
+        return value
+
+    @field_validator("browse_allow_networks", "mcp_allow_networks", mode="before")
     @classmethod
     def _split_networks(cls, value: Any) -> Any:
         if isinstance(value, str):
@@ -412,6 +433,12 @@ class Settings(RedisSentinelSettings):
         """API key to tenant name."""
         return parse_api_keys(self.api_keys)
 
+    def mcp_credential(self, tenant: str, name: str) -> str | None:
+        """The tenant's credential `name` for MCP servers, if the operator configured it."""
+        return parse_credentials(self.mcp_credentials, env_name("mcp_credentials")).get(
+            (tenant, name)
+        )
+
 
 REDIS_SCHEMES = ("redis", "rediss", "unix", "redis+socket", "sentinel")
 HTTP_SCHEMES = ("http", "https")
@@ -433,6 +460,30 @@ def check_url(value: str, schemes: tuple[str, ...], where: str, host: bool = Tru
         raise ValueError(
             f"{where} needs a URL starting with {' or '.join(s + '://' for s in schemes)}"
         )  # the value is not repeated: a URL may hold a password
+
+
+def parse_credentials(value: SecretStr, where: str) -> dict[tuple[str, str], str]:
+    """(tenant, name) to token, from JSON ``{"tenant": {"name": "token"}}`` ("" is none). The
+    ValueError says what is wrong without repeating a token."""
+    text = value.get_secret_value().strip()
+    if not text:
+        return {}
+    form = f'{where} must be JSON: {{"tenant": {{"credential name": "token"}}}}'
+    try:
+        tenants = json.loads(text)
+    except ValueError:
+        raise ValueError(f"{form}; it is not JSON") from None
+    if not isinstance(tenants, dict):
+        raise ValueError(form)
+    found: dict[tuple[str, str], str] = {}
+    for tenant, named in tenants.items():
+        if not isinstance(named, dict):
+            raise ValueError(f"{form}; tenant {tenant!r} maps to no object")
+        for name, token in named.items():
+            if not (isinstance(token, str) and token.strip()):
+                raise ValueError(f"{form}; {tenant!r}/{name!r} is not a non-empty string")
+            found[tenant, name] = token.strip()
+    return found
 
 
 def check_token_secret(value: SecretStr, where: str) -> None:

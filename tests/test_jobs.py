@@ -13,8 +13,9 @@ from celery import Celery
 from opentelemetry import trace
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from shared.jobs import AgentStepJob, ToolRunJob, enqueue, envelope
+from shared.jobs import AgentStepJob, McpListJob, ToolRunJob, enqueue, envelope, job_for_call
 from shared.schema import ToolCall
+from shared.spec import AgentSpec
 
 STEP = AgentStepJob(task_id="task_1", step=2, tenant="t", session_id="s")
 SEARCH = ToolCall(id="c1", name="WebBrowser.search", parameters={"query": "x"})
@@ -59,6 +60,42 @@ def test_an_envelope_is_what_kombu_puts_on_the_broker(
 def test_tool_jobs_go_to_their_tools_queue(celery: Celery) -> None:
     assert envelope(celery, CALL).queue == "tools.WebBrowser"
     assert envelope(celery, STEP).queue == "agent"
+
+
+MCP_SPEC = AgentSpec.model_validate({"mcp_servers": [
+    {"name": "weather", "url": "https://mcp.example.com/mcp"},
+    {"name": "files", "command": ["python3", "server.py"]},
+]})  # fmt: skip
+
+
+def _mcp_call(name: str) -> ToolRunJob:
+    call = ToolCall(id="c2", name=name, parameters={})
+    job = job_for_call("task_1", 2, "t", "s", call, MCP_SPEC)
+    assert isinstance(job, ToolRunJob)
+    return job
+
+
+def test_mcp_calls_carry_their_server_and_go_where_it_is_reached(celery: Celery) -> None:
+    remote, local = _mcp_call("weather.forecast"), _mcp_call("files.wordcount")
+    assert remote.mcp == MCP_SPEC.mcp_servers[0] and local.mcp == MCP_SPEC.mcp_servers[1]
+    # A remote server's calls on the MCP pool, any worker; a local one's in the session's
+    # sandbox, so with the interpreter and bound to the worker holding it.
+    assert (envelope(celery, remote).queue, envelope(celery, remote).sticky) == ("tools.mcp", "")
+    assert (envelope(celery, local).queue, envelope(celery, local).sticky) == (
+        "tools.IPythonInterpreter", "t:s",
+    )  # fmt: skip
+    # A name of no server of the spec is an action's call, as before.
+    assert _mcp_call("WebBrowser.search").mcp is None
+
+
+def test_mcp_listings_go_where_a_call_of_the_server_would(celery: Celery) -> None:
+    for server, queue, sticky in zip(
+        MCP_SPEC.mcp_servers, ("tools.mcp", "tools.IPythonInterpreter"), ("", "t:s"), strict=True
+    ):
+        job = McpListJob(tenant="t", session_id="s", server=server, expires_at=0)
+        sealed = envelope(celery, job)
+        assert (sealed.queue, sealed.sticky) == (queue, sticky)
+        assert json.loads(sealed.message)["headers"]["task"] == "tools.mcp_list"
 
 
 def test_an_envelope_carries_the_current_trace(celery: Celery, spans: InMemorySpanExporter) -> None:

@@ -19,6 +19,7 @@ from celery import Celery
 from services.agent_worker.compaction import Compactor, PromptSize
 from services.agent_worker.errors import AgentWorkerError
 from services.agent_worker.live_agents import LiveAgents, LiveSession
+from services.agent_worker.mcp_tools import McpTools, McpToolsUnavailable
 from services.agent_worker.metrics import count_tokens
 from services.agent_worker.model_calls import StepCalls, open_step_calls
 from services.agent_worker.tokens import TokenBuffer
@@ -50,6 +51,7 @@ class StepRunner:
         cancels: CancelWatch,
         celery: Celery,
         compactor: Compactor | None = None,
+        mcp: McpTools | None = None,
     ) -> None:
         self.store = store
         self.settings = settings
@@ -57,6 +59,7 @@ class StepRunner:
         self.cancels = cancels
         self.celery = celery  # builds the envelopes of the jobs a commit pushes
         self.compactor = compactor or Compactor(store, settings)
+        self.mcp = mcp or McpTools(store, settings, celery)
 
     async def run(self, job: AgentStepJob) -> list[Job]:
         """Run the step `job` names; returns the jobs to send next."""
@@ -70,7 +73,11 @@ class StepRunner:
             return await self._not_current(start.record)
         if (limit := self._limit_reached(start.record)) is not None:
             return await self.end(start.record, *limit)
-        live = await self.agents.acquire(start, self.store)
+        try:
+            mcp_tools = await self.mcp.schemas(start.record)
+        except McpToolsUnavailable as exc:
+            return await self.end(start.record, TaskStatus.FAILED, str(exc))
+        live = await self.agents.acquire(start, self.store, mcp_tools)
         committed: dict[str, list[AgentMessage]] | None = None
         spent = open_step_calls(start.record)  # every model call of the step, and its tokens
         try:
@@ -212,7 +219,7 @@ def _over_budget(record: TaskRecord, size: PromptSize) -> str | None:
 
 def _job(record: TaskRecord, call: ToolCall) -> Job:
     """A call's job: a tool run, or a child task for an agent offered as a tool."""
-    return job_for_call(record.id, record.step, record.tenant, record.session_id, call)
+    return job_for_call(record.id, record.step, record.tenant, record.session_id, call, record.spec)
 
 
 def _first_step(record: TaskRecord, following: str | None) -> list[Job]:

@@ -143,7 +143,7 @@ class Sweeper:
             return [_step(record, record.id, record.step)]
         held = await self.store.approvals(record.id, step)
         calls = [_as_approved(c, held.get(c.id)) for c in missing]
-        return [job_for_call(record.id, step, record.tenant, record.session_id, c)
+        return [job_for_call(record.id, step, record.tenant, record.session_id, c, record.spec)
                 for c in calls if c]  # fmt: skip
 
     async def _heal(self, record: TaskRecord) -> list[Job]:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import threading
 
+from services.tool_worker.mcp_calls import McpCalls
 from shared.actions import ActionExecutor, ActionResources
+from shared.jobs import ToolRunJob
 from shared.sandbox import SandboxProvider, make_sandbox_provider
 from shared.schema import AgentMessage, ToolCall
 from shared.settings import Settings
@@ -23,6 +25,7 @@ class ToolRunner:
         self._lock = threading.Lock()
         self._sandboxes: SandboxProvider | None = None
         self._executor: ActionExecutor | None = None
+        self._mcp: McpCalls | None = None
 
     @property
     def made_sandboxes(self) -> SandboxProvider | None:
@@ -33,6 +36,19 @@ class ToolRunner:
         """Run the call for the session ("tenant:session_id"); failures of the tool come back
         in the `ActionReturn`, and the reply quotes the call's id."""
         return self._ready()(call, session_key)
+
+    def run_job(self, job: ToolRunJob) -> AgentMessage:
+        """Run a tool job's call: an MCP server's tool when the job names one, else an
+        action's."""
+        if job.mcp is not None:
+            return self.mcp().call(job)
+        return self.run(job.call, job.session_key)
+
+    def mcp(self) -> McpCalls:
+        """The MCP client of the worker, over its sandboxes (made on first use)."""
+        self._ready()
+        assert self._mcp is not None
+        return self._mcp
 
     def start(self, node: str | None = None) -> int:
         """Make the sandboxes now, for the worker's start-up (as `node`, its Celery node name):
@@ -60,13 +76,18 @@ class ToolRunner:
                 self._sandboxes = make_sandbox_provider(self.settings, self.node)
                 resources = ActionResources(settings=self.settings, sandboxes=self._sandboxes)
                 self._executor = ActionExecutor.from_registry(resources)
+                self._mcp = McpCalls(self.settings, self._sandboxes)
             return self._executor
 
     def interrupt(self, session_key: str) -> bool:
         """Stop the session's running cell, from any thread (a task's cancel): every process
         it started is killed and its `run` returns within the interrupt grace, state kept
-        where the kernel stops. False when no call of the session is under way."""
-        return self._sandboxes is not None and self._sandboxes.interrupt(session_key)
+        where the kernel stops; and its calls of remote MCP servers. False when no call of
+        the session is under way."""
+        if self._sandboxes is None or self._mcp is None:
+            return False
+        stopped = self._mcp.interrupt(session_key)  # a remote MCP server's call
+        return self._sandboxes.interrupt(session_key) or stopped
 
     def has_sandbox(self, session_key: str) -> bool:
         """Whether the session holds an interpreter here."""

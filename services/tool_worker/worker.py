@@ -4,7 +4,9 @@ also consumes a queue of its own, named after its Celery node name (`-n tools@%h
 per container or host): the jobs of the sessions whose interpreters it holds
 (`services.tool_worker.placement`).
 
-Run: celery -A services.tool_worker.worker worker -Q tools.IPythonInterpreter --pool threads -c 4
+Run: celery -A services.tool_worker.worker worker -Q tools.IPythonInterpreter,tools.mcp \
+    --pool threads -c 4
+(`tools.mcp`: calls and listings of remote MCP servers; a local one's go with the interpreter)
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from services.tool_worker.metrics import TOOL_CALL_SECONDS, watch_sandboxes
 from services.tool_worker.placement import Placement
 from services.tool_worker.runner import ToolRunner
 from shared import keys
+from shared.actions.mcp.listing import ListingExchange
 from shared.cancel import CancelWatch
 from shared.celery_app import JobTask, make_celery
 from shared.files.artifacts import ArtifactStore, ArtifactStoreUnavailable, make_artifact_store
@@ -33,6 +36,7 @@ from shared.files.transfer import FileTransfer
 from shared.jobs import (
     AgentStepJob,
     Envelope,
+    McpListJob,
     SessionFilesJob,
     ToolRunJob,
     envelope,
@@ -80,6 +84,7 @@ class _Store:
         self.loop.run(_listen(self.cancels))
         self.artifact_store: ArtifactStore = self.loop.run(_open_artifacts(redis))
         self.artifacts = ArtifactKeeper(self.artifact_store, self.store.publish)
+        self.listings = ListingExchange(self.store.r, settings.mcp_tools_ttl_s)
         directory = SandboxDirectory(self.store, _RECORD_TTL_S)
         beat_s, dead_s = settings.tool_worker_beat_s, settings.tool_worker_dead_s
         self.placement = Placement(directory, self.loop, _me, tools, beat_s, dead_s)
@@ -167,7 +172,7 @@ def _run_claimed(task: JobTask, job: ToolRunJob) -> AgentMessage:
         return _keep_artifacts(shared, job, _timed_call(task, job))
 
 
-def _forwarded(shared: _Store, job: ToolRunJob | SessionFilesJob) -> bool:
+def _forwarded(shared: _Store, job: ToolRunJob | SessionFilesJob | McpListJob) -> bool:
     """Whether the job belongs to the live worker holding its session, and went there."""
     claim = shared.placement.claim(job.session_key)
     if claim.verdict != "forward":
@@ -214,7 +219,7 @@ def _timed_call(task: JobTask, job: ToolRunJob) -> AgentMessage:
 def _run_call(task: JobTask, job: ToolRunJob) -> AgentMessage:
     log.info("tool call %s", job.call.name)
     try:
-        return tools.run(job.call, job.session_key)
+        return tools.run_job(job)
     except Exception as exc:  # the worker's own trouble: retry, then tell the model
         if task.request.retries < _MAX_RETRIES:
             log.warning("tool call failed, retrying: %s", exc)
@@ -254,6 +259,25 @@ def session_files(payload: dict[str, Any]) -> None:
         return
     reply, data = serve(job, tools.sandboxes(), upload, FileLimits.from_settings(settings))
     shared.loop.run(transfer.answer(job.request_id, reply, data))
+
+
+@app.task(name=keys.MCP_LIST_TASK)
+def mcp_list(payload: dict[str, Any]) -> None:
+    """List an MCP server's tools for the agent worker waiting on the answer (a local server
+    in the session's sandbox, so on the worker holding it)."""
+    job = McpListJob.model_validate(payload)
+    shared = _shared_store()
+    if sticky_session(job) and _forwarded(shared, job):
+        return
+    if job.expired:
+        log.info("MCP listing %s expired unserved", job.request_id)
+        return
+    with bind_job(tenant=job.tenant, session_id=job.session_id, tool=job.server.name):
+        listing = tools.mcp().list(job)
+    if listing.error is not None:
+        log.warning("MCP server not listed: %s", listing.error)
+    answer = shared.listings.answer(job.request_id, job.tenant, job.session_id, job.server, listing)
+    shared.loop.run(answer)
 
 
 def _store_result(

@@ -20,7 +20,7 @@ from shared.sandbox import ExecutionResult, SandboxProvider
 from shared.sandbox.base import DisplayOutput
 from shared.schema import ActionReturn, ActionStatusCode, Artifact
 
-__all__ = ["IPythonInterpreter", "artifact_of", "format_execution"]
+__all__ = ["IPythonInterpreter", "artifact_of", "format_execution", "state_lost_note"]
 
 # Models often wrap code in a Markdown fence; the fence itself is not Python.
 _FENCED = re.compile(r"^\s*```(?:python|py|ipython)?[ \t]*\n(.*?)\n?```\s*$", re.DOTALL)
@@ -86,7 +86,7 @@ def format_execution(
 ) -> str:
     """One cell's outcome as the text the model reads: its rich outputs each as a line naming
     the artifact (and, but for images, their text form), before the last value."""
-    parts = [_state_lost(outcome.state_lost_reason)] if outcome.state_lost else []
+    parts = [state_lost_note(outcome.state_lost_reason)] if outcome.state_lost else []
     parts += [text.rstrip("\n") for text in (outcome.stdout, outcome.stderr) if text]
     for output in outputs:
         parts.append(artifact_of(output).describe())
@@ -101,7 +101,8 @@ def format_execution(
     return "\n".join(parts) if parts else "(no output)"
 
 
-def _state_lost(reason: str | None) -> str:
+def state_lost_note(reason: str | None) -> str:
+    """What the model reads first when the session's interpreter lost its state (and why)."""
     if reason is None:
         return STATE_LOST
     return (
