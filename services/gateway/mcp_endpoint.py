@@ -29,9 +29,9 @@ from starlette.requests import Request
 from services.gateway.deps import get_celery, get_hub, get_store
 from shared.agents import AGENTS
 from shared.events import EventKind
-from shared.jobs import AgentStepJob, envelope
 from shared.settings import Settings
 from shared.spec import AgentSpec
+from shared.submission import TaskRequest, submit
 from shared.task import SESSION_ID_PATTERN, TaskRecord, TaskStatus
 
 __all__ = ["MCP_PATH", "McpEndpoint", "agent_tools"]
@@ -99,6 +99,8 @@ class McpEndpoint:
         if refused is not None:
             return _error(refused)
         record = await self._submit(request, params.name, arguments)
+        if isinstance(record, str):
+            return _error(record)
         progress = _Progress(ctx)
         await progress.note(f"task {record.id} queued in session {record.session_id}")
         hub = await get_hub(request)
@@ -109,22 +111,18 @@ class McpEndpoint:
                     await progress.note(note)
         return await self._outcome(request, record.id)
 
-    async def _submit(self, request: Request, agent: str, arguments: dict[str, Any]) -> TaskRecord:
-        """Store the task and enqueue its first step (or queue it behind its session)."""
+    async def _submit(
+        self, request: Request, agent: str, arguments: dict[str, Any]
+    ) -> TaskRecord | str:
+        """Submit the task as `POST /v1/tasks` does (the agent's `if_session_busy` holds);
+        the task, or why the session refused it."""
         store, celery = await get_store(request), await get_celery(request)
-        tenant: str = request.state.tenant
-        record = TaskRecord(
-            tenant=tenant,
-            session_id=arguments.get("session_id") or uuid.uuid4().hex,
-            input=arguments["task"],
-            spec=AgentSpec(agent=agent),
-        )
-        first = AgentStepJob(task_id=record.id, step=0, tenant=tenant, session_id=record.session_id)
-        settings = self.settings
-        await store.create(
-            record, envelope(celery, first), deadline_s=settings.task_deadline_s,
-            replicas=settings.accept_replicas, replicas_timeout_ms=settings.gateway_accept_wait_ms,
-        )  # fmt: skip
+        body = TaskRequest(input=arguments["task"], session_id=arguments.get("session_id"),
+                           agent=AgentSpec(agent=agent))  # fmt: skip
+        record = body.record(request.state.tenant, body.session_id or uuid.uuid4().hex)
+        created = await submit(store, celery, self.settings, record, body.busy_policy())
+        if created.outcome == "busy":
+            return f"session {record.session_id} is running task {created.task_id}: try later"
         return record
 
     async def _outcome(self, request: Request, task_id: str) -> types.CallToolResult:
