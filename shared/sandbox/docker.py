@@ -11,6 +11,9 @@ hold the container's stdio where a cell could open it through /proc/1/fd). The c
 no log driver, so nothing a sandbox writes grows a file on the host; stderr (only the kernel's
 own messages reach it) is read from the attach stream, keeping its last few KB.
 
+`TASKYARD_SANDBOX_RUNTIME` picks the engine's OCI runtime: runc, or gVisor's runsc, whose own
+kernel (the Sentry) answers the cells' system calls; `check` refuses one the engine lacks.
+
 Containers carry the labels ``taskyard.worker`` (`settings.sandbox_worker_label`),
 ``taskyard.node`` (the tool worker's Celery node name), ``taskyard.owner`` (one id per
 provider) and ``taskyard.session`` (the session key, or "" for a warm-pool container). The
@@ -32,7 +35,7 @@ from typing import Any
 import docker
 import requests
 from docker.errors import APIError, DockerException, NotFound
-from docker.types import LogConfig
+from docker.types import LogConfig, Ulimit
 
 from shared.sandbox.channel import OutputTail, ReplyLines, describe_exit, encode_line, wait_readable
 from shared.sandbox.demand import PoolBounds, pool_bounds
@@ -57,6 +60,8 @@ WORKER_LABEL = "taskyard.worker"
 NODE_LABEL = "taskyard.node"
 NO_NODE = "-"  # a provider outside a Celery worker (tests, a library user)
 START_TIMEOUT_S = 30.0
+GVISOR = "runsc"
+_GVISOR_HOST_PIDS, _GVISOR_HOST_PIDS_PER_TASK = 64, 8
 
 log = logging.getLogger(__name__)
 _FRAME_HEADER = struct.Struct(">BxxxL")  # stream (1 stdout, 2 stderr), padding, payload size
@@ -72,6 +77,7 @@ class ContainerSpec:
     pids: int = 64
     cpus: float = 1.0
     disk: str = "64m"
+    runtime: str = "runc"  # the engine's OCI runtime: "runsc" for gVisor
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ContainerSpec:
@@ -81,6 +87,7 @@ class ContainerSpec:
             pids=settings.sandbox_pids,
             cpus=settings.sandbox_cpus,
             disk=settings.sandbox_disk,
+            runtime=settings.sandbox_runtime,
         )
 
     def create(self, api: docker.APIClient, labels: dict[str, str]) -> str:
@@ -94,11 +101,12 @@ class ContainerSpec:
             shm_size=self.disk,
             mem_limit=self.memory,
             memswap_limit=self.memory,  # no swap: the memory limit is the limit
-            pids_limit=self.pids,
             nano_cpus=int(self.cpus * 1e9),
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
             log_config=LogConfig(type=LogConfig.types.NONE),  # no host file grows
+            runtime=self.runtime,
+            **self._process_limits(),
         )
         created = api.create_container(
             self.image,
@@ -112,6 +120,25 @@ class ContainerSpec:
         )
         container_id: str = created["Id"]
         return container_id
+
+    @property
+    def gvisor(self) -> bool:
+        """Whether the runtime is gVisor's: "runsc", or a variant registered as "runsc-..."."""
+        return self.runtime == GVISOR or self.runtime.startswith(f"{GVISOR}-")
+
+    def _process_limits(self) -> dict[str, Any]:
+        """The limit on processes and threads, as the runtime can hold it.
+
+        runc: the container's pids cgroup. runsc: that cgroup counts gVisor's own host threads
+        too (about 50 idle, 4-8 more per task of the sandbox, measured), so the sandbox's tasks
+        are counted by gVisor's kernel (RLIMIT_NPROC: there it sees this sandbox's tasks
+        alone, threads included), and the cgroup is a backstop sized for that many.
+        """
+        if not self.gvisor:
+            return {"pids_limit": self.pids}
+        nproc = Ulimit(name="nproc", soft=self.pids, hard=self.pids)
+        host_pids = _GVISOR_HOST_PIDS + _GVISOR_HOST_PIDS_PER_TASK * self.pids
+        return {"pids_limit": host_pids, "ulimits": [nproc]}
 
 
 class _Demux:
@@ -289,6 +316,25 @@ class DockerSandboxProvider(KernelSandboxProvider):
         }
         return DockerChannel.start(self._client.api, self._spec, labels)
 
+    def check(self) -> None:
+        """What `KernelSandboxProvider.check` does, under the configured runtime: a runtime
+        the engine does not have is refused first, naming those it has and how to add it."""
+        runtime = self._spec.runtime
+        try:
+            known = sorted(self._client.info().get("Runtimes") or {})
+        except DockerException as exc:
+            raise SandboxUnavailable(f"the Docker engine does not answer: {exc}") from exc
+        if runtime not in known:
+            raise SandboxUnavailable(_missing_runtime(runtime, known))
+        try:
+            super().check()
+        except SandboxUnavailable as exc:
+            raise SandboxUnavailable(f"under the {runtime!r} runtime: {exc}") from exc
+        except requests.RequestException as exc:  # a runtime that hangs holds the engine's call
+            raise SandboxUnavailable(
+                f"under the {runtime!r} runtime, the engine did not start a sandbox: {exc}"
+            ) from exc
+
     def remove_orphans(self) -> int:
         """Remove every container under this worker's label and node name (or under its label
         and no node name: an older taskyard's) that another provider made, running ones too
@@ -327,6 +373,18 @@ class DockerSandboxProvider(KernelSandboxProvider):
         except APIError as exc:
             if exc.status_code != 409:  # 409: "removal ... is already in progress"
                 raise
+
+
+def _missing_runtime(runtime: str, known: list[str]) -> str:
+    said = f"the Docker engine has no runtime {runtime!r} (TASKYARD_SANDBOX_RUNTIME); it has "
+    said += ", ".join(known) or "none"
+    if runtime.startswith(GVISOR):
+        said += (
+            ". Install gVisor (Debian: apt-get install runsc) and register it with the engine: "
+            "scripts/setup_docker.sh does both (`runsc install -- --network=none` writes "
+            "/etc/docker/daemon.json, then SIGHUP to dockerd)"
+        )
+    return said
 
 
 def _connect() -> docker.DockerClient:
