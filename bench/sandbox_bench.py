@@ -1,9 +1,11 @@
 """Sandbox figures: image build from scratch, session start, per-call latency. Prints medians.
 
-    .venv/bin/python bench/sandbox_bench.py [--calls 200] [--build]
+    .venv/bin/python bench/sandbox_bench.py [--calls 200] [--build] [--runtimes]
 
 `--build` times scripts/build_sandbox_image.sh from scratch under throw-away tags (debootstrap
-included), so the images other runs use are never touched.
+included), so the images other runs use are never touched. `--runtimes` prints only the Docker
+backend under runc and under gVisor's runsc side by side (`runtime_section`, the `runtimes`
+section of `make bench`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pathlib import Path
 import docker
 
 from shared.sandbox import LocalSandboxProvider
-from shared.sandbox.docker import DockerSandboxProvider
+from shared.sandbox.docker import OWNER_LABEL, DockerSandboxProvider
 from shared.sandbox.provider import KernelSandboxProvider
 from shared.settings import Settings
 
@@ -79,11 +81,100 @@ def bench_provider(name: str, make: Callable[[int], KernelSandboxProvider], call
         pooled.close_all()
 
 
+RUNTIMES = ("runc", "runsc")
+NUMPY_IMPORT = "import numpy as np"
+NUMPY_CELL = "a = np.random.default_rng(0).random((300, 300))\nfloat((a @ a).sum())"
+
+
+class _Side:
+    """One runtime's provider (no warm pool: a cold start is a container start) and its
+    figures, named by what they time."""
+
+    def __init__(self, runtime: str) -> None:
+        settings = Settings(sandbox_runtime=runtime, sandbox_warm_pool=0)
+        self.provider = DockerSandboxProvider(settings, pool_size=0)
+        self.runtime = runtime
+        self.times: dict[str, list[float]] = {}
+
+    def run(self, key: str, code: str) -> float:
+        """Run `code` in the session `key`; how long it took."""
+        sandbox = self.provider.get(f"bench:{self.runtime}-{key}")
+        start = time.perf_counter()
+        result = sandbox.run(code, 60)
+        took = time.perf_counter() - start
+        assert result.error is None, result.error
+        return took
+
+    def time(self, what: str, key: str, code: str) -> None:
+        self.times.setdefault(what, []).append(self.run(key, code))
+
+    def idle_mib(self) -> float:
+        """What an idle session's container holds in memory (its cgroup, page cache left out)."""
+        self.run("idle", "1")
+        api = self.provider._client.api
+        (found,) = api.containers(filters={"label": f"{OWNER_LABEL}={self.provider.owner}"})
+        memory = api.stats(found["Id"], stream=False)["memory_stats"]
+        stats = memory.get("stats", {})
+        self.provider.release(f"bench:{self.runtime}-idle")
+        return float(memory["usage"] - stats.get("cache", stats.get("file", 0))) / (1 << 20)
+
+
+def runtime_section(quick: bool) -> None:
+    """The Docker backend under runc and under gVisor (runsc), in one run, each step taken on
+    both before the next, so the machine's load meets both alike."""
+    starts, calls, cells = (3, 50, 5) if quick else (10, 200, 20)
+    sides = [_Side(runtime) for runtime in RUNTIMES]
+    try:
+        for i in range(starts):  # each a new session: a container created and started
+            for side in sides:
+                side.time("cold start: a new session's first cell, `1`", f"cold{i}", "1")
+                side.time("the first `import numpy` in a session", f"cold{i}", NUMPY_IMPORT)
+                side.provider.release(f"bench:{side.runtime}-cold{i}")
+        memory = [side.idle_mib() for side in sides]
+        for side in sides:
+            side.run("warm", NUMPY_IMPORT)
+        for _ in range(calls):
+            for side in sides:
+                side.time("warm `print(1)`", "warm", "print(1)")
+        for _ in range(cells):
+            for side in sides:
+                side.time("numpy cell, warm: a 300x300 matrix product", "warm", NUMPY_CELL)
+    finally:
+        for side in sides:
+            side.provider.close_all()
+    _print_sides(sides, memory, (starts, calls, cells))
+
+
+def _print_sides(sides: list[_Side], memory: list[float], counts: tuple[int, int, int]) -> None:
+    starts, calls, cells = counts
+    print(f"\n## Sandbox runtimes: runc and gVisor side by side ({starts} cold starts, "
+          f"{calls} warm calls, {cells} numpy cells each; median (p90), ms)")  # fmt: skip
+    print("| | " + " | ".join(side.runtime for side in sides) + " | runsc / runc |")
+    print("| --- | --- | --- | --- |")
+    for what in sides[0].times:
+        medians = [statistics.median(side.times[what]) for side in sides]
+        figures = " | ".join(_p50_p90(side.times[what]) for side in sides)
+        print(f"| {what} | {figures} | {medians[1] / medians[0]:.1f}x |")
+    print(f"| an idle session's memory (its cgroup) | {memory[0]:.0f} MiB | {memory[1]:.0f} MiB "
+          f"| {memory[1] / memory[0]:.1f}x |")  # fmt: skip
+
+
+def _p50_p90(seconds: list[float]) -> str:
+    ordered = sorted(seconds)
+    p90 = ordered[max(0, int(len(ordered) * 0.9) - 1)]
+    return f"{statistics.median(ordered) * 1e3:.1f} ({p90 * 1e3:.1f})"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--build", action="store_true", help="time an image build from scratch")
+    parser.add_argument("--runtimes", action="store_true", help="only runc and runsc, side by side")
+    parser.add_argument("--quick", action="store_true", help="fewer runs (with --runtimes)")
     args = parser.parse_args()
+    if args.runtimes:
+        runtime_section(args.quick)
+        return
     if args.build:
         bench_build()
     settings = Settings(sandbox_warm_pool=0)
