@@ -59,6 +59,7 @@ __all__ = [
     "tool_queue",
     "tool_worker_alive",
     "tool_worker_claims",
+    "tool_worker_place",
     "tool_worker_queue",
     "webhook_secret",
 ]
@@ -126,6 +127,12 @@ TOOL_WORKERS = "tool_workers"
 def tool_worker_alive(node: str) -> str:
     """Kept alive by the tool worker `node` (its heartbeat): its incarnation, while it runs."""
     return f"tool_worker:{node}:alive"
+
+
+def tool_worker_place(node: str) -> str:
+    """Where the tool worker `node`'s sandboxes run (its Docker engine), kept as long as its
+    heartbeat: the workers that one stopping on purpose may hand its sandboxes to."""
+    return f"tool_worker:{node}:place"
 
 
 def tool_worker_queue(node: str) -> str:
@@ -226,7 +233,9 @@ def session_paths(tenant: str, session_id: str) -> str:
 
 def session_sandbox(session_key: str) -> str:
     """Which tool worker holds the session's interpreter (node, incarnation, its queue), whether
-    it lives (`state`: live or lost, and why), its last use."""
+    it lives (`state`: live; handed to the worker named, or parked for any worker where it
+    runs, by one that stopped on purpose; or lost, and why), its last use, and the handle of
+    a handed-over interpreter (`sandbox`)."""
     return f"session:{session_key}:sandbox"
 
 

@@ -82,7 +82,9 @@ class _Store:
         self.artifacts = ArtifactKeeper(self.artifact_store, self.store.publish)
         directory = SandboxDirectory(self.store, _RECORD_TTL_S)
         beat_s, dead_s = settings.tool_worker_beat_s, settings.tool_worker_dead_s
-        self.placement = Placement(directory, self.loop, _me, tools, beat_s, dead_s)
+        self.placement = Placement(
+            directory, self.loop, _me, tools, beat_s, dead_s, settings.sandbox_idle_s
+        )
 
 
 async def _open_store(redis_url: str, broker_url: str) -> TaskStore:

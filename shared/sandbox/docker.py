@@ -29,6 +29,7 @@ import struct
 import threading
 import time
 import uuid
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,11 +40,12 @@ from docker.types import LogConfig, Ulimit
 
 from shared.sandbox.channel import OutputTail, ReplyLines, describe_exit, encode_line, wait_readable
 from shared.sandbox.demand import PoolBounds, pool_bounds
-from shared.sandbox.errors import KernelGone, SandboxUnavailable
+from shared.sandbox.errors import KernelGone, SandboxError, SandboxUnavailable
 from shared.sandbox.provider import KernelSandboxProvider, SandboxLimits
 from shared.settings import Settings, get_settings
 
 __all__ = [
+    "HANDOFF_PREFIX",
     "NODE_LABEL",
     "NO_NODE",
     "OWNER_LABEL",
@@ -61,6 +63,7 @@ NODE_LABEL = "taskyard.node"
 NO_NODE = "-"  # a provider outside a Celery worker (tests, a library user)
 START_TIMEOUT_S = 30.0
 GVISOR = "runsc"
+HANDOFF_PREFIX = "taskyard-handoff-"  # the name of a container handed to another worker
 _GVISOR_HOST_PIDS, _GVISOR_HOST_PIDS_PER_TASK = 64, 8
 
 log = logging.getLogger(__name__)
@@ -78,6 +81,7 @@ class ContainerSpec:
     cpus: float = 1.0
     disk: str = "64m"
     runtime: str = "runc"  # the engine's OCI runtime: "runsc" for gVisor
+    lease_s: float = 10.0  # a kernel whose worker is silent this long ends
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ContainerSpec:
@@ -88,6 +92,7 @@ class ContainerSpec:
             cpus=settings.sandbox_cpus,
             disk=settings.sandbox_disk,
             runtime=settings.sandbox_runtime,
+            lease_s=settings.tool_worker_dead_s,
         )
 
     def create(self, api: docker.APIClient, labels: dict[str, str]) -> str:
@@ -111,7 +116,9 @@ class ContainerSpec:
         created = api.create_container(
             self.image,
             stdin_open=True,
-            detach=False,  # which sets StdinOnce: the kernel sees EOF when our socket closes
+            # No StdinOnce: closing our socket leaves the kernel running, so that another
+            # worker can take it over (a hand-off); the lease ends it once nobody renews it.
+            detach=True,
             tty=False,
             user="65534:65534",
             working_dir="/work",
@@ -216,6 +223,7 @@ class DockerChannel:
             )
             api.start(container)
             channel = cls(api, container, getattr(raw, "_sock", raw), spec.memory)
+            channel.renew(spec.lease_s)  # read once it is ready; from now on it needs us
             channel.wait_ready(START_TIMEOUT_S)
         except (DockerException, KernelGone) as exc:
             said = channel.stderr() if channel is not None else ""
@@ -223,6 +231,39 @@ class DockerChannel:
             detail = f"; it said: {said}" if said else ""
             raise SandboxUnavailable(f"the sandbox kernel did not start: {exc}{detail}") from exc
         return channel
+
+    @classmethod
+    def attach(cls, api: docker.APIClient, container: str, memory: str) -> DockerChannel:
+        """A channel to a kernel already running in `container` (handed off by another
+        worker): its output from now on."""
+        raw = api.attach_socket(
+            container, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
+        )
+        return cls(api, container, getattr(raw, "_sock", raw), memory)
+
+    @property
+    def container(self) -> str:
+        return self._container
+
+    def renew(self, lease_s: float) -> None:
+        """Vouch for this worker `lease_s` longer (`kernel/__init__.py`). Skipped while a
+        request is being sent (the kernel counts that line too) or once closed."""
+        if self._closed or not self._send_lock.acquire(blocking=False):
+            return
+        try:
+            self._sock.sendall(encode_line({"lease": lease_s}))
+        except OSError:
+            pass  # a gone kernel: the next call finds out
+        finally:
+            self._send_lock.release()
+
+    def detach(self, lease_s: float) -> str:
+        """Leave the kernel running for another worker to attach to within `lease_s`, and
+        close only our socket; the container's id. Raises `KernelGone` if it cannot."""
+        self.send({"lease": lease_s})
+        self._closed = True
+        self._sock.close()
+        return self._container
 
     def wait_ready(self, timeout: float) -> None:
         reply = self._demux.read(time.monotonic() + timeout)
@@ -299,6 +340,8 @@ class DockerSandboxProvider(KernelSandboxProvider):
         self.owner = uuid.uuid4().hex[:12]
         self.worker_label = settings.sandbox_worker_label
         self.node = node
+        self._engine: str | None = None
+        self._leases = _Leases(self._spec.lease_s, settings.tool_worker_beat_s)
         super().__init__(
             self._start_kernel,
             pool=pool or pool_bounds(settings, pool_size),
@@ -314,7 +357,60 @@ class DockerSandboxProvider(KernelSandboxProvider):
             OWNER_LABEL: self.owner,
             SESSION_LABEL: session_key or "",
         }
-        return DockerChannel.start(self._client.api, self._spec, labels)
+        return self._leases.keep(DockerChannel.start(self._client.api, self._spec, labels))
+
+    @property
+    def place(self) -> str:
+        """This worker's Docker engine (its ID): another worker on it can take a kernel over."""
+        if self._engine is None:
+            self._engine = f"docker:{self._client.info()['ID']}"
+        return self._engine
+
+    def hand_off(self, lease_s: float) -> dict[str, str]:
+        """See `KernelSandboxProvider.hand_off`: each container keeps running, renamed
+        ``taskyard-handoff-...`` so that its maker's next start leaves it; the handle is the
+        engine and the container ("docker:<engine id>/<container id>")."""
+        handles = {}
+        for key, channel in self._detach_idle().items():
+            assert isinstance(channel, DockerChannel)
+            try:
+                container = channel.detach(lease_s)
+            except KernelGone:
+                channel.close()  # it died meanwhile: nothing to hand over
+                continue
+            self._mark_handed(container)
+            handles[key] = f"{self.place}/{container}"
+        return handles
+
+    def take_over(self, session_key: str, handle: str) -> None:
+        """See `KernelSandboxProvider.take_over`: attach to the handed-off container."""
+        place, _, container = handle.rpartition("/")
+        if place != self.place:
+            raise SandboxUnavailable(
+                "its sandbox runs on another Docker engine; no worker there took it over"
+            )
+        try:
+            state = self._client.api.inspect_container(container)["State"]
+            if not state.get("Running"):
+                raise SandboxUnavailable("its sandbox's container had ended")
+            channel = self._leases.keep(
+                DockerChannel.attach(self._client.api, container, self._spec.memory)
+            )
+        except NotFound:
+            raise SandboxUnavailable("its sandbox's container is gone") from None
+        except (DockerException, requests.RequestException) as exc:
+            raise SandboxUnavailable(f"could not attach to its sandbox: {exc}") from exc
+        try:
+            self._attach(session_key, channel)
+        except SandboxError:
+            channel.close()
+            raise
+
+    def _mark_handed(self, container: str) -> None:
+        try:
+            self._client.api.rename(container, f"{HANDOFF_PREFIX}{container[:12]}")
+        except DockerException:
+            log.warning("could not mark %s as handed off; a restart may remove it", container)
 
     def check(self) -> None:
         """What `KernelSandboxProvider.check` does, under the configured runtime: a runtime
@@ -345,16 +441,20 @@ class DockerSandboxProvider(KernelSandboxProvider):
             for labelled in self._labelled(f"{WORKER_LABEL}={self.worker_label}")
             if labelled["Labels"].get(NODE_LABEL, self.node) == self.node
             and labelled["Labels"].get(OWNER_LABEL) != self.owner
+            and not _handed_off(labelled)
         ]
         for container_id in leftovers:
             self._remove_quietly(container_id)
         return len(leftovers)
 
     def close_all(self) -> None:
-        """Stop every session and warm container, and any container this provider left."""
+        """Stop every session and warm container, and any container this provider left (but
+        those it handed off)."""
+        self._leases.stop()
         super().close_all()
         for labelled in self._labelled(f"{OWNER_LABEL}={self.owner}"):
-            self._remove_quietly(labelled["Id"])
+            if not _handed_off(labelled):
+                self._remove_quietly(labelled["Id"])
 
     def _labelled(self, label: str) -> list[dict[str, Any]]:
         # The engine's list as it is, labels included: the SDK's `containers.list` fetches
@@ -373,6 +473,43 @@ class DockerSandboxProvider(KernelSandboxProvider):
         except APIError as exc:
             if exc.status_code != 409:  # 409: "removal ... is already in progress"
                 raise
+
+
+class _Leases:
+    """Renews the lease of every kernel a provider holds, each `every_s`, from a thread of
+    its own: while it runs, its kernels live; once it stops (the worker exits or is killed),
+    each ends within `lease_s` (one handed off has its own, longer lease)."""
+
+    def __init__(self, lease_s: float, every_s: float) -> None:
+        self._lease_s = lease_s
+        self._every_s = min(every_s, lease_s / 3)
+        self._channels: weakref.WeakSet[DockerChannel] = weakref.WeakSet()
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()
+        threading.Thread(target=self._renew, name="sandbox-leases", daemon=True).start()
+
+    def keep(self, channel: DockerChannel) -> DockerChannel:
+        with self._lock:
+            self._channels.add(channel)
+        return channel
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    def _renew(self) -> None:
+        while not self._stopped.wait(self._every_s):
+            with self._lock:
+                channels = list(self._channels)
+            for channel in channels:
+                channel.renew(self._lease_s)
+
+
+def _handed_off(listed: dict[str, Any]) -> bool:
+    """Whether a container (as the engine lists it) runs a kernel handed to another worker."""
+    names = listed.get("Names") or []
+    return listed.get("State") == "running" and any(
+        name.lstrip("/").startswith(HANDOFF_PREFIX) for name in names
+    )
 
 
 def _missing_runtime(runtime: str, known: list[str]) -> str:
