@@ -122,8 +122,7 @@ class Placement:
         handles = sandboxes.hand_off(self.handoff_lease_s)
         takers = itertools.cycle(peers or [None])
         handed = {key: Handover(handle, next(takers)) for key, handle in handles.items()}
-        unclaimed = f"{why}, and no tool worker where its interpreter runs took it over"
-        held = self.loop.run(self.directory.hand_over(self.me, handed, unclaimed))
+        held = self.loop.run(self.directory.hand_over(self.me, handed, why))
         log.info("left: %d interpreters handed over (%d held here), to %d workers",
                  len(handed), held, len(peers))  # fmt: skip
 

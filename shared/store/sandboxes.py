@@ -87,9 +87,9 @@ class SandboxDirectory:
     async def hand_over(
         self, worker: ToolWorkerId, handed: Mapping[str, Handover], reason: str
     ) -> int:
-        """The worker, leaving, hands these sessions' running interpreters over; `reason` is
-        what a session's next call says if nobody can take its interpreter. How many records
-        it held."""
+        """The worker, leaving, hands these sessions' running interpreters over; `reason`
+        (why) is what a session's next call says if nobody can take its interpreter over. How
+        many records it held."""
         if not handed:
             return 0
         records = [keys.session_sandbox(key) for key in handed]

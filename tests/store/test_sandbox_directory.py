@@ -176,13 +176,11 @@ async def test_a_parked_interpreter_goes_to_whoever_runs_where_it_runs(
     for key in ("t:here", "t:there"):
         await directory.claim(A, key, ENGINE)
     handed = {key: Handover(HANDLE) for key in ("t:here", "t:there")}
-    assert await directory.hand_over(A, handed, "A stopped; nobody took it") == 2
+    assert await directory.hand_over(A, handed, "A stopped") == 2
     await directory.stop_beating(A)
-    assert await directory.claim(B, "t:here", ENGINE) == SessionClaim(
-        "adopt", "A stopped; nobody took it", HANDLE
-    )
+    assert await directory.claim(B, "t:here", ENGINE) == SessionClaim("adopt", "A stopped", HANDLE)
     assert await directory.claim(C, "t:there", ELSEWHERE) == SessionClaim(
-        "lost", "A stopped; nobody took it"
+        "lost", "A stopped, and no tool worker where its interpreter runs took it over"
     )
     assert await directory.claim(C, "t:there", None) == SessionClaim("mine")
 

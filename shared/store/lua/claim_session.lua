@@ -31,7 +31,8 @@ if f[3] == 'handed' or f[3] == 'parked' then
   if place ~= '' and string.sub(handle, 1, #place + 1) == place .. '/' then
     return take('adopt', f[4] or '', handle)
   end
-  return take('lost', f[4] or '')
+  return take('lost', (f[4] or '') .. ', and no tool worker where its interpreter runs took ' ..
+              'it over')
 end
 if f[3] ~= 'live' then return take('lost', f[4] or '') end
 if not same_node and holder_lives then return {'forward', f[5], ''} end

@@ -1,6 +1,6 @@
 -- A tool worker stopping on purpose hands its sessions' running interpreters over. Each record
--- it still holds keeps the interpreter's handle and the reason the model reads should nobody
--- take it over, and names the worker chosen to ('handed': the session's jobs go to that
+-- it still holds keeps the interpreter's handle and why it was handed over (what the model
+-- reads should nobody take it over), and names the worker chosen to ('handed': the session's jobs go to that
 -- worker, which takes the interpreter over on the next call) or none ('parked': whichever
 -- worker where the interpreter runs gets the next call takes it over).
 -- KEYS: the sessions' sandbox records
