@@ -2,14 +2,15 @@
 next to a bare Celery hop, step cost along a long workflow, the gateway, how fast new
 sessions get a sandbox under a burst (the warm pool), a workload with every service on a
 host of its own next to the same on loopback, the capacity model (CPU per step in each
-service and in Redis, what one more core or host buys), and the sandbox under runc and
-under gVisor side by side.
+service and in Redis, what one more core or host buys), the sandbox under runc and under
+gVisor side by side, and a sandbox's hand-off between tool workers.
 
 Every figure comes from this run on this machine; the old configuration (the agent worker
 on Celery's threads pool, -c 16) runs beside the new one (gevent, -c 1000).
 
     .venv/bin/python bench/agent_tier_bench.py
-        [--only inflight,overhead,long,gateway,warmpool,hosts,capacity,runtimes] [--quick]
+        [--only inflight,overhead,long,gateway,warmpool,hosts,capacity,runtimes,handoff]
+        [--quick]
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from _bench_long import long_section
 from _bench_overhead import overhead_section
 from _bench_warm_pool import warm_pool_section
 from _stackbench import configure_model, peak_rss_kb, rss_kb, submit_burst, wait_ended
-from sandbox_bench import runtime_section
+from sandbox_bench import handoff_section, runtime_section
 
 from devstack.stack import LocalStack
 
@@ -124,6 +125,7 @@ SECTIONS: dict[str, Callable[[bool], None]] = {
     "hosts": hosts_section,
     "capacity": capacity_section,
     "runtimes": runtime_section,
+    "handoff": handoff_section,
 }
 
 

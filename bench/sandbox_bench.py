@@ -1,11 +1,12 @@
 """Sandbox figures: image build from scratch, session start, per-call latency. Prints medians.
 
-    .venv/bin/python bench/sandbox_bench.py [--calls 200] [--build] [--runtimes]
+    .venv/bin/python bench/sandbox_bench.py [--calls 200] [--build] [--runtimes] [--handoff]
 
 `--build` times scripts/build_sandbox_image.sh from scratch under throw-away tags (debootstrap
 included), so the images other runs use are never touched. `--runtimes` prints only the Docker
 backend under runc and under gVisor's runsc side by side (`runtime_section`, the `runtimes`
-section of `make bench`).
+section of `make bench`); `--handoff` only a planned exit's hand-off and a killed worker's
+kernels' lease (`handoff_section`, the `handoff` section).
 """
 
 from __future__ import annotations
@@ -14,14 +15,16 @@ import argparse
 import os
 import statistics
 import subprocess
+import sys
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 import docker
 
 from shared.sandbox import LocalSandboxProvider
-from shared.sandbox.docker import OWNER_LABEL, DockerSandboxProvider
+from shared.sandbox.docker import OWNER_LABEL, WORKER_LABEL, DockerSandboxProvider
 from shared.sandbox.provider import KernelSandboxProvider
 from shared.settings import Settings
 
@@ -165,15 +168,88 @@ def _p50_p90(seconds: list[float]) -> str:
     return f"{statistics.median(ordered) * 1e3:.1f} ({p90 * 1e3:.1f})"
 
 
+CRASH = """
+import os, sys, time
+from shared.sandbox.docker import DockerSandboxProvider
+p = DockerSandboxProvider(pool_size=0)
+for i in range(int(sys.argv[1])):
+    p.get(f'bench:crash{i}').run('x = 1', 30)
+print('ready', flush=True)
+time.sleep(60)
+"""
+
+
+def handoff_section(quick: bool) -> None:
+    """A planned exit's hand-off between two providers on this engine (`hand_off` of idle
+    sessions, `take_over`, the first call after it), and how long a killed worker's kernels
+    live on (their lease: `TOOL_WORKER_DEAD_S`)."""
+    sessions = 5 if quick else 20
+    settings = Settings(sandbox_warm_pool=0, sandbox_worker_label=f"bench-{uuid.uuid4().hex[:8]}")
+    maker = DockerSandboxProvider(settings, node="bench@a")
+    taker = DockerSandboxProvider(settings, node="bench@b")
+    keys = [f"bench:handoff{i}" for i in range(sessions)]
+    handles: dict[str, str] = {}
+    try:
+        for key in keys:
+            maker.get(key).run("import numpy as np\nx = np.arange(10)", 30)
+        handed_s = _timed(lambda: handles.update(maker.hand_off(600)))
+        maker.close_all()
+        takes = [_timed(lambda key=key: taker.take_over(key, handles[key])) for key in keys]
+        firsts = [_timed(lambda key=key: taker.get(key).run("int(x.sum())", 30)) for key in keys]
+        warm = [_timed(lambda key=key: taker.get(key).run("int(x.sum())", 30)) for key in keys]
+        kept = sum(taker.get(key).run("int(x.sum())", 30).result == "45" for key in keys)
+    finally:
+        maker.close_all()
+        taker.close_all()
+    lease_s, exited_s = _crash_lease(settings, 3 if quick else 10)
+    print(f"\n## Hand-off on a planned exit ({sessions} idle sessions, numpy imported; ms)")
+    print("| | median | p90 |")
+    print("| --- | --- | --- |")
+    print(f"| `hand_off`: all {sessions} detached, leased, renamed | {handed_s * 1e3:.1f} | |")
+    for what, seconds in (("`take_over` of one session (inspect, attach)", takes),
+                          ("its first call after, `int(x.sum())`", firsts),
+                          ("a warm call, for comparison", warm)):  # fmt: skip
+        print(f"| {what} | {_p50_p90(seconds).replace(' (', ' | ').rstrip(')')} |")
+    print(f"state kept: {kept} of {sessions} sessions")
+    print(f"a SIGKILLed worker's kernels ({lease_s:g} s lease): all exited "
+          f"{exited_s:.1f} s after the kill")  # fmt: skip
+
+
+def _crash_lease(settings: Settings, kernels: int) -> tuple[float, float]:
+    """Start `kernels` sessions in a process, SIGKILL it, and time until every container ended."""
+    label = f"bench-crash-{uuid.uuid4().hex[:8]}"
+    env = {**os.environ, "TASKYARD_SANDBOX_WORKER_LABEL": label}
+    child = subprocess.Popen(
+        [sys.executable, "-c", CRASH, str(kernels)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+    client = docker.from_env()
+    labelled = {"label": f"{WORKER_LABEL}={label}"}
+    child.kill()
+    child.wait()
+    killed = time.perf_counter()
+    while any(c["State"] == "running" for c in client.api.containers(all=True, filters=labelled)):
+        time.sleep(0.1)
+    exited_s = time.perf_counter() - killed
+    for container in client.api.containers(all=True, filters=labelled):
+        client.api.remove_container(container["Id"], force=True)
+    return settings.tool_worker_dead_s, exited_s
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--build", action="store_true", help="time an image build from scratch")
     parser.add_argument("--runtimes", action="store_true", help="only runc and runsc, side by side")
-    parser.add_argument("--quick", action="store_true", help="fewer runs (with --runtimes)")
+    parser.add_argument("--handoff", action="store_true", help="only the hand-off figures")
+    parser.add_argument("--quick", action="store_true", help="fewer runs (with those two)")
     args = parser.parse_args()
-    if args.runtimes:
-        runtime_section(args.quick)
+    if args.runtimes or args.handoff:
+        if args.runtimes:
+            runtime_section(args.quick)
+        if args.handoff:
+            handoff_section(args.quick)
         return
     if args.build:
         bench_build()
