@@ -25,7 +25,7 @@ import docker
 
 from shared.sandbox import LocalSandboxProvider
 from shared.sandbox.docker import OWNER_LABEL, WORKER_LABEL, DockerSandboxProvider
-from shared.sandbox.provider import KernelSandboxProvider
+from shared.sandbox.provider import KernelSandboxProvider, SandboxLimits
 from shared.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -185,8 +185,9 @@ def handoff_section(quick: bool) -> None:
     live on (their lease: `TOOL_WORKER_DEAD_S`)."""
     sessions = 5 if quick else 20
     settings = Settings(sandbox_warm_pool=0, sandbox_worker_label=f"bench-{uuid.uuid4().hex[:8]}")
-    maker = DockerSandboxProvider(settings, node="bench@a")
-    taker = DockerSandboxProvider(settings, node="bench@b")
+    roomy = SandboxLimits(per_tenant=10_000, per_worker=10_000)  # no eviction in the way
+    maker = DockerSandboxProvider(settings, node="bench@a", limits=roomy)
+    taker = DockerSandboxProvider(settings, node="bench@b", limits=roomy)
     keys = [f"bench:handoff{i}" for i in range(sessions)]
     handles: dict[str, str] = {}
     try:

@@ -31,6 +31,7 @@ __all__ = [
     "gateway_wake",
     "idempotency",
     "proxy_ratelimit",
+    "session_cells",
     "session_compaction",
     "session_epoch",
     "session_key",
@@ -38,6 +39,7 @@ __all__ = [
     "session_memory",
     "session_memory_path",
     "session_paths",
+    "session_replay",
     "session_sandbox",
     "session_tasks",
     "session_values",
@@ -229,6 +231,18 @@ def session_tasks(tenant: str, session_id: str) -> str:
 def session_paths(tenant: str, session_id: str) -> str:
     """The memory paths a session's agents have written (so forgetting it finds them all)."""
     return f"session:{tenant}:{session_id}:paths"
+
+
+def session_cells(session_key: str) -> str:
+    """The cells that ran without an error in the session's current interpreter, in order
+    (`shared/actions/cells.py`)."""
+    return f"session:{session_key}:cells"
+
+
+def session_replay(session_key: str) -> str:
+    """The cells of the session's interpreter before its state was last lost: what
+    ``%replay`` runs again."""
+    return f"session:{session_key}:replay"
 
 
 def session_sandbox(session_key: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from shared.actions import ActionExecutor, ActionResources
+from shared.actions import ActionExecutor, ActionResources, CellLog
 from shared.sandbox import SandboxProvider, make_sandbox_provider
 from shared.schema import AgentMessage, ToolCall
 from shared.settings import Settings
@@ -23,6 +23,14 @@ class ToolRunner:
         self._lock = threading.Lock()
         self._sandboxes: SandboxProvider | None = None
         self._executor: ActionExecutor | None = None
+        self._cells: CellLog | None = None
+
+    def keep_cells(self, cells: CellLog) -> None:
+        """Where the interpreter keeps sessions' cells for a replay; before the first use."""
+        with self._lock:
+            if self._executor is not None:
+                raise RuntimeError("keep_cells after the actions were made")
+            self._cells = cells
 
     @property
     def made_sandboxes(self) -> SandboxProvider | None:
@@ -58,7 +66,9 @@ class ToolRunner:
         with self._lock:
             if self._executor is None:
                 self._sandboxes = make_sandbox_provider(self.settings, self.node)
-                resources = ActionResources(settings=self.settings, sandboxes=self._sandboxes)
+                resources = ActionResources(
+                    settings=self.settings, sandboxes=self._sandboxes, cells=self._cells
+                )
                 self._executor = ActionExecutor.from_registry(resources)
             return self._executor
 

@@ -137,6 +137,7 @@ async def forget_session(store: TaskStore, tenant: str, session_id: str) -> None
         keys.session_memory(tenant, session_id), names, *written,
         keys.session_values(tenant, session_id),
         keys.browser_results(session_key), keys.session_sandbox(session_key),
+        keys.session_cells(session_key), keys.session_replay(session_key),
         keys.session_compaction(tenant, session_id), keys.session_tasks(tenant, session_id),
     ]  # fmt: skip
     async with store.r.pipeline(transaction=True) as pipe:

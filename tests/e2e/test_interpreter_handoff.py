@@ -1,10 +1,12 @@
 """Two tool workers on one Docker engine: a worker stopped on purpose (scale-in, a deploy: a
 warm shutdown) hands its sessions' running interpreters to the other, which takes them over
 on their next call; state and files survive, through the gateway, and nobody is told of a
-loss. The stopped worker's restart leaves what it handed over."""
+loss. The stopped worker's restart leaves what it handed over. A worker killed costs its
+sessions their state, said once, and the model may have their recorded cells run again."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -22,7 +24,11 @@ LOST = "Note: state lost ("
 
 @pytest.fixture(scope="module")
 def stack(sandbox_image: str) -> Iterator[LocalStack]:
-    env = {"TASKYARD_TOOL_WORKER_BEAT_S": "0.3", "TASKYARD_TOOL_WORKER_DEAD_S": "2"}
+    env = {
+        "TASKYARD_TOOL_WORKER_BEAT_S": "0.3", "TASKYARD_TOOL_WORKER_DEAD_S": "2",
+        "TASKYARD_SWEEP_INTERVAL_S": "0.5", "TASKYARD_STALL_S": "4",
+        "TASKYARD_VISIBILITY_TIMEOUT_S": "6",
+    }  # fmt: skip
     stack = LocalStack(sandbox_backend="docker", tool_workers=2, extra_env=env).start()
     yield stack
     stack.stop()
@@ -78,3 +84,25 @@ def test_state_and_files_survive_and_the_stopped_workers_restart_leaves_them(
     for n, session in enumerate(sessions):
         after = _output(client, "print(x + 1, open('mine.txt').read())", session)
         assert after.strip() == f"{n * 100 + 1} {session}", (session, holders[session], after)
+
+
+def test_a_killed_workers_session_is_told_and_may_replay_its_cells(
+    stack: LocalStack, client: TaskyardClient
+) -> None:
+    session = f"handoff-{uuid.uuid4().hex[:6]}"
+    assert _output(client, "x = 40\nprint(x)", session).strip() == "40"
+    assert _output(client, "x += 1\nprint(x)", session).strip() == "41"
+    node = _holder(client, session)
+    name = _process(stack, node)
+    stack.kill(name)
+    try:
+        time.sleep(2.5)  # its heartbeat lapses: the next call goes to the other worker
+        lost = _output(client, "print(globals().get('x'))", session)
+        assert f"Note: state lost (its tool worker {node} stopped answering" in lost
+        assert "2 earlier cells that ran without an error are recorded" in lost
+        assert "\nNone\n" in lost  # a fresh interpreter ran the cell
+        replayed = _output(client, "%replay", session)
+        assert replayed.startswith("Replayed the 2 cells recorded before"), replayed
+        assert _output(client, "print(x + 1)", session).strip() == "42"
+    finally:
+        stack.restart(name)
