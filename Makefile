@@ -43,10 +43,14 @@ lint: venv
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-## bench: the agent tier's figures in one run (wrk, a C load generator, is installed if missing)
+## bench: the agent tier's figures in one run (wrk, a C load generator, is installed if missing),
+## then two LLM proxy instances sharing placements against one (hit share, added latency), then
+## the chaos run's failover variant (Redis's primary SIGKILLed under Sentinel)
 bench: venv deps
 	command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk >/dev/null)
 	$(BIN)/python bench/agent_tier_bench.py
+	$(BIN)/python bench/proxy_bench.py --fleet
+	$(BIN)/python bench/chaos_run.py --variants failover
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .import_linter_cache

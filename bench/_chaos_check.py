@@ -11,6 +11,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -106,7 +107,7 @@ def read_back(
     sessions: dict[str, dict[int, str]] = defaultdict(dict)
     for token, task_id in accepted.items():
         sessions[by_token[token].session_id][token] = task_id
-    _check_memories(verdict, stack.redis_url, tenant, sessions)
+    _check_memories(verdict, stack.master_url, tenant, sessions)  # after a failover: the new one
     _count_tool_runs(verdict, stack.log_path("tool_worker"), set(ids), tool_kills)
     verdict.redriven = Counter(
         entry["msg"].rpartition("(")[2].rstrip(")")
@@ -217,7 +218,7 @@ def _count_tool_runs(verdict: Verdict, tool_log: Path, ids: set[str], kills: lis
     starts: dict[tuple[str, str], list[float]] = defaultdict(list)
     for entry in _json_lines(tool_log, _TOOL_CALL_LOG):
         if entry.get("task_id") in ids:
-            starts[entry["task_id"], entry.get("call_id", "")].append(entry["ts"])
+            starts[entry["task_id"], entry.get("call_id", "")].append(_unix(entry["ts"]))
     for times in starts.values():
         if len(times) < 2:
             continue
@@ -225,6 +226,12 @@ def _count_tool_runs(verdict: Verdict, tool_log: Path, ids: set[str], kills: lis
             verdict.started_again_after_kill += 1
         else:
             verdict.started_again_no_kill += 1
+
+
+def _unix(ts: str | float) -> float:
+    """A log line's time (ISO 8601, as `shared.logs` writes it) in Unix seconds, as the kill
+    times are."""
+    return ts if isinstance(ts, float | int) else datetime.fromisoformat(ts).timestamp()
 
 
 def _json_lines(log: Path, marker: str) -> list[dict[str, Any]]:

@@ -1,5 +1,7 @@
 """The chaos itself: a thread that SIGKILLs and restarts the agent and tool workers at random
-every few seconds, and restarts Redis once (SHUTDOWN, or SIGKILL), with LocalStack's helpers.
+every few seconds, and restarts Redis once (SHUTDOWN, or SIGKILL), or under Sentinel SIGKILLs
+the primary once and starts it again after the replica's promotion (it returns as the new
+master's replica), with LocalStack's helpers.
 
 A kill is `LocalStack.kill` (SIGKILL of the service's process group, as a crash); the
 restart is the same command line, waited on until the worker logs that it is ready.
@@ -48,7 +50,7 @@ class Chaos:
         self.stack = stack
         self.rng = rng
         self.pause_s = pause_s
-        self.redis_fault = redis_fault  # None, "shutdown" or "sigkill"
+        self.redis_fault = redis_fault  # None, "shutdown", "sigkill" or "failover"
         self.redis_at_s = redis_at_s  # seconds after start()
         self.log = FaultLog()
         self._stop = threading.Event()
@@ -90,6 +92,9 @@ class Chaos:
 
     def _restart_redis(self, kind: str) -> None:
         at = time.monotonic() - self._began
+        if kind == "failover":
+            self._fail_over(at)
+            return
         if kind == "shutdown":
             client = redis.Redis.from_url(self.stack.redis_url)
             client.shutdown()  # writes and fsyncs the AOF, then exits
@@ -101,3 +106,20 @@ class Chaos:
         self.stack.restart("redis")  # waits until it answers (its AOF loaded)
         down = time.monotonic() - self._began - at
         self.log.redis = f"{kind.upper()} at {at:.1f} s, answering again {down:.1f} s later"
+
+    def _fail_over(self, at: float) -> None:
+        """SIGKILL the primary; once the sentinels have promoted the replica, start the old
+        primary again (it comes back as the new master's replica)."""
+        sentinels = self.stack.sentinels
+        assert sentinels is not None, "the failover variant runs on LocalStack(redis_sentinel=True)"
+        killed = time.monotonic()
+        self.stack.kill("redis")
+        sentinels.wait_promoted(self.stack.ports.redis)
+        promoted = time.monotonic() - killed
+        self.stack.restart("redis")
+        sentinels.wait_replica_online()
+        replicated = time.monotonic() - killed
+        self.log.redis = (
+            f"primary SIGKILLed at {at:.1f} s, replica promoted {promoted:.1f} s later, "
+            f"a replica online again (the old primary) {replicated:.1f} s after the kill"
+        )

@@ -6,7 +6,9 @@ own interpreter and is not the bottleneck of what it measures. Spec keys:
 - ``host``, ``port``; ``concurrency`` connections, each sending one request at a time;
 - ``requests``: a list of ``{"path", "body", "headers"}`` sent round and round, or ``lanes``:
   lists of such requests, each lane sent in order on one connection (a multi-turn session),
-  to ``port`` or, when given, to the lane's own port in ``lane_ports``;
+  to ``port`` or, when given, to the lane's own port in ``lane_ports``, or each turn to its
+  own port, ``turn_ports[lane][turn]`` (a session's turns spread over proxy instances);
+  ``think_ms`` passes between a lane's turns (an agent's tool call before its next model call);
 - ``max_requests`` and ``duration_s`` bound the measured part; ``warmup_s`` runs first, unmeasured.
 
 The result gives requests/s, latency and time-to-first-body-byte percentiles in milliseconds,
@@ -177,16 +179,26 @@ async def _cycle_worker(
 async def _lane_worker(
     run: _Run, spec: dict[str, Any], lanes: asyncio.Queue[tuple[int, list[bytes]]]
 ) -> None:
+    think_s = float(spec.get("think_ms", 0)) / 1000
     while run.may_start() and not lanes.empty():
-        conn: _Connection | None = None
+        conns: dict[int, _Connection | None] = {}
         lane, requests = lanes.get_nowait()
-        port = spec["lane_ports"][lane] if "lane_ports" in spec else spec["port"]
-        for data in requests:
+        for turn, data in enumerate(requests):
             if not run.may_start():
                 break
-            conn = await _send(run, spec["host"], port, conn, data, lane)
-        if conn is not None:
-            conn.close()
+            if turn and think_s:
+                await asyncio.sleep(think_s)
+            port = _turn_port(spec, lane, turn)
+            conns[port] = await _send(run, spec["host"], port, conns.get(port), data, lane)
+        for conn in conns.values():
+            if conn is not None:
+                conn.close()
+
+
+def _turn_port(spec: dict[str, Any], lane: int, turn: int) -> int:
+    if "turn_ports" in spec:
+        return int(spec["turn_ports"][lane][turn])
+    return int(spec["lane_ports"][lane]) if "lane_ports" in spec else int(spec["port"])
 
 
 def _percentiles(values_ns: list[int]) -> dict[str, float]:

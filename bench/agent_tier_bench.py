@@ -2,15 +2,16 @@
 next to a bare Celery hop, step cost along a long workflow, the gateway, how fast new
 sessions get a sandbox under a burst (the warm pool), a workload with every service on a
 host of its own next to the same on loopback, the capacity model (CPU per step in each
-service and in Redis, what one more core or host buys), the sandbox under runc and under
-gVisor side by side, and a sandbox's hand-off between tool workers.
+service and in Redis, what one more core or host buys), what the gateway's 202 promise
+costs (its accept waiting for a Redis replica), the sandbox under runc and under gVisor side
+by side, and a sandbox's hand-off between tool workers.
 
 Every figure comes from this run on this machine; the old configuration (the agent worker
 on Celery's threads pool, -c 16) runs beside the new one (gevent, -c 1000).
 
     .venv/bin/python bench/agent_tier_bench.py
-        [--only inflight,overhead,long,gateway,warmpool,hosts,capacity,runtimes,handoff]
-        [--quick]
+        [--only inflight,overhead,long,gateway,warmpool,hosts,capacity,acceptwait,runtimes,
+                handoff] [--quick]
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _bench_accept_wait import accept_wait_section
 from _bench_capacity import capacity_section
 from _bench_gateway import gateway_section
 from _bench_hosts import hosts_section
@@ -124,6 +126,7 @@ SECTIONS: dict[str, Callable[[bool], None]] = {
     "warmpool": warm_pool_section,
     "hosts": hosts_section,
     "capacity": capacity_section,
+    "acceptwait": accept_wait_section,
     "runtimes": runtime_section,
     "handoff": handoff_section,
 }

@@ -2,7 +2,8 @@
 
 Not part of `make test`: it takes minutes and both cores. Run it a few times, not in a loop:
 
-    .venv/bin/python bench/chaos_run.py [--variants workers,shutdown,sigkill] [--tasks 1000]
+    .venv/bin/python bench/chaos_run.py [--variants workers,shutdown,sigkill,failover]
+        [--tasks 1000]
 
 Each variant starts its own local stack (every service a process, a Redis of its own, the
 scripted model, Docker sandboxes), submits `--tasks` tasks through the gateway, dealt
@@ -14,7 +15,12 @@ at random, every `--pause` seconds (uniform), restarting it at once (`LocalStack
 - `shutdown`: and Redis gets SHUTDOWN once, half-way through the window (redis-py's
   `shutdown()`, which fsyncs the AOF), and is started again a second later;
 - `sigkill`: and Redis gets SIGKILL once instead, half-way, run with `appendfsync always`;
-- `sigkill-everysec` (only when asked for): the same SIGKILL under Redis's default policy.
+- `sigkill-everysec` (only when asked for): the same SIGKILL under Redis's default policy;
+- `failover`: Redis is a primary, a replica and three sentinels (`LocalStack(redis_sentinel=
+  True)`); the primary gets SIGKILL once, half-way; once Sentinel has promoted the replica it
+  is started again and returns as the new master's replica. The gateway answers 202 only once
+  the replica holds the task (docs/deployment.md), so while one server is down it answers 503
+  and the submission is sent again.
 
 The chaos stops when the window has passed; then the run waits up to `--drain` seconds for
 every accepted task to end, and reads them all back. Each task's input is a ```python block
@@ -84,8 +90,10 @@ class Variant:
     title: str
     redis_fault: str | None
     appendfsync: str
+    sentinel: bool = False  # a replica and three sentinels beside the primary
 
 
+_FAILOVER = "workers + the Redis primary SIGKILLed once, Sentinel promoting its replica"
 VARIANTS = {
     "workers": Variant("workers", "agent and tool workers SIGKILLed", None, "everysec"),
     "shutdown": Variant("shutdown", "workers + Redis SHUTDOWN once", "shutdown", "everysec"),
@@ -94,8 +102,9 @@ VARIANTS = {
     "sigkill-everysec": Variant(
         "sigkill-everysec", "workers + Redis SIGKILL once", "sigkill", "everysec"
     ),
+    "failover": Variant("failover", _FAILOVER, "failover", "everysec", sentinel=True),
 }
-DEFAULT_VARIANTS = "workers,shutdown,sigkill"
+DEFAULT_VARIANTS = "workers,shutdown,sigkill,failover"
 
 
 def stack_env(sessions: int) -> dict[str, str]:
@@ -109,7 +118,7 @@ def stack_env(sessions: int) -> dict[str, str]:
 def run_variant(variant: Variant, args: argparse.Namespace) -> None:
     stack = LocalStack(
         sandbox_backend="docker", redis_appendfsync=variant.appendfsync,
-        extra_env=stack_env(args.sessions),
+        redis_sentinel=variant.sentinel, extra_env=stack_env(args.sessions),
     ).start()  # fmt: skip
     tasks = make_tasks(args.tasks, args.sessions)
     chaos = Chaos(stack, random.Random(args.seed), args.pause, variant.redis_fault,
@@ -121,7 +130,7 @@ def run_variant(variant: Variant, args: argparse.Namespace) -> None:
                                  _SUBMIT_PATIENCE_S)  # fmt: skip
         time.sleep(max(0.0, began + args.window - time.monotonic()))
         faults = chaos.stop()
-        drain = watch_drain(stack.redis_url, submitted.accepted.values(), time.monotonic(),
+        drain = watch_drain(stack.master_url, submitted.accepted.values(), time.monotonic(),
                             args.drain)  # fmt: skip
         verdict = read_back(stack, submitted.accepted, tasks, drain.pending,
                             faults.kills["tool_worker"])  # fmt: skip

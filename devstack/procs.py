@@ -49,6 +49,7 @@ class Child:
     argv: list[str]
     log: Path
     popen: subprocess.Popen[bytes]
+    log_start: int = 0  # where this run's output begins in a log kept across restarts
 
     @property
     def pid(self) -> int:
@@ -87,7 +88,8 @@ class Child:
         found: list[str] = []
 
         def announced() -> bool:
-            found.extend(_ANNOUNCED.findall(self.log_text())[:1])
+            # This run's line: a child started again under its name appends to the same log.
+            found.extend(_ANNOUNCED.findall(self.log_text(self.log_start))[:1])
             return bool(found)
 
         self.wait_until(announced, "its port announced", timeout_s)
@@ -151,10 +153,11 @@ class Processes:
             raise ValueError(f"{name} is started already")  # its child would be lost
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log = self.log_path(name)
+        start = len(log.read_text(errors="replace")) if log.exists() else 0
         with log.open("ab") as out:  # the child holds its own copy of the descriptor
             popen = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out,
                                      stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
-        child = Child(name, argv, log, popen)
+        child = Child(name, argv, log, popen, start)
         self.children[name] = child
         return child
 

@@ -26,6 +26,7 @@ import redis
 from devstack.hosts import Host
 from devstack.llm import proxy_argv, scripted_model_argv
 from devstack.procs import Child, Processes, free_port
+from devstack.sentinel import SentinelGroup
 from shared import keys
 from shared.sandbox.docker import WORKER_LABEL
 from shared.settings import parse_api_keys
@@ -62,6 +63,9 @@ class LocalStack:
     # Redis's AOF fsync policy: "everysec" (Redis's default) or "always" (an acknowledged
     # write survives a SIGKILL of Redis; see docs/deployment.md, Redis durability).
     redis_appendfsync: str = "everysec"
+    # Redis through Sentinel: a replica of the stack's Redis and three sentinels, and every
+    # service reaching the master they name (`devstack.sentinel`), so the primary can be killed.
+    redis_sentinel: bool = False
     sandbox_backend: str = "docker"
     upstreams: str | None = None  # real OpenAI-compatible upstreams; scripted model if None
     model_tokens_per_s: float = 0  # the scripted model's stream pace (0: as fast as it can)
@@ -84,9 +88,14 @@ class LocalStack:
     token_secret: str = field(default_factory=lambda: secrets.token_hex(32))
     argvs: dict[str, list[str]] = field(default_factory=dict)  # of every service started
     processes: Processes = field(init=False)
+    sentinels: SentinelGroup | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.processes = Processes(log_dir=self.run_dir)
+        if self.redis_sentinel:
+            if self.hosts:
+                raise ValueError("redis_sentinel runs its replica and sentinels on loopback")
+            self.sentinels = SentinelGroup(self.run_dir, self.ports.redis)
 
     @property
     def procs(self) -> dict[str, Child]:
@@ -129,6 +138,13 @@ class LocalStack:
         return f"http://{self.address('model')}:{self.ports.model}"
 
     @property
+    def master_url(self) -> str:
+        """The Redis that takes writes now: under Sentinel, the master the sentinels name
+        (after a failover, the promoted replica); else `redis_url`."""
+        found = self.sentinels.master_address() if self.sentinels else None
+        return f"redis://{found[0]}:{found[1]}" if found else self.redis_url
+
+    @property
     def metrics_urls(self) -> dict[str, str]:
         """Where each service serves its Prometheus metrics."""
         own = {name: f"http://{self.address(name)}:{port}/metrics"
@@ -162,6 +178,7 @@ class LocalStack:
             # Everything here is on loopback or a private network, webhook receivers too.
             "TASKYARD_WEBHOOK_ALLOW_PRIVATE": "true",
             _TOKEN_SECRET: self.token_secret,
+            **(self.sentinels.env() if self.sentinels else {}),
             **self.extra_env,
         }
 
@@ -183,13 +200,10 @@ class LocalStack:
             self._wait_ready(name)
 
     def commands(self) -> dict[str, list[str]]:
-        """Each service's command line, in start order (Redis first)."""
+        """Each service's command line, in start order (Redis first, then its replica and
+        sentinels if any)."""
         py, at = sys.executable, self.address
-        server = [_redis_server(), "--port", str(self.ports.redis), "--bind", at("redis"),
-                 "--appendonly", "yes", "--appendfsync", self.redis_appendfsync,
-                 "--dir", str(self.data_dir("redis")),
-                 # Its address is the guard: protected mode would refuse every other host.
-                 "--protected-mode", "no", "--save", ""]  # fmt: skip
+        server = self._redis_argv(self.ports.redis, self.data_dir("redis"), at("redis"))
         model = scripted_model_argv("--tokens-per-s", str(self.model_tokens_per_s),
                                     host=at("model"), port=self.ports.model)  # fmt: skip
         proxy = proxy_argv(host=at("proxy"), port=self.ports.proxy)  # upstreams from env()
@@ -207,11 +221,22 @@ class LocalStack:
                  for name, node in self.tool_worker_nodes().items()}  # fmt: skip
         beat = [py, "-m", "celery", "-A", "services.agent_worker.worker", "beat",
                 "-s", str(self.data_dir("beat") / "beat-schedule"), "-l", "INFO"]  # fmt: skip
-        commands = {"redis": server, "model": model, "proxy": proxy, "gateway": gateway,
-                    **agents, **tools, "beat": beat}  # fmt: skip
+        sentinels = self.sentinels.commands(self._loopback_redis) if self.sentinels else {}
+        commands = {"redis": server, **sentinels, "model": model, "proxy": proxy,
+                    "gateway": gateway, **agents, **tools, "beat": beat}  # fmt: skip
         if self.upstreams is not None:
             del commands["model"]  # a real upstream serves the model
         return commands
+
+    def _redis_argv(self, port: int, data_dir: Path, bind: str) -> list[str]:
+        return [_redis_server(), "--port", str(port), "--bind", bind,
+                "--appendonly", "yes", "--appendfsync", self.redis_appendfsync,
+                "--dir", str(data_dir),
+                # Its address is the guard: protected mode would refuse every other host.
+                "--protected-mode", "no", "--save", ""]  # fmt: skip
+
+    def _loopback_redis(self, port: int, data_dir: Path) -> list[str]:
+        return self._redis_argv(port, data_dir, _LOOPBACK)
 
     def tool_worker_nodes(self) -> dict[str, str]:
         """Each tool worker's process name and the name of its Celery node (before the @)."""
@@ -232,6 +257,8 @@ class LocalStack:
             child.wait_http(health[name])
         elif name == "redis":
             self._wait_redis(child)
+        elif self.sentinels and name in self.sentinels.names:
+            self.sentinels.wait_ready(name, child)
         elif "_worker" in name:
             child.wait_log("ready.", after=log_offset)
         elif name == "beat":

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# Debian packages the stack and the tests need: Redis, Docker's engine, gVisor's runsc (the
-# sandboxes' optional runtime, TASKYARD_SANDBOX_RUNTIME=runsc), debootstrap (the
-# sandbox's local base image), bubblewrap (the local sandbox), curl (the README's examples,
-# which the tests run), iproute2 (the hosts test's namespaces and bridge), Chromium with a
-# font (the dashboard's browser tests drive Debian's chromium through Playwright) and Docker
-# Compose v2 (the tests resolve the compose files with it). Idempotent.
+# Debian packages the stack and the tests need: Redis and Redis Sentinel (the failover test),
+# Docker's engine, gVisor's runsc (the sandboxes' optional runtime,
+# TASKYARD_SANDBOX_RUNTIME=runsc), debootstrap (the sandbox's local base image), bubblewrap
+# (the local sandbox), curl (the README's examples, which the tests run), iproute2 (the hosts
+# test's namespaces and bridge), Chromium with a font (the dashboard's browser tests drive
+# Debian's chromium through Playwright) and Docker Compose v2 (the tests resolve the compose
+# files with it). Idempotent.
 set -euo pipefail
 
 need=()
 command -v redis-server >/dev/null || need+=(redis-server)
+command -v redis-sentinel >/dev/null || need+=(redis-sentinel)
 command -v dockerd >/dev/null || need+=(docker.io)
 command -v runsc >/dev/null || need+=(runsc)
 command -v debootstrap >/dev/null || need+=(debootstrap)

@@ -20,7 +20,7 @@ version="$("$PYTHON" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])')"
 
 # Debian packages are installed only where missing; starting dockerd needs root either way.
 missing=()
-for command in redis-server dockerd debootstrap bwrap curl chromium; do
+for command in redis-server redis-sentinel dockerd debootstrap bwrap curl chromium; do
     command -v "$command" >/dev/null || missing+=("$command")
 done
 if [[ $(id -u) != 0 ]]; then

@@ -4,11 +4,14 @@ reliable work on Redis: late acks, requeue on a lost worker, one message prefetc
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from celery import Celery, Task, signals
 from kombu import Queue
+from redis.connection import parse_url
 
 from shared import keys
+from shared.redis_clients import SENTINEL_CLIENT_OPTIONS, SentinelSpec
 from shared.settings import Settings
 
 __all__ = ["JobTask", "make_celery"]
@@ -47,10 +50,38 @@ def make_celery(settings: Settings, tool_names: list[str] | None = None) -> Cele
         broker_transport_options=_transport_options(settings),
         worker_hijack_root_logger=False,
     )
+    if settings.sentinel is not None:
+        app.conf.update(_through_sentinel(settings, settings.sentinel))
     return app
 
 
-def _transport_options(settings: Settings) -> dict[str, float]:
+def _through_sentinel(settings: Settings, sentinel: SentinelSpec) -> dict[str, Any]:
+    """Broker and result backend on the master the sentinels name: kombu's and Celery's
+    ``sentinel://`` URLs (one per sentinel, the database and password of our URLs) and the
+    master's name in their transport options."""
+    options = {"master_name": sentinel.master, "sentinel_kwargs": SENTINEL_CLIENT_OPTIONS}
+    return {
+        "broker_url": _sentinel_urls(settings.broker_url, sentinel),
+        "result_backend": _sentinel_urls(settings.result_backend, sentinel),
+        "broker_transport": "shared.broker:SentinelTransport",
+        "broker_transport_options": {**_transport_options(settings), **options},
+        "result_backend_transport_options": options,
+    }
+
+
+def _sentinel_urls(url: str, sentinel: SentinelSpec) -> str:
+    """``sentinel://[:password@]host:port/db`` for each sentinel, joined by ";"."""
+    credentials = urlsplit(url).netloc.rpartition("@")[0]  # as written: quoted already
+    at = f"{credentials}@" if credentials else ""
+    db = int(parse_url(url).get("db", 0))
+    hosts = [f"[{host}]" if ":" in host else host for host, _ in sentinel.addresses]
+    return ";".join(
+        f"sentinel://{at}{host}:{port}/{db}"  # not a Redis key
+        for host, (_, port) in zip(hosts, sentinel.addresses, strict=True)
+    )
+
+
+def _transport_options(settings: Settings) -> dict[str, Any]:
     """A job whose worker died returns to its queue after the visibility timeout; kombu sweeps
     for such jobs every interval x throttle seconds (100 s by default), so sweep well within
     the timeout instead. kombu's pool holds 10 connections by default: a thousand greenlets

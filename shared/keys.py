@@ -14,6 +14,8 @@ __all__ = [
     "FILES_TASK",
     "FORGOTTEN_CHANNEL",
     "LIVE_TASKS",
+    "PROXY_LOAD",
+    "PROXY_PLACEMENTS",
     "SWEEP_LOCK",
     "SWEEP_TASK",
     "TASK_DEADLINES",
@@ -90,6 +92,10 @@ TASK_DEADLINES = "tasks:deadlines"
 APPROVAL_DEADLINES = "approvals:deadlines"
 SWEEP_LOCK = "tasks:sweep"  # one sweep at a time
 TASK_PREFIX = "task:"
+# The LLM proxies' shared routing state: a stream of the placements each instance made (one
+# entry per sync, trimmed to the live window), and a hash of each instance's per-replica load.
+PROXY_PLACEMENTS = "llm_proxy:placements"
+PROXY_LOAD = "llm_proxy:load"
 
 
 def tool_queue(tool_name: str) -> str:

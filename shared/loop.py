@@ -111,7 +111,20 @@ class _GreenletWaiter:
         )
 
     def wait(self, timeout: float | None) -> Any:
-        return self.result.get(timeout=timeout)
+        # An active watcher while waiting: a hub with nothing else to watch (no sockets, no
+        # timers: outside a Celery worker) would otherwise end the wait with LoopExit before
+        # the loop thread's callback arrives.
+        awake = self.hub.loop.async_()
+        awake.start(_nothing)
+        try:
+            return self.result.get(timeout=timeout)
+        finally:
+            awake.stop()
+            awake.close()
+
+
+def _nothing() -> None:
+    pass
 
 
 def _settle(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import socket
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import Annotated, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -23,9 +24,12 @@ from pydantic import (
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from redis.connection import parse_url
 
+from shared.redis_clients import SentinelSpec
+
 __all__ = [
     "HTTP_SCHEMES",
     "REDIS_SCHEMES",
+    "RedisSentinelSettings",
     "Settings",
     "broker_database",
     "check_token_secret",
@@ -34,6 +38,7 @@ __all__ = [
     "get_settings",
     "items",
     "parse_api_keys",
+    "parse_sentinels",
 ]
 
 _PLACEHOLDER_KEYS = {"changeme", "secret"}
@@ -71,7 +76,74 @@ def parse_api_keys(text: str) -> dict[str, str]:
     return tenants
 
 
-class Settings(BaseSettings):
+def parse_sentinels(text: str) -> tuple[tuple[str, int], ...]:
+    """(host, port) of each sentinel, from "host:port" entries separated by commas (an IPv6
+    host in brackets: "[fd00::1]:26379"). The ValueError names the entry and the format."""
+    form = (
+        "TASKYARD_REDIS_SENTINELS must be host:port entries separated by commas "
+        "(10.0.0.1:26379,10.0.0.2:26379)"
+    )
+    found = []
+    for number, item in enumerate(items(text), 1):
+        host, sep, port = item.rpartition(":")
+        host = host.removeprefix("[").removesuffix("]")
+        if not (sep and host and port.isdigit() and 0 < int(port) < 65536):
+            raise ValueError(f"{form}; entry {number} ({item!r}) is not host:port")
+        found.append((host, int(port)))
+    return tuple(found)
+
+
+class RedisSentinelSettings(BaseSettings):
+    """Redis through Sentinel, for every settings class that reaches Redis: the sentinels
+    (`redis_sentinels`, "host:port,...") and the name of the master they monitor
+    (`redis_master`) name the server, over the host and port of every Redis URL; the URLs
+    still give the database numbers and the password. Both set, or neither."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="TASKYARD_", extra="ignore", frozen=True, hide_input_in_errors=True
+    )
+
+    redis_sentinels: str = ""
+    redis_master: str = ""
+
+    @field_validator("redis_sentinels")
+    @classmethod
+    def _sentinel_addresses(cls, value: str) -> str:
+        parse_sentinels(value)
+        return value
+
+    @model_validator(mode="after")
+    def _both_or_neither(self) -> RedisSentinelSettings:
+        if bool(items(self.redis_sentinels)) != bool(self.redis_master.strip()):
+            raise ValueError(
+                "TASKYARD_REDIS_SENTINELS and TASKYARD_REDIS_MASTER go together: the "
+                "sentinels' addresses and the name of the master they monitor (as in their "
+                "`sentinel monitor <name> ...` line); set both, or neither for plain Redis URLs"
+            )
+        return self
+
+    @property
+    def sentinel(self) -> SentinelSpec | None:
+        """Where Sentinel says the master is, or None: the URLs' servers."""
+        if not self.redis_master.strip():
+            return None
+        return SentinelSpec(parse_sentinels(self.redis_sentinels), self.redis_master.strip())
+
+    def check_sentinel_urls(self, urls: Mapping[str, str | None]) -> None:
+        """Under Sentinel, refuse a URL that is not redis:// (a socket, TLS, a sentinel://
+        URL): it would give more than a database number and credentials."""
+        if self.sentinel is None:
+            return
+        for name, url in urls.items():
+            if url is not None and urlsplit(url).scheme != "redis":
+                raise ValueError(
+                    f"{env_name(name)} must be a redis:// URL when TASKYARD_REDIS_SENTINELS is "
+                    "set: Sentinel names the server, the URL gives the database number and "
+                    "the password (TLS and Unix sockets are not supported with Sentinel)"
+                )
+
+
+class Settings(RedisSentinelSettings):
     # Inputs stay out of error messages: some are secrets.
     model_config = SettingsConfigDict(
         env_prefix="TASKYARD_", extra="ignore", frozen=True, hide_input_in_errors=True
@@ -79,7 +151,8 @@ class Settings(BaseSettings):
 
     # Redis: tasks, events and memory on one database, Celery's broker and results on others.
     # The broker must be on the store's server (see `broker_database`); unset, the broker and
-    # the result backend follow `redis_url` onto its server's databases 1 and 2.
+    # the result backend follow `redis_url` onto its server's databases 1 and 2. With
+    # Sentinel (`redis_sentinels`, `redis_master`) all three are on the master it names.
     redis_url: str = "redis://127.0.0.1:6379/0"
     broker_url: str = ""
     result_backend: str = ""
@@ -109,6 +182,12 @@ class Settings(BaseSettings):
     # Gateway: a task's event stream that has been quiet this long gets a keep-alive comment
     # (proxies close idle connections; clients must ignore it, as the SSE specification says).
     gateway_sse_keep_alive_s: float = Field(default=15.0, gt=0)
+    # What a 202 promises (docs/deployment.md): the gateway answers it once this many replicas
+    # hold the task (Redis WAIT), else 503 with Retry-After after `gateway_accept_wait_ms`.
+    # Unset: 1 under Sentinel (a failover then loses no accepted task), 0 without (the
+    # primary's AOF alone; `accept_replicas`).
+    gateway_accept_replicas: int | None = Field(default=None, ge=0)
+    gateway_accept_wait_ms: int = Field(default=500, ge=1)
 
     # Tasks.
     default_max_steps: int = Field(default=8, ge=1)
@@ -301,8 +380,18 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _broker_beside_the_store(self) -> Settings:
-        broker_database(self.redis_url, self.broker_url)
+        urls = {"redis_url": self.redis_url, "broker_url": self.broker_url,
+                "result_backend": self.result_backend}  # fmt: skip
+        self.check_sentinel_urls(urls)
+        broker_database(self.redis_url, self.broker_url, sentinel=self.sentinel is not None)
         return self
+
+    @property
+    def accept_replicas(self) -> int:
+        """How many replicas must hold a task before the gateway answers 202."""
+        if self.gateway_accept_replicas is not None:
+            return self.gateway_accept_replicas
+        return 1 if self.redis_master.strip() else 0  # under Sentinel (both or neither are set)
 
     @model_validator(mode="after")
     def _s3_needs_a_bucket(self) -> Settings:
@@ -357,10 +446,13 @@ def _on_db(url: str, db: int) -> str:
     return urlunsplit(parts._replace(path=f"/{db}"))
 
 
-def broker_database(store_url: str, broker_url: str) -> int:
+def broker_database(store_url: str, broker_url: str, sentinel: bool = False) -> int:
     """The broker's database number, checked to be on the store's Redis server: a commit and
-    the jobs it starts are one atomic write (see `shared.jobs`)."""
+    the jobs it starts are one atomic write (see `shared.jobs`). Under Sentinel both are on
+    the master it names, whatever the URLs' hosts say."""
     store, broker = parse_url(store_url), parse_url(broker_url)
+    if sentinel:
+        return int(broker.get("db", 0))
     if any(store.get(k) != broker.get(k) for k in ("host", "port", "path")):
         raise ValueError(
             "TASKYARD_BROKER_URL must be on the same Redis server as TASKYARD_REDIS_URL "

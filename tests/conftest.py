@@ -16,6 +16,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from redis_group import RedisGroup, start_redis_group
 
 from devstack.procs import free_port
 from shared.settings import Settings
@@ -114,3 +115,11 @@ def spans(_span_exporter: InMemorySpanExporter) -> Iterator[InMemorySpanExporter
     _span_exporter.clear()
     yield _span_exporter
     _span_exporter.clear()
+
+
+@pytest.fixture
+def redis_group(tmp_path: Path) -> Iterator[RedisGroup]:
+    """A primary of this test's own (it may be killed), its replica and three sentinels, each
+    ready: the replica linked, every sentinel knowing the replica and its peers."""
+    with start_redis_group(tmp_path) as group:
+        yield group

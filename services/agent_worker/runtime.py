@@ -65,10 +65,7 @@ class AgentRuntime:
 
     async def _start(self) -> StepRunner:
         settings = self.settings
-        self.store = TaskStore.from_url(
-            settings.redis_url, settings.broker_url, settings.redis_max_connections,
-            "taskyard-agent-worker",
-        )  # fmt: skip
+        self.store = TaskStore.from_settings(settings, "taskyard-agent-worker")
         connector = aiohttp.TCPConnector(limit=settings.llm_max_connections)
         self.http = aiohttp.ClientSession(connector=connector)
         self.cancels = CancelWatch(self.store.r)

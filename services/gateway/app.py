@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from services.gateway.errors import (
     artifacts_unavailable,
     http_error,
+    not_replicated,
     server_error,
     store_unavailable,
     validation_error,
@@ -41,6 +42,7 @@ from shared.files.artifacts import ArtifactStoreUnavailable, make_artifact_store
 from shared.logs import setup_logging
 from shared.registry import load_plugins
 from shared.settings import Settings, get_settings
+from shared.store import NotReplicated
 from shared.tracing import setup_tracing
 
 UI_DIR = Path(__file__).with_name("ui")
@@ -96,6 +98,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RedisConnectionError, store_unavailable)  # BusyLoading too
     app.add_exception_handler(RedisTimeoutError, store_unavailable)
+    app.add_exception_handler(NotReplicated, not_replicated)
     app.add_exception_handler(ArtifactStoreUnavailable, artifacts_unavailable)
     app.add_exception_handler(Exception, server_error)
     app.include_router(tasks.router)

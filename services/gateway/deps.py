@@ -7,13 +7,13 @@ import re
 from functools import cache
 from typing import Annotated
 
-import redis.asyncio as aioredis
 from celery import Celery
 from fastapi import Depends, HTTPException, Path, Request, status
 
 from services.gateway.event_hub import EventHub, reader_client
 from services.gateway.system import SystemProbe
 from shared.celery_app import make_celery
+from shared.redis_clients import async_client
 from shared.settings import Settings
 from shared.store import TaskStore
 from shared.task import TASK_ID_PATTERN, TaskRecord
@@ -60,11 +60,8 @@ async def get_store(request: Request) -> TaskStore:
     the lifespan closes them)."""
     state = request.app.state
     if state.store is None:
-        settings: Settings = state.settings
-        state.store = TaskStore.from_url(
-            settings.redis_url, settings.broker_url, settings.redis_max_connections, CLIENT_NAME,
-            outage_retries=4,  # a person waits: a second or so, then 5xx
-        )  # fmt: skip
+        # A person waits: a second or so, then 5xx.
+        state.store = TaskStore.from_settings(state.settings, CLIENT_NAME, outage_retries=4)
     store: TaskStore = state.store
     return store
 
@@ -73,7 +70,7 @@ async def get_hub(request: Request) -> EventHub:
     """The app's one reader of event streams."""
     state = request.app.state
     if state.hub is None:
-        reader = reader_client(state.settings.redis_url, CLIENT_NAME)
+        reader = reader_client(state.settings, CLIENT_NAME)
         keep_alive_s = state.settings.gateway_sse_keep_alive_s
         state.hub = EventHub(reader, (await get_store(request)).r, keep_alive_s)
     hub: EventHub = state.hub
@@ -85,7 +82,7 @@ async def get_system(request: Request) -> SystemProbe:
     state = request.app.state
     if state.system is None:
         settings: Settings = state.settings
-        broker = aioredis.Redis.from_url(settings.broker_url, client_name=CLIENT_NAME)
+        broker = async_client(settings.broker_url, settings.sentinel, client_name=CLIENT_NAME)
         state.system = SystemProbe(broker, _celery(settings), settings.llm_base_url)
     system: SystemProbe = state.system
     return system

@@ -18,6 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from shared.errors import TaskyardError
+from shared.store import NotReplicated
 
 __all__ = [
     "ErrorBody",
@@ -27,6 +28,7 @@ __all__ = [
     "artifacts_unavailable",
     "http_error",
     "issue",
+    "not_replicated",
     "responses",
     "server_error",
     "store_unavailable",
@@ -133,6 +135,19 @@ async def store_unavailable(request: Request, exc: Exception) -> JSONResponse:
     again (with its Idempotency-Key, a submission is never made twice)."""
     log.warning("%s %s: Redis unavailable: %s", request.method, request.url.path, exc)
     detail = "the task store (Redis) does not answer; retry shortly"
+    return JSONResponse({"detail": detail}, status_code=503, headers={"Retry-After": "1"})
+
+
+async def not_replicated(request: Request, exc: Exception) -> JSONResponse:
+    """503 with Retry-After when too few replicas confirmed a task in time: a 202 promises
+    that a failover loses no accepted task, and this one could be lost. It is stored on the
+    primary, so it may run; sent again with its Idempotency-Key it is never made twice."""
+    assert isinstance(exc, NotReplicated)
+    log.warning("%s %s: not replicated: %s", request.method, request.url.path, exc)
+    detail = (
+        f"no replica confirmed the task within {exc.timeout_ms} ms, so it is not accepted "
+        "(it may still run); send it again with the same Idempotency-Key"
+    )
     return JSONResponse({"detail": detail}, status_code=503, headers={"Retry-After": "1"})
 
 

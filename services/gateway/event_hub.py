@@ -19,7 +19,6 @@ import logging
 import uuid
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
@@ -28,6 +27,8 @@ from redis.utils import HIREDIS_AVAILABLE
 
 from shared import keys
 from shared.events import EventKind
+from shared.redis_clients import async_client
+from shared.settings import Settings
 from shared.store import replies
 from shared.task import TERMINAL
 
@@ -223,7 +224,7 @@ class EventHub:
         await self.reader.aclose()
 
 
-class _HiredisPacked(aioredis.Connection):
+class _HiredisPacked:
     """Commands packed in C: the hub's XREAD names every followed stream, and redis-py's
     asyncio connection packs arguments in Python (its sync one uses hiredis already)."""
 
@@ -233,8 +234,11 @@ class _HiredisPacked(aioredis.Connection):
         return [hiredis.pack_command((*str(name).split(), *rest))]  # type: ignore[arg-type]
 
 
-def reader_client(url: str, client_name: str) -> aioredis.Redis:
+def reader_client(settings: Settings, client_name: str) -> aioredis.Redis:
     """The hub's reader: a connection of its own, packing commands with hiredis where it is
     installed (a rediss:// or unix:// URL keeps its own connection class)."""
-    packed: dict[str, Any] = {"connection_class": _HiredisPacked} if HIREDIS_AVAILABLE else {}
-    return aioredis.Redis.from_url(url, decode_responses=True, client_name=client_name, **packed)
+    packed = _HiredisPacked if HIREDIS_AVAILABLE else None
+    return async_client(
+        settings.redis_url, settings.sentinel, connection_mixin=packed, decode_responses=True,
+        client_name=client_name,
+    )  # fmt: skip

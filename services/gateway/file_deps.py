@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-import redis.asyncio as aioredis
 from fastapi import Depends, HTTPException, Path, Request, status
 
 from services.gateway.deps import CLIENT_NAME, CeleryDep, SettingsDep, StoreDep
@@ -14,6 +13,7 @@ from services.gateway.errors import issue
 from services.gateway.session_files import SessionFiles
 from shared.files.artifacts import ArtifactStore
 from shared.files.transfer import FileTransfer
+from shared.redis_clients import async_client
 from shared.store.sandboxes import SandboxDirectory
 from shared.task import SESSION_ID_MAX, SESSION_ID_PATTERN
 
@@ -34,11 +34,10 @@ async def get_session_files(
     may each wait a while for an answer."""
     state = request.app.state
     if state.transfer is None:
-        pool = aioredis.BlockingConnectionPool.from_url(
-            settings.redis_url, max_connections=_FILE_REQUESTS,
-            timeout=settings.files_timeout_s, client_name=f"{CLIENT_NAME}-files",
+        client = async_client(
+            settings.redis_url, settings.sentinel, max_connections=_FILE_REQUESTS,
+            pool_timeout=settings.files_timeout_s, client_name=f"{CLIENT_NAME}-files",
         )  # fmt: skip
-        client = aioredis.Redis(connection_pool=pool)
         state.transfer = FileTransfer(client, settings.files_timeout_s)
     return SessionFiles(state.transfer, celery, SandboxDirectory(store), settings)
 

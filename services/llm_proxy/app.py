@@ -21,7 +21,9 @@ from services.llm_proxy.replicas.forward import Forwarder, Job
 from services.llm_proxy.replicas.health import HealthChecker, HealthPolicy
 from services.llm_proxy.replicas.pool import Pool
 from services.llm_proxy.replicas.spec import PoolSpec, load_pool
-from services.llm_proxy.routing.policies import make_policy
+from services.llm_proxy.routing.fleet import FleetView
+from services.llm_proxy.routing.policies import ReplicaState, make_policy
+from services.llm_proxy.routing.redis_sync import PlacementSync
 from services.llm_proxy.settings import ProxySettings
 from shared.http1 import Connection, HttpServer, Request, listen_socket
 from shared.tenant_tokens import TenantTokens
@@ -71,14 +73,23 @@ class ProxyApp:
         self._forwarder: Forwarder | None = None
         self._checker: HealthChecker | None = None
         self._sync: RedisSync | None = None
+        self._placement_sync: PlacementSync | None = None
+        self._shares_placements = (
+            settings.proxy_redis_sync
+            and settings.proxy_share_placements
+            and settings.proxy_policy == "affinity"
+        )
+        self._view: FleetView[ReplicaState] = FleetView(
+            settings.proxy_key_live_s,
+            settings.proxy_placement_ttl_s,
+            publish=self._shares_placements,
+        )
         self.port = 0
 
     async def start(self, host: str | None = None, port: int | None = None) -> int:
-        """Start the background jobs (probes, Redis sync) and listen; returns the bound port."""
+        """Start the background jobs (probes, Redis syncs) and listen; returns the bound port."""
         s = self.settings
-        policy = make_policy(
-            s.proxy_policy, s.proxy_load_factor, s.proxy_slow_factor, s.proxy_key_live_s
-        )
+        policy = make_policy(s.proxy_policy, s.proxy_load_factor, s.proxy_slow_factor, self._view)
         self._forwarder = Forwarder(
             self.pool,
             policy,
@@ -92,24 +103,38 @@ class ProxyApp:
             self.pool, self._health_policy, s.proxy_probe_interval_s, s.proxy_probe_timeout_s
         )
         self._checker.start()
-        if s.proxy_redis_sync:
-            self._sync = RedisSync(
-                s.proxy_redis_url or s.redis_url, self.limiter, self.metrics,
-                s.proxy_sync_interval_s,
-            )  # fmt: skip
-            self._sync.start()
+        self._start_syncs()
         sock = listen_socket(host or s.proxy_host, s.proxy_port if port is None else port)
         self.port = await self._server.start(sock)
         return self.port
 
+    def _start_syncs(self) -> None:
+        # Rate-limit spending, and placements and load, shared with the other instances.
+        s = self.settings
+        redis_url = s.proxy_redis_url or s.redis_url
+        if s.proxy_redis_sync:
+            self._sync = RedisSync(
+                redis_url, self.limiter, self.metrics, s.proxy_sync_interval_s, s.sentinel
+            )
+            self._sync.start()
+        if self._shares_placements:
+            self._placement_sync = PlacementSync(
+                redis_url, self._view, self.pool.replicas, self.metrics,
+                s.proxy_placement_sync_s, s.proxy_placement_ttl_s, s.proxy_key_live_s,
+                sentinel=s.sentinel,
+            )  # fmt: skip
+            self._placement_sync.start()
+
     async def stop(self) -> None:
         """Stop listening, let requests in progress finish (up to `proxy_drain_s`), then stop
-        the background jobs (flushing rate-limit spending to Redis)."""
+        the background jobs (flushing rate-limit spending and placements to Redis)."""
         await self._server.close(self.settings.proxy_drain_s)
         if self._checker is not None:
             await self._checker.stop()
         if self._sync is not None:
             await self._sync.stop()
+        if self._placement_sync is not None:
+            await self._placement_sync.stop()
         self.pool.close()
 
     async def handle(self, request: Request, conn: Connection) -> None:

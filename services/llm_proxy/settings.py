@@ -10,13 +10,14 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Literal
 
-from pydantic import Field, SecretStr, ValidationInfo, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
+from pydantic_settings import SettingsConfigDict
 
 from services.llm_proxy.limits.tenants import parse_limits
 from shared.settings import (
     HTTP_SCHEMES,
     REDIS_SCHEMES,
+    RedisSentinelSettings,
     check_token_secret,
     check_url,
     env_name,
@@ -26,7 +27,7 @@ from shared.settings import (
 __all__ = ["ProxySettings", "get_proxy_settings"]
 
 
-class ProxySettings(BaseSettings):
+class ProxySettings(RedisSentinelSettings):
     """What the proxy reads from `TASKYARD_*` variables: its own knobs and the few it shares
     with other services (the same variable names as theirs)."""
 
@@ -35,9 +36,9 @@ class ProxySettings(BaseSettings):
         env_prefix="TASKYARD_", extra="ignore", frozen=True, hide_input_in_errors=True
     )
 
-    # Shared with other services: Redis (the rate-limit sync), the API key direct callers use
-    # when no keys are configured, the tenant-token secret the agent workers sign with, and
-    # where traces go.
+    # Shared with other services: Redis (the rate-limit sync; Sentinel's `redis_sentinels` and
+    # `redis_master` too), the API key direct callers use when no keys are configured, the
+    # tenant-token secret the agent workers sign with, and where traces go.
     redis_url: str = "redis://127.0.0.1:6379/0"
     llm_api_key: str = "taskyard"
     llm_token_secret: SecretStr = SecretStr("")
@@ -86,10 +87,28 @@ class ProxySettings(BaseSettings):
     proxy_tenant_limits: str = ""
     proxy_rate_window_s: float = Field(default=60.0, gt=0)  # rpm/tpm count per window
     # Redis sync for rate-limit buckets, off the request path. The URL defaults to
-    # `redis_url`.
+    # `redis_url` (under Sentinel, like it, it gives only a database number and the password).
     proxy_redis_sync: bool = True
     proxy_redis_url: str | None = None
     proxy_sync_interval_s: float = 0.5
+    # Affinity routing shares placements and replica load with the other proxy instances
+    # through the same Redis (needs `proxy_redis_sync`), off the request path: every
+    # `proxy_placement_sync_s` each instance publishes what it placed and its per-replica load,
+    # and reads the others'. An instance's load counts for `proxy_placement_ttl_s` after it
+    # last published (a stopped instance's load stops counting); placements live for
+    # `proxy_key_live_s` after their last use by any instance.
+    proxy_share_placements: bool = True
+    proxy_placement_sync_s: float = Field(default=0.1, gt=0, le=5.0)
+    proxy_placement_ttl_s: float = Field(default=5.0, gt=0)
+
+    @model_validator(mode="after")
+    def _placement_ttl(self) -> ProxySettings:
+        if self.proxy_placement_ttl_s < 2 * self.proxy_placement_sync_s:
+            raise ValueError(
+                "TASKYARD_PROXY_PLACEMENT_TTL_S must be at least twice "
+                "TASKYARD_PROXY_PLACEMENT_SYNC_S, or live instances would drop out between syncs"
+            )
+        return self
 
     @field_validator("redis_url", "proxy_redis_url")
     @classmethod
@@ -97,6 +116,13 @@ class ProxySettings(BaseSettings):
         if value is not None:
             check_url(value, REDIS_SCHEMES, env_name(info.field_name or ""), host=False)
         return value
+
+    @model_validator(mode="after")
+    def _urls_under_sentinel(self) -> ProxySettings:
+        self.check_sentinel_urls(
+            {"redis_url": self.redis_url, "proxy_redis_url": self.proxy_redis_url}
+        )
+        return self
 
     @field_validator("otlp_endpoint")
     @classmethod

@@ -15,7 +15,6 @@ import threading
 import time
 from typing import Any
 
-import redis.asyncio as aioredis
 from celery import signals
 from opentelemetry import trace
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -43,10 +42,11 @@ from shared.jobs import (
 from shared.logs import bind_job, setup_logging
 from shared.loop import LoopThread
 from shared.metrics import serve_metrics
+from shared.redis_clients import async_client
 from shared.registry import load_plugins
 from shared.sandbox import SandboxError
 from shared.schema import ActionReturn, ActionStatusCode, AgentMessage, ToolCall
-from shared.settings import get_settings
+from shared.settings import Settings, get_settings
 from shared.store import CallClaim, TaskStore, ToolResultStored
 from shared.store.sandboxes import SandboxDirectory, ToolWorkerId
 from shared.text import replace_lone_surrogates
@@ -73,13 +73,13 @@ class _Store:
     """The async store on a loop of its own, for this worker's threads, and the watch that
     hears a task's cancel there."""
 
-    def __init__(self, redis_url: str, broker_url: str) -> None:
+    def __init__(self, redis: Settings) -> None:
         self.loop = LoopThread("tool-store")
-        self.store: TaskStore = self.loop.run(_open_store(redis_url, broker_url))
-        self.transfer: FileTransfer = self.loop.run(_open_transfer(redis_url))
+        self.store: TaskStore = self.loop.run(_open_store(redis))
+        self.transfer: FileTransfer = self.loop.run(_open_transfer(redis))
         self.cancels = CancelWatch(self.store.r, on_forgotten=tools.release)
         self.loop.run(_listen(self.cancels))
-        self.artifact_store: ArtifactStore = self.loop.run(_open_artifacts(redis_url))
+        self.artifact_store: ArtifactStore = self.loop.run(_open_artifacts(redis))
         self.artifacts = ArtifactKeeper(self.artifact_store, self.store.publish)
         self.cells = RedisCellLog(self.store.r, self.loop, _RECORD_TTL_S)
         directory = SandboxDirectory(self.store, _RECORD_TTL_S)
@@ -89,20 +89,18 @@ class _Store:
         )
 
 
-async def _open_store(redis_url: str, broker_url: str) -> TaskStore:
-    return TaskStore.from_url(
-        redis_url, broker_url, settings.redis_max_connections, "taskyard-tool-worker"
-    )
+async def _open_store(redis: Settings) -> TaskStore:
+    return TaskStore.from_settings(redis, "taskyard-tool-worker")
 
 
-async def _open_transfer(redis_url: str) -> FileTransfer:
-    client = aioredis.Redis.from_url(redis_url, client_name="taskyard-tool-worker-files")
+async def _open_transfer(redis: Settings) -> FileTransfer:
+    client = async_client(redis.redis_url, redis.sentinel, client_name="taskyard-tool-worker-files")
     return FileTransfer(client, settings.files_timeout_s)
 
 
-async def _open_artifacts(redis_url: str) -> ArtifactStore:
+async def _open_artifacts(redis: Settings) -> ArtifactStore:
     # On this worker's store (the Redis backend's home), made on the loop that uses it.
-    return make_artifact_store(settings.model_copy(update={"redis_url": redis_url}))
+    return make_artifact_store(redis)
 
 
 async def _listen(cancels: CancelWatch) -> None:
@@ -118,7 +116,7 @@ def _shared_store() -> _Store:
     global _store
     with _store_lock:
         if _store is None:
-            _store = _Store(settings.redis_url, settings.broker_url)
+            _store = _Store(settings)
         return _store
 
 

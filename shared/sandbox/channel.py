@@ -1,6 +1,8 @@
 """The link to one running kernel (kernel/), whatever carries it: a container, a process.
 
-A channel moves JSON lines, bounded in size and time on this side whatever the sandbox sends;
+A channel moves JSON lines, bounded in size and time on this side whatever the sandbox sends
+or withholds (a request is written within its call's deadline too: a kernel that stops reading
+must not hold the worker);
 what a timeout or a dead kernel means for a session is decided one level up, in `session.py`,
 once for every backend.
 """
@@ -8,12 +10,13 @@ once for every backend.
 from __future__ import annotations
 
 import json
+import os
 import select
 import signal
 import time
 from typing import Any, Protocol
 
-from shared.sandbox.errors import KernelProtocolError
+from shared.sandbox.errors import KernelGone, KernelProtocolError
 from shared.sandbox.kernel import MAX_LINE_BYTES
 from shared.sandbox.kernel.wire import LineBuffer, TooLong, encode_line
 
@@ -27,14 +30,16 @@ __all__ = [
     "describe_exit",
     "encode_line",
     "wait_readable",
+    "write_within",
 ]
 
 
 class KernelChannel(Protocol):
     """One started kernel that has said it is ready."""
 
-    def send(self, message: dict[str, Any]) -> None:
-        """Write one request; safe from any thread; raises `KernelGone` if it cannot."""
+    def send(self, message: dict[str, Any], deadline: float) -> None:
+        """Write one request by `deadline`; safe from any thread; raises `KernelGone` if it
+        cannot (then the channel is broken: `alive` is False)."""
         ...
 
     def receive(self, deadline: float) -> dict[str, Any] | None:
@@ -106,7 +111,7 @@ def decode_line(line: bytes) -> dict[str, Any]:
     # The line itself is never quoted: it would reach the model.
     try:
         message = json.loads(line)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep
         raise KernelProtocolError("the sandbox sent a malformed line") from exc
     if not isinstance(message, dict):
         raise KernelProtocolError("the sandbox sent a line that is not an object")
@@ -124,6 +129,25 @@ def describe_exit(code: int | None) -> str:
         return f"killed by {signal.Signals(signum).name}"
     except ValueError:
         return f"killed by signal {signum}"
+
+
+def write_within(fd: int, data: bytes, deadline: float) -> None:
+    """Write all of `data` to the non-blocking `fd` by `deadline`: `KernelGone` if the reader
+    is gone, `KernelProtocolError` if it takes too long (part of `data` may then be written)."""
+    view = memoryview(data)
+    poller = select.poll()
+    if fd < 0:  # a socket closed meanwhile says -1
+        raise KernelGone("the kernel's channel was closed")
+    poller.register(fd, select.POLLOUT)
+    while view:
+        if not poller.poll(max(0.0, deadline - time.monotonic()) * 1000):
+            raise KernelProtocolError(f"it took no request for {len(view)} more bytes in time")
+        try:
+            view = view[os.write(fd, view) :]
+        except BlockingIOError:
+            continue
+        except OSError as exc:
+            raise KernelGone(f"cannot write to the kernel: {exc}") from exc
 
 
 def wait_readable(fd: int, deadline: float) -> bool:

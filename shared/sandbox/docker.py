@@ -17,8 +17,10 @@ kernel (the Sentry) answers the cells' system calls; `check` refuses one the eng
 Containers carry the labels ``taskyard.worker`` (`settings.sandbox_worker_label`),
 ``taskyard.node`` (the tool worker's Celery node name), ``taskyard.owner`` (one id per
 provider) and ``taskyard.session`` (the session key, or "" for a warm-pool container). The
-kernel exits as soon as the worker's socket closes, even mid-cell; a restarted worker removes
-every container left under its label and node name (`remove_orphans`).
+container's stdin outlives the worker's socket (so that a planned exit can hand the kernel to
+another worker, `hand_off`), so the worker renews a lease on each kernel it holds: one whose
+worker is silent `TOOL_WORKER_DEAD_S` ends, mid-cell too. A restarted worker removes every
+container left under its label and node name (`remove_orphans`) but those handed off.
 """
 
 from __future__ import annotations
@@ -38,7 +40,14 @@ import requests
 from docker.errors import APIError, DockerException, NotFound
 from docker.types import LogConfig, Ulimit
 
-from shared.sandbox.channel import OutputTail, ReplyLines, describe_exit, encode_line, wait_readable
+from shared.sandbox.channel import (
+    OutputTail,
+    ReplyLines,
+    describe_exit,
+    encode_line,
+    wait_readable,
+    write_within,
+)
 from shared.sandbox.demand import PoolBounds, pool_bounds
 from shared.sandbox.errors import KernelGone, SandboxError, SandboxUnavailable
 from shared.sandbox.provider import KernelSandboxProvider, SandboxLimits
@@ -65,15 +74,31 @@ START_TIMEOUT_S = 30.0
 GVISOR = "runsc"
 HANDOFF_PREFIX = "taskyard-handoff-"  # the name of a container handed to another worker
 _GVISOR_HOST_PIDS, _GVISOR_HOST_PIDS_PER_TASK = 64, 8
+_RENEW_WRITE_S = 2.0  # a lease line a kernel does not take in this long: it is stuck or gone
 
 log = logging.getLogger(__name__)
 _FRAME_HEADER = struct.Struct(">BxxxL")  # stream (1 stdout, 2 stderr), padding, payload size
 _STDOUT, _STDERR = 1, 2
+# The container's own IPC namespace holds no System V IPC object and no POSIX message queue
+# (the kernel's seccomp filter refuses their calls too; these also close /dev/mqueue, which
+# a plain open() reaches). Only these sysctls are per IPC namespace, so settable here.
+IPC_SYSCTLS = {
+    "kernel.shmmni": "0",
+    "kernel.shmall": "0",
+    "kernel.shmmax": "0",
+    "kernel.msgmni": "0",
+    "kernel.sem": "0 0 0 0",
+    "fs.mqueue.queues_max": "0",
+}
+# Per process: no message queue bytes, and as many open files as the local backend allows
+# (else the engine's own limit applies, 20,000 here: each fd is kernel memory).
+ULIMITS = {"msgqueue": 0, "nofile": 256}
 
 
 @dataclass(frozen=True)
 class ContainerSpec:
-    """How every sandbox container is made: image and limits."""
+    """How every sandbox container is made: image and limits (and, for tests, a command run
+    instead of the image's kernel)."""
 
     image: str
     memory: str = "256m"
@@ -82,6 +107,7 @@ class ContainerSpec:
     disk: str = "64m"
     runtime: str = "runc"  # the engine's OCI runtime: "runsc" for gVisor
     lease_s: float = 10.0  # a kernel whose worker is silent this long ends
+    command: tuple[str, ...] = ()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ContainerSpec:
@@ -109,12 +135,15 @@ class ContainerSpec:
             nano_cpus=int(self.cpus * 1e9),
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
+            ipc_mode="private",  # its own IPC namespace, which no other container may join
+            sysctls=IPC_SYSCTLS,
             log_config=LogConfig(type=LogConfig.types.NONE),  # no host file grows
             runtime=self.runtime,
             **self._process_limits(),
         )
         created = api.create_container(
             self.image,
+            entrypoint=list(self.command) or None,
             stdin_open=True,
             # No StdinOnce: closing our socket leaves the kernel running, so that another
             # worker can take it over (a hand-off); the lease ends it once nobody renews it.
@@ -134,18 +163,20 @@ class ContainerSpec:
         return self.runtime == GVISOR or self.runtime.startswith(f"{GVISOR}-")
 
     def _process_limits(self) -> dict[str, Any]:
-        """The limit on processes and threads, as the runtime can hold it.
+        """The limits on processes and threads (and on each process's files and message
+        queue bytes), as the runtime can hold them.
 
         runc: the container's pids cgroup. runsc: that cgroup counts gVisor's own host threads
         too (about 50 idle, 4-8 more per task of the sandbox, measured), so the sandbox's tasks
         are counted by gVisor's kernel (RLIMIT_NPROC: there it sees this sandbox's tasks
         alone, threads included), and the cgroup is a backstop sized for that many.
         """
+        ulimits = [Ulimit(name=name, soft=n, hard=n) for name, n in ULIMITS.items()]
         if not self.gvisor:
-            return {"pids_limit": self.pids}
+            return {"pids_limit": self.pids, "ulimits": ulimits}
         nproc = Ulimit(name="nproc", soft=self.pids, hard=self.pids)
         host_pids = _GVISOR_HOST_PIDS + _GVISOR_HOST_PIDS_PER_TASK * self.pids
-        return {"pids_limit": host_pids, "ulimits": [nproc]}
+        return {"pids_limit": host_pids, "ulimits": [*ulimits, nproc]}
 
 
 class _Demux:
@@ -161,8 +192,9 @@ class _Demux:
     def read(self, deadline: float) -> dict[str, Any] | None:
         """The next reply, or None at `deadline`; raises `KernelGone` at EOF."""
         while (reply := self.lines.pop()) is None:
-            if self.eof:
-                raise KernelGone("the container's output ended")
+            if self.eof:  # with the kernel's last words: the engine may be slow to say more
+                said = self.stderr.last_line()
+                raise KernelGone("the container's output ended" + (f"; {said}" if said else ""))
             if not self.pump(deadline):
                 return None
         return reply
@@ -173,6 +205,8 @@ class _Demux:
             return False
         try:
             chunk = self._sock.recv(1 << 16)
+        except BlockingIOError:
+            return True  # woken with nothing to read after all
         except OSError:
             chunk = b""
         self.eof = not chunk
@@ -204,7 +238,9 @@ class DockerChannel:
         self._memory = memory
         self._demux = _Demux(sock)
         self._send_lock = threading.Lock()
+        self._broken = False  # a request was left half written
         self._closed = False
+        sock.setblocking(False)  # requests are written within a deadline
 
     @classmethod
     def start(
@@ -251,16 +287,18 @@ class DockerChannel:
         if self._closed or not self._send_lock.acquire(blocking=False):
             return
         try:
-            self._sock.sendall(encode_line({"lease": lease_s}))
-        except OSError:
-            pass  # a gone kernel: the next call finds out
+            if not self._broken:
+                deadline = time.monotonic() + _RENEW_WRITE_S
+                write_within(self._sock.fileno(), encode_line({"lease": lease_s}), deadline)
+        except SandboxError:
+            self._broken = True  # half a line may be out: the next call finds the kernel gone
         finally:
             self._send_lock.release()
 
     def detach(self, lease_s: float) -> str:
         """Leave the kernel running for another worker to attach to within `lease_s`, and
         close only our socket; the container's id. Raises `KernelGone` if it cannot."""
-        self.send({"lease": lease_s})
+        self.send({"lease": lease_s}, time.monotonic() + _RENEW_WRITE_S)
         self._closed = True
         self._sock.close()
         return self._container
@@ -270,12 +308,15 @@ class DockerChannel:
         if not (reply or {}).get("ready"):
             raise KernelGone(f"no ready line within {timeout:g}s (got {reply!r})")
 
-    def send(self, message: dict[str, Any]) -> None:
-        try:
-            with self._send_lock:
-                self._sock.sendall(encode_line(message))
-        except OSError as exc:
-            raise KernelGone(f"cannot write to the kernel: {exc}") from exc
+    def send(self, message: dict[str, Any], deadline: float) -> None:
+        with self._send_lock:
+            if self._broken:
+                raise KernelGone("a request to the kernel was left half written")
+            try:
+                write_within(self._sock.fileno(), encode_line(message), deadline)
+            except KernelGone:
+                self._broken = True
+                raise
 
     def receive(self, deadline: float) -> dict[str, Any] | None:
         return self._demux.read(deadline)
@@ -283,7 +324,7 @@ class DockerChannel:
     def alive(self) -> bool:
         while not self._demux.eof and self._demux.pump(0.0):
             pass  # drain what is pending; a closed stream means the container ended
-        return not self._demux.eof
+        return not (self._demux.eof or self._broken)
 
     def stderr(self) -> str:
         return self._demux.stderr.text()
@@ -310,7 +351,7 @@ class DockerChannel:
             self._api.remove_container(self._container, force=True)
         except NotFound:
             pass  # already gone: that is the goal
-        except DockerException:
+        except (DockerException, requests.RequestException):
             # Closing must not fail a call; the labels let an operator find what is left.
             log.warning("could not remove sandbox container %s", self._container, exc_info=True)
 

@@ -5,6 +5,8 @@
     │                          launcher refused: its own message, and what to change)
     ├── SandboxLimitReached    the tenant or the worker is at its live-sandbox limit, all busy
     ├── SandboxClosed          `run` on a sandbox that was released or reaped
+    ├── SandboxBusy            a file request that found the session's call still running
+    │                          after its wait
     ├── NoLiveSandbox          a file read of a session whose kernel is not running: it never
     │                          started, was reaped, or died, and its files went with it
     ├── FileRefused            a file request the working directory refuses; `reason` says
@@ -29,6 +31,7 @@ __all__ = [
     "KernelGone",
     "KernelProtocolError",
     "NoLiveSandbox",
+    "SandboxBusy",
     "SandboxClosed",
     "SandboxError",
     "SandboxLimitReached",
@@ -50,6 +53,10 @@ class SandboxLimitReached(SandboxError):
 
 class SandboxClosed(SandboxError):
     """`run` on a sandbox that was released or reaped; `provider.get` hands out a fresh one."""
+
+
+class SandboxBusy(SandboxError):
+    """The session's call still ran when a file request's wait for it ended."""
 
 
 class NoLiveSandbox(SandboxError):

@@ -10,9 +10,9 @@ Launchers, best first:
   65534 when run as root.
 
 Both run with an empty environment (nothing of the worker's reaches /proc/*/environ) under
-`prlimit`: file size, open files, no core dumps, and the address space per process only where
-no cgroup caps the sandbox as a whole. A worker running as root first becomes uid 65534, so
-bubblewrap builds an unprivileged user namespace.
+`prlimit`: file size, open files, no core dumps, no message queue bytes, and the address space
+per process only where no cgroup caps the sandbox as a whole. A worker running as root first
+becomes uid 65534, so bubblewrap builds an unprivileged user namespace.
 """
 
 from __future__ import annotations
@@ -52,7 +52,9 @@ class LaunchSpec:
     rlimit_memory: bool = True
 
     def prlimit(self) -> list[str]:
-        argv = ["prlimit", f"--fsize={self.disk}", "--nofile=256", "--core=0"]
+        # No POSIX message queue bytes: the unshare launcher leaves the host's /dev/mqueue
+        # in view, and a queue made there would be the host's.
+        argv = ["prlimit", f"--fsize={self.disk}", "--nofile=256", "--core=0", "--msgqueue=0"]
         if self.rlimit_memory:
             argv.append(f"--as={self.memory}")
         return [*argv, "--"]

@@ -24,7 +24,14 @@ import uuid
 from typing import Any
 
 from shared.sandbox.cgroups import CgroupLimits, CgroupTree, SandboxCgroup, find_cgroups, safe_name
-from shared.sandbox.channel import OutputTail, ReplyLines, describe_exit, encode_line, wait_readable
+from shared.sandbox.channel import (
+    OutputTail,
+    ReplyLines,
+    describe_exit,
+    encode_line,
+    wait_readable,
+    write_within,
+)
 from shared.sandbox.demand import PoolBounds, pool_bounds
 from shared.sandbox.errors import KernelGone, SandboxUnavailable
 from shared.sandbox.kernel_copy import KernelCopy
@@ -53,9 +60,11 @@ class LocalChannel:
         self._lines = ReplyLines()
         self._stderr = OutputTail()
         self._send_lock = threading.Lock()
+        self._broken = False  # a request was left half written
         self._closed = False
-        assert process.stderr is not None
+        assert process.stderr is not None and process.stdin is not None
         os.set_blocking(process.stderr.fileno(), False)
+        os.set_blocking(process.stdin.fileno(), False)  # written within a deadline
 
     @classmethod
     def start(
@@ -92,15 +101,20 @@ class LocalChannel:
             raise SandboxUnavailable(explain_failure(launcher, said)) from exc
         return channel
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: dict[str, Any], deadline: float) -> None:
         stdin = self._process.stdin
         assert stdin is not None
-        try:
-            with self._send_lock:
-                stdin.write(encode_line(message))
-                stdin.flush()
-        except (BrokenPipeError, ValueError) as exc:
-            raise KernelGone(f"cannot write to the kernel: {exc}") from exc
+        with self._send_lock:
+            if self._broken:
+                raise KernelGone("a request to the kernel was left half written")
+            try:
+                write_within(stdin.fileno(), encode_line(message), deadline)
+            except KernelGone:
+                self._broken = True
+                raise
+            except ValueError as exc:  # closed meanwhile
+                self._broken = True
+                raise KernelGone("the kernel's channel was closed") from exc
 
     def receive(self, deadline: float) -> dict[str, Any] | None:
         stdout = self._process.stdout
@@ -115,7 +129,7 @@ class LocalChannel:
         return reply
 
     def alive(self) -> bool:
-        return self._process.poll() is None
+        return not self._broken and self._process.poll() is None
 
     def stderr(self, wait_s: float = 0.0) -> str:
         """What the launcher and the kernel wrote to stderr (the last few KB), once they

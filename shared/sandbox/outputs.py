@@ -1,7 +1,7 @@
-"""What a kernel's reply holds beyond text, taken on the worker's side: a cell's rich outputs
-and the answers to file requests. The kernel caps them itself, but the worker does not trust
-it (a cell runs in the executor and can send what it likes there): anything past the same caps
-or of the wrong shape is a broken kernel (`KernelProtocolError`)."""
+"""What a kernel's reply holds, taken on the worker's side: a cell's texts and rich outputs,
+and the answers to file requests. The kernel's supervisor caps them (`kernel/replies.py`), but
+the worker does not trust the sandbox: anything past the same caps or of the wrong shape is a
+broken kernel (`KernelProtocolError`)."""
 
 from __future__ import annotations
 
@@ -15,21 +15,42 @@ from shared.sandbox.base import DisplayOutput
 from shared.sandbox.errors import KERNEL_REFUSALS, FileRefused, KernelProtocolError
 from shared.sandbox.kernel import (
     BINARY_MIMES,
+    DISPLAY_KINDS,
     DISPLAY_LIMIT,
     DISPLAY_MAX_OUTPUTS,
     DISPLAY_MIMES,
-    DISPLAY_TEXT_LIMIT,
     FILE_CHUNK_BYTES,
+    MAX_DISPLAY_TEXT_CHARS,
     MAX_LISTED_FILES,
+    MAX_TEXT_CHARS,
 )
 from shared.sandbox.kernel.files import path_parts
+from shared.sandbox.kernel.replies import TEXT_FIELDS
 
-__all__ = ["file_chunk", "file_info", "file_listing", "image_size", "parse_display", "refusal"]
-
-_KINDS = frozenset({"figure", "table", "image", "html"})
-_TEXT_SLACK = 200  # the kernel's note on a cut text
+__all__ = [
+    "check_texts",
+    "file_chunk",
+    "file_info",
+    "file_listing",
+    "image_size",
+    "parse_display",
+    "refusal",
+]
 _PNG = b"\x89PNG\r\n\x1a\n"
 _JPEG_FRAMES = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}  # SOFn markers
+
+
+def check_texts(reply: dict[str, Any]) -> None:
+    """A cell's reply has text (or nothing) in each text field, within MAX_TEXT_CHARS, and a
+    yes or no for `interrupted`; `KernelProtocolError` otherwise."""
+    for key in TEXT_FIELDS:
+        value = reply.get(key)
+        if value is not None and not isinstance(value, str):
+            raise KernelProtocolError(f"a reply whose {key} is not text")
+        if value is not None and len(value) > MAX_TEXT_CHARS:
+            raise KernelProtocolError(f"a reply whose {key} is over {MAX_TEXT_CHARS} characters")
+    if not isinstance(reply.get("interrupted", False), bool):
+        raise KernelProtocolError("a reply whose interrupted is not true or false")
 
 
 def parse_display(raw: Any) -> list[DisplayOutput]:
@@ -47,22 +68,17 @@ def parse_display(raw: Any) -> list[DisplayOutput]:
 def _output(item: Any) -> DisplayOutput:
     if not isinstance(item, dict) or item.get("mime") not in DISPLAY_MIMES:
         raise KernelProtocolError("a rich output of no known type")
-    mime, data, text = item["mime"], item.get("data"), item.get("text") or ""
-    if not isinstance(data, str) or not isinstance(text, str):
-        raise KernelProtocolError("a rich output whose data or text is not text")
-    if len(text) > DISPLAY_TEXT_LIMIT + _TEXT_SLACK:
+    mime, data, text, kind = item["mime"], item.get("data"), item.get("text"), item.get("kind")
+    if not isinstance(data, str) or not isinstance(text, str) or kind not in DISPLAY_KINDS:
+        raise KernelProtocolError("a rich output whose data, text or kind is not of its kind")
+    if len(text) > MAX_DISPLAY_TEXT_CHARS:
         raise KernelProtocolError("a rich output's text over its limit")
     decoded = _base64(data) if mime in BINARY_MIMES else data.encode(errors="replace")
     size = image_size(mime, decoded)
-    kind = item["kind"] if item.get("kind") in _KINDS else _default_kind(mime)
     return DisplayOutput(
         mime=mime, data=decoded, text=text, kind=kind,
         width=size[0] if size else None, height=size[1] if size else None,
     )  # fmt: skip
-
-
-def _default_kind(mime: str) -> str:
-    return "html" if mime == "text/html" else "image"
 
 
 def _base64(data: str) -> bytes:

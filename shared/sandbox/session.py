@@ -18,7 +18,12 @@ The rules, the same for every backend:
   unanswered within `FILE_TIMEOUT_S`, or answered wrongly, stops the kernel like a broken
   reply to a cell.
 
-Each wait is bounded by the call's own deadline, whatever the kernel sends or withholds.
+Each wait is bounded by the call's own deadline, whatever the kernel sends or withholds and
+however loaded the machine is: a call's deadline covers its wait for the session (a call
+still running there) and its cell, though not the start of a kernel where the session has
+none; a kernel that dies or is given up costs its call at most `EXIT_REASON_S` more, to say
+why, and is removed in the background (an engine under load takes seconds to remove a
+container, and the call has nothing left to learn from it).
 """
 
 from __future__ import annotations
@@ -42,14 +47,23 @@ from shared.sandbox.errors import (
     KernelGone,
     KernelProtocolError,
     NoLiveSandbox,
+    SandboxBusy,
     SandboxClosed,
 )
-from shared.sandbox.outputs import file_chunk, file_info, file_listing, parse_display, refusal
+from shared.sandbox.outputs import (
+    check_texts,
+    file_chunk,
+    file_info,
+    file_listing,
+    parse_display,
+    refusal,
+)
 
-__all__ = ["FILE_TIMEOUT_S", "INTERRUPT_GRACE_S", "KernelSandbox"]
+__all__ = ["EXIT_REASON_S", "FILE_TIMEOUT_S", "INTERRUPT_GRACE_S", "KernelSandbox"]
 
 INTERRUPT_GRACE_S = 2.0
-FILE_TIMEOUT_S = 30.0  # a file request is disk work in a tmpfs: far less, unless it is stuck
+FILE_TIMEOUT_S = 30.0  # a whole file request is disk work in a tmpfs: far less, unless stuck
+EXIT_REASON_S = 1.0  # what a dying kernel's call waits to learn why it died (exit code, OOM)
 _POLL_S = 0.1  # a waiting call looks at least this often for a cancel from another thread
 
 
@@ -64,15 +78,16 @@ class _Call:
     cancelled: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def interrupt(self, cancel: bool) -> None:
-        """Ask the kernel to stop this call; only the first ask is sent."""
+    def interrupt(self, cancel: bool, grace: float) -> None:
+        """Ask the kernel to stop this call (the ask sent within `grace`); only the first ask
+        is sent."""
         with self._lock:
             self.cancelled = self.cancelled or cancel
             if self.interrupted_at is not None:
                 return
             self.interrupted_at = time.monotonic()
         with contextlib.suppress(KernelGone):  # the waiting call finds out itself
-            self.channel.send({"interrupt": self.id})
+            self.channel.send({"interrupt": self.id}, self.interrupted_at + grace)
 
     def matches(self, reply: dict[str, Any]) -> bool:
         nonce = reply.get("nonce")
@@ -83,11 +98,13 @@ class _Call:
         )
 
 
-def _texts_ok(reply: dict[str, Any]) -> bool:
-    return all(
-        reply.get(key) is None or isinstance(reply[key], str)
-        for key in ("stdout", "stderr", "result", "error")
-    )
+def _within(seconds: float, probe: Callable[[], str]) -> str:
+    """`probe()`, or "" when it takes longer than `seconds`; it then ends in the background."""
+    said: list[str] = []
+    thread = threading.Thread(target=lambda: said.append(probe()), daemon=True)
+    thread.start()
+    thread.join(seconds)
+    return said[0] if said else ""
 
 
 class KernelSandbox:
@@ -119,21 +136,32 @@ class KernelSandbox:
     def run(self, code: str, timeout: float) -> ExecutionResult:
         """Run one cell in the session's kernel; never raises for anything the code does.
 
+        Returns within `timeout` and the interrupt grace (plus a kernel's start): a call of
+        the session still running past `timeout` makes this one time out without running.
         Raises `SandboxUnavailable` when no kernel can be started (engine down, image
         missing), `SandboxLimitReached` when no room can be made for one, and
         `SandboxClosed` after `close`.
         """
-        with self._lock:
+        deadline = time.monotonic() + timeout
+        if not self._lock.acquire(timeout=max(0.0, timeout)):
+            return ExecutionResult(
+                error=f"Timed out after {timeout:g}s waiting for this session's previous call "
+                "to end; this cell did not run.",
+                timed_out=True,
+            )
+        try:
             if self._closed:
                 raise SandboxClosed("this session's sandbox was released; call provider.get again")
             with self._cancel_lock:
                 self._busy, self._cancel_pending = True, False
             try:
-                return self._run_locked(code, timeout)
+                return self._run_locked(code, timeout, deadline)
             finally:
                 with self._cancel_lock:
                     self._busy, self._call = False, None
                 self._last_used = time.monotonic()
+        finally:
+            self._lock.release()
 
     def cancel(self) -> bool:
         """Interrupt the running cell from another thread; False when no `run` is under way.
@@ -150,7 +178,7 @@ class KernelSandbox:
             if call is None:
                 self._cancel_pending = True
                 return True
-        call.interrupt(cancel=True)
+        call.interrupt(cancel=True, grace=self._grace)
         return True
 
     @property
@@ -259,14 +287,18 @@ class KernelSandbox:
 
     @contextlib.contextmanager
     def _file_requests(self, start: bool) -> Iterator[Callable[[dict[str, Any]], dict[str, Any]]]:
-        """Under the session's lock, a function that sends one file request and returns its
-        checked reply. A kernel that does not answer, or answers wrongly, is stopped."""
-        with self._lock:
+        """Under the session's lock (waited for at most FILE_TIMEOUT_S: else `SandboxBusy`), a
+        function that sends one file request and returns its checked reply, all of them within
+        FILE_TIMEOUT_S. A kernel that does not answer in time, or answers wrongly, is stopped."""
+        if not self._lock.acquire(timeout=FILE_TIMEOUT_S):
+            raise SandboxBusy(f"the session's call still ran after {FILE_TIMEOUT_S:g}s")
+        try:
             if self._closed:
                 raise SandboxClosed("this session's sandbox was released; call provider.get again")
             channel = self._live_channel() if start else self._running_channel()
+            deadline = time.monotonic() + FILE_TIMEOUT_S
             try:
-                yield lambda message: self._file_reply(channel, message)
+                yield lambda message: self._file_reply(channel, message, deadline)
             except KernelProtocolError as bad:
                 self._drop_kernel()
                 raise KernelProtocolError(
@@ -277,11 +309,15 @@ class KernelSandbox:
                 raise
             finally:
                 self._last_used = time.monotonic()
+        finally:
+            self._lock.release()
 
-    def _file_reply(self, channel: KernelChannel, message: dict[str, Any]) -> dict[str, Any]:
+    def _file_reply(
+        self, channel: KernelChannel, message: dict[str, Any], deadline: float
+    ) -> dict[str, Any]:
         call = _Call(channel, next(self._ids))
-        channel.send({"id": call.id, "nonce": call.nonce, **message})
-        reply = channel.receive(time.monotonic() + FILE_TIMEOUT_S)
+        channel.send({"id": call.id, "nonce": call.nonce, **message}, deadline)
+        reply = channel.receive(deadline)
         if reply is None:
             raise KernelGone(f"the sandbox did not answer a file request in {FILE_TIMEOUT_S:g}s")
         if not call.matches(reply):
@@ -303,10 +339,12 @@ class KernelSandbox:
         """Stop the kernel and refuse further calls; waits for a running cell's call first."""
         with self._lock:
             self._closed = True
-            self._drop_kernel()
+            self._drop_kernel(wait=True)
 
-    def _run_locked(self, code: str, timeout: float) -> ExecutionResult:
+    def _run_locked(self, code: str, timeout: float, deadline: float) -> ExecutionResult:
+        starting = time.monotonic()
         call = _Call(self._live_channel(), next(self._ids))
+        deadline += time.monotonic() - starting  # a kernel's start is not the cell's time
         with self._cancel_lock:
             if self._cancel_pending:
                 result = self._result({"error": "Cancelled before the cell started: nothing ran."})
@@ -314,16 +352,16 @@ class KernelSandbox:
                 return result
             self._call = call
         try:
-            call.channel.send({"id": call.id, "nonce": call.nonce, "code": code})
+            call.channel.send({"id": call.id, "nonce": call.nonce, "code": code}, deadline)
             self._has_state = True
-            reply = self._await(call, time.monotonic() + timeout)
+            reply = self._await(call, deadline)
             display = parse_display(reply.get("display")) if reply is not None else []
         except KernelProtocolError as bad:
             return self._lost(
                 f"The sandbox broke its protocol ({bad}); its interpreter was stopped"
             )
         except KernelGone as gone:
-            reason = call.channel.exit_reason() or str(gone)
+            reason = _within(EXIT_REASON_S, call.channel.exit_reason) or str(gone)
             return self._lost(f"The Python interpreter died while running this cell ({reason})")
         if reply is None:
             what = "Cancelled" if call.cancelled else f"Timed out after {timeout:g}s"
@@ -353,13 +391,14 @@ class KernelSandbox:
             if now >= stop:
                 if call.interrupted_at is not None:
                     return None
-                call.interrupt(cancel=False)
+                call.interrupt(cancel=False, grace=self._grace)
                 continue
             reply = call.channel.receive(min(stop, now + _POLL_S))
             if reply is None:
                 continue
-            if not call.matches(reply) or not _texts_ok(reply):
+            if not call.matches(reply):
                 raise KernelProtocolError(f"a reply that does not match call {call.id}")
+            check_texts(reply)
             return reply
 
     def _outcome(
@@ -391,10 +430,15 @@ class KernelSandbox:
             state_lost=True,
         )
 
-    def _drop_kernel(self) -> None:
+    def _drop_kernel(self, wait: bool = False) -> None:
+        """Forget the kernel and stop it; unless `wait`, its removal goes on in the background,
+        so that a call never waits on an engine under load."""
         if self._channel is None:
             return
-        self._channel.close()
+        if wait:
+            self._channel.close()
+        else:
+            threading.Thread(target=self._channel.close, name="sandbox-drop", daemon=True).start()
         self._channel = None
         if self._has_state:
             self._loss_pending, self._loss_reason = True, None

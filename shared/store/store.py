@@ -17,12 +17,15 @@ import orjson
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
+from redis.exceptions import NoScriptError
 
 from shared import keys
+from shared.errors import TaskyardError
 from shared.events import Event, EventKind, decode_entry, dumps
 from shared.jobs import Envelope
+from shared.redis_clients import SentinelSpec, async_client
 from shared.schema import AgentMessage, ToolCall
-from shared.settings import broker_database
+from shared.settings import Settings, broker_database
 from shared.store import replies
 from shared.store.scripts import SCRIPTS, source
 from shared.task import RETENTION_S, TERMINAL, TaskRecord, TaskStatus
@@ -32,6 +35,7 @@ __all__ = [
     "CallClaim",
     "Created",
     "MemoryTail",
+    "NotReplicated",
     "StepCommit",
     "StepStart",
     "TaskStore",
@@ -39,6 +43,17 @@ __all__ = [
 ]
 
 _IDEMPOTENCY_TTL_S = 24 * 3600
+
+
+class NotReplicated(TaskyardError):
+    """Fewer replicas than asked confirmed a write in time: it is on the primary, and a
+    failover now could lose it."""
+
+    def __init__(self, wanted: int, confirmed: int, timeout_ms: int) -> None:
+        super().__init__(f"{confirmed} of {wanted} replicas confirmed the write in {timeout_ms} ms")
+        self.wanted = wanted
+        self.confirmed = confirmed
+        self.timeout_ms = timeout_ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,22 +161,61 @@ class TaskStore:
         max_connections: int = 64,
         client_name: str | None = None,
         outage_retries: int = 20,
+        sentinel: SentinelSpec | None = None,
     ) -> TaskStore:
         """A store on a bounded pool: a thousand steps in flight share a few connections
         instead of opening one each. `client_name` names them in Redis's CLIENT LIST. A lost
         connection is retried `outage_retries` times (20: about a minute, what a Redis restart
-        takes; a gateway answering people waits less)."""
-        pool = aioredis.BlockingConnectionPool.from_url(
-            url, decode_responses=True, max_connections=max_connections, timeout=30,
-            client_name=client_name, retry=outage_retry(outage_retries),
+        takes; a gateway answering people waits less), on the master `sentinel` names now
+        when there is one (a failover takes seconds)."""
+        client = async_client(
+            url, sentinel, max_connections=max_connections, pool_timeout=30,
+            decode_responses=True, client_name=client_name, retry=outage_retry(outage_retries),
         )  # fmt: skip
-        return cls(aioredis.Redis(connection_pool=pool), broker_database(url, broker_url))
+        return cls(client, broker_database(url, broker_url, sentinel=sentinel is not None))
+
+    @classmethod
+    def from_settings(
+        cls, settings: Settings, client_name: str, outage_retries: int = 20
+    ) -> TaskStore:
+        """The store the settings name (their URLs, or Sentinel's master), as `from_url`."""
+        return cls.from_url(
+            settings.redis_url, settings.broker_url, settings.redis_max_connections,
+            client_name, outage_retries, settings.sentinel,
+        )  # fmt: skip
 
     async def close(self) -> None:
         await self.r.aclose()
 
     async def _run(self, name: str, keys_: Sequence[str], args: Sequence[Any]) -> Any:
         return await self._scripts[name](keys=list(keys_), args=list(args))
+
+    async def _replicated(
+        self, name: str, keys_: Sequence[str], args: Sequence[Any], replicas: int, timeout_ms: int
+    ) -> Any:
+        """Run a script, then WAIT on the same connection (WAIT counts the replicas holding
+        that connection's writes) until `replicas` replicas hold what it wrote: one round
+        trip. The script must write whenever its answer needs replicating (see create_task)."""
+        if not replicas:
+            return await self._run(name, keys_, args)
+        script = self._scripts[name]
+        try:
+            reply, confirmed = await self._then_wait(script.sha, keys_, args, replicas, timeout_ms)
+        except NoScriptError:  # a new master (after a failover) has an empty script cache
+            await self.r.script_load(script.script)
+            reply, confirmed = await self._then_wait(script.sha, keys_, args, replicas, timeout_ms)
+        if confirmed < replicas and reply[0] in ("created", "existing"):
+            raise NotReplicated(replicas, confirmed, timeout_ms)
+        return reply
+
+    async def _then_wait(
+        self, sha: str, keys_: Sequence[str], args: Sequence[Any], replicas: int, timeout_ms: int
+    ) -> list[Any]:
+        async with self.r.pipeline(transaction=False) as pipe:
+            pipe.evalsha(sha, len(keys_), *keys_, *args)
+            pipe.wait(replicas, timeout_ms)
+            found: list[Any] = await pipe.execute()
+        return found
 
     # -- tasks -------------------------------------------------------------------------------
 
@@ -174,9 +228,13 @@ class TaskStore:
         reject_if_busy: bool = False,
         deadline_s: float = 24 * 3600,
         extra: Mapping[str, str] | None = None,
+        replicas: int = 0,
+        replicas_timeout_ms: int = 500,
     ) -> Created:
         """Store a new task and claim its session, pushing `first_step` then (or queue the
-        task behind the session's current one), in one atomic step."""
+        task behind the session's current one), in one atomic step. With `replicas`, a task
+        made or found is answered only once that many replicas hold it (`NotReplicated`
+        if they do not within `replicas_timeout_ms`)."""
         idem = keys.idempotency(record.tenant, idempotency_key) if idempotency_key else ""
         keys_ = [*_task_keys(record.id), *_session_keys(record), idem or keys.task(record.id),
                  keys.tenant_tasks(record.tenant),
@@ -190,7 +248,7 @@ class TaskStore:
         fields_ = {**record.to_redis(), **(extra or {})}
         args = [record.id, queued, mark, _IDEMPOTENCY_TTL_S, busy, self.db, self.broker_db,
                 *job, asked, deadline_s, record.parent_id or "", *_flat(fields_)]  # fmt: skip
-        reply = await self._run("create_task", keys_, args)
+        reply = await self._replicated("create_task", keys_, args, replicas, replicas_timeout_ms)
         if reply[0] == "existing":
             return Created("existing", reply[1], fingerprint=reply[2])
         if reply[0] in ("busy", "parent_ended"):

@@ -33,6 +33,15 @@ def test_the_announced_url_is_read_from_the_log(tmp_path: Path) -> None:
         assert child.announced_url() == "http://127.0.0.1:4321"
 
 
+def test_a_child_started_again_under_its_name_announces_its_own_url(tmp_path: Path) -> None:
+    with Processes(tmp_path) as procs:
+        procs.start("server", _python("print('listening on http://127.0.0.1:1111')")).wait()
+        procs.stop("server")
+        code = "import time; print('listening on http://127.0.0.1:2222'); time.sleep(60)"
+        again = procs.start("server", _python(code))
+        assert again.announced_url() == "http://127.0.0.1:2222"  # not the first run's line
+
+
 def test_a_child_that_never_gets_ready_times_out(tmp_path: Path) -> None:
     with Processes(tmp_path) as procs:
         child = procs.start("quiet", _python("import time; time.sleep(60)"))

@@ -4,6 +4,7 @@ on hosts, every service binds its host's address and keeps its files in its host
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import docker
@@ -34,16 +35,18 @@ def test_redis_restarts_with_its_fsync_policy_and_answers_at_once(tmp_path: Path
 
 def test_the_sandboxes_a_stack_leaves_are_removed_by_its_label(sandbox_image: str) -> None:
     client = docker.from_env()
+    # Labels of this run's own: another test run on the engine keeps its containers.
+    mine, theirs = (f"stack-{name}-{uuid.uuid4().hex[:8]}" for name in ("ours", "other"))
+    other = client.containers.create(sandbox_image, labels={WORKER_LABEL: theirs})
     try:
-        ours = [client.containers.create(sandbox_image, labels={WORKER_LABEL: "stack-ours"})
+        ours = [client.containers.create(sandbox_image, labels={WORKER_LABEL: mine})
                 for _ in range(2)]  # fmt: skip
-        other = client.containers.create(sandbox_image, labels={WORKER_LABEL: "stack-other"})
-        remove_sandboxes("stack-ours")
+        remove_sandboxes(mine)
         left = {c.id for c in client.containers.list(all=True)}
         assert not left & {c.id for c in ours}
         assert other.id in left
-        other.remove(force=True)
     finally:
+        other.remove(force=True)
         client.close()
 
 
@@ -71,3 +74,34 @@ def test_on_hosts_a_service_without_one_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="gateway has no host: give every service one, or none"):
         stack.start()
     assert stack.procs == {}
+
+
+def test_a_sentinel_stack_adds_a_replica_and_three_sentinels_of_its_redis(tmp_path: Path) -> None:
+    stack = LocalStack(run_dir=tmp_path, redis_sentinel=True)
+    commands = stack.commands()
+    assert stack.sentinels is not None
+    names = list(commands)
+    assert names[:5] == ["redis", "redis_replica", "sentinel_1", "sentinel_2", "sentinel_3"]
+    replica = commands["redis_replica"]
+    assert replica[replica.index("--port") + 1] == str(stack.sentinels.replica_port)
+    assert replica[-3:] == ["--replicaof", "127.0.0.1", str(stack.ports.redis)]
+    assert replica[replica.index("--dir") + 1] != str(tmp_path)  # its own AOF
+    for name, port in zip(names[2:5], stack.sentinels.sentinel_ports, strict=True):
+        config = Path(commands[name][-1]).read_text()
+        assert f"port {port}\n" in config
+        assert f"sentinel monitor taskyard 127.0.0.1 {stack.ports.redis} 2\n" in config
+    ports = ",".join(f"127.0.0.1:{port}" for port in stack.sentinels.sentinel_ports)
+    env = stack.env()
+    assert (env["TASKYARD_REDIS_SENTINELS"], env["TASKYARD_REDIS_MASTER"]) == (ports, "taskyard")
+    assert stack.master_url == stack.redis_url  # no sentinel answers: the primary's URL
+
+
+def test_a_plain_stack_has_no_sentinels_and_a_stack_on_hosts_none_at_all(
+    tmp_path: Path,
+) -> None:
+    stack = LocalStack(run_dir=tmp_path)
+    assert not {"redis_replica", "sentinel_1"} & set(stack.commands())
+    assert "TASKYARD_REDIS_SENTINELS" not in stack.env()
+    hosts = {"redis": Host("redis", "198.18.7.2", "ns", 1)}
+    with pytest.raises(ValueError, match="replica and sentinels on loopback"):
+        LocalStack(run_dir=tmp_path, redis_sentinel=True, hosts=hosts)

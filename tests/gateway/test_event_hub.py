@@ -23,14 +23,18 @@ TASK = "task_" + "1" * 32
 @pytest.fixture
 async def hub(redis_server: str, redis_client: redis.Redis) -> AsyncIterator[EventHub]:
     store = aioredis.Redis.from_url(f"{redis_server}/0", decode_responses=True)
-    hub = EventHub(reader_client(f"{redis_server}/0", "test"), store, keep_alive_s=0.2)
+    hub = EventHub(
+        reader_client(Settings(redis_url=f"{redis_server}/0"), "test"), store, keep_alive_s=0.2
+    )
     yield hub
     await hub.close()
     await store.aclose()
 
 
 async def _add(hub: EventHub, *events: tuple[str, dict[str, Any]]) -> list[str]:
-    async with hub.client.pipeline(transaction=False) as pipe:
+    # One transaction, as the store's scripts write a commit's events: a reader blocked on
+    # the stream sees them together (a plain pipeline may wake it between two of them).
+    async with hub.client.pipeline(transaction=True) as pipe:
         for kind, data in events:
             pipe.xadd(keys.task_events(TASK), {"kind": kind, "data": orjson.dumps(data).decode()})
         return await pipe.execute()

@@ -9,6 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 from gateway_support import queued_steps as _queued_steps
 
+from services.gateway.app import create_app
 from shared.events import EventKind
 from shared.schema import AgentMessage
 from shared.settings import Settings
@@ -188,3 +189,23 @@ def test_cancel_ends_the_task_and_hands_the_session_on(
         f"/v1/tasks/{second['id']}/cancel", headers={"Authorization": "Bearer key-b"}
     )
     assert other.status_code == 404
+
+
+def test_a_task_no_replica_confirms_is_503_and_its_key_finds_it_later(
+    settings: Settings,
+) -> None:
+    """The gateway promises that a failover loses no 202: with no replica to confirm the task,
+    it answers 503 (the task may run); the same Idempotency-Key then finds that one task."""
+    body, key = {"input": "hi"}, {**AUTH, "Idempotency-Key": "once"}
+    waiting = settings.model_copy(update={"gateway_accept_replicas": 1,
+                                          "gateway_accept_wait_ms": 50})  # fmt: skip
+    with TestClient(create_app(waiting)) as strict:
+        refused = strict.post("/v1/tasks", json=body, headers=key)
+    assert refused.status_code == 503, refused.text
+    assert refused.headers["retry-after"] == "1"
+    assert "no replica confirmed the task within 50 ms" in refused.json()["detail"]
+    with TestClient(create_app(settings)) as lenient:
+        found = lenient.post("/v1/tasks", json=body, headers=key)
+        assert found.status_code == 202
+        listed = lenient.get("/v1/tasks", headers=AUTH).json()["tasks"]
+    assert [task["id"] for task in listed] == [found.json()["id"]]

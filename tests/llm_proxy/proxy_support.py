@@ -1,18 +1,22 @@
 """Helpers for the proxy tests: scripted replicas and proxies as real processes, the SDK
-client."""
+client, and the plain stubs routing policies are tested on."""
 
 from __future__ import annotations
 
 import re
+import shutil
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 import httpx
 import openai
+import redis
 from prometheus_client.parser import text_string_to_metric_families
 
 from devstack.llm import start_proxy, start_scripted_model
-from devstack.procs import Processes
+from devstack.procs import Processes, free_port
+from services.llm_proxy.routing.ring import HashRing, hash_key
 
 API_KEY = "test-key"
 # Fast probes and short cooldowns, so health changes show within a test's time.
@@ -74,6 +78,38 @@ class ProxyProcess:
             self._procs.stop(self._name)
 
 
+class RedisProcess:
+    """A redis-server of one test's own (no persistence), which it may stop and start again on
+    the same port."""
+
+    def __init__(self, procs: Processes) -> None:
+        binary = shutil.which("redis-server")
+        assert binary, "redis-server missing: `make test` installs it"
+        self._procs, self.port = procs, free_port()
+        self._argv = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                      "--appendonly", "no"]  # fmt: skip
+        self.start()
+
+    def url(self, database: int = 0) -> str:
+        return f"redis://127.0.0.1:{self.port}/{database}"
+
+    def start(self) -> None:
+        child = self._procs.start("redis", self._argv)
+        client = redis.Redis.from_url(self.url())
+        child.wait_until(lambda: _pings(client), "redis answering PING")
+        client.close()
+
+    def stop(self) -> None:
+        self._procs.stop("redis")
+
+
+def _pings(client: redis.Redis) -> bool:
+    try:
+        return bool(client.ping())
+    except redis.ConnectionError:
+        return False
+
+
 ReplicaFactory = Callable[..., list[Replica]]
 ProxyFactory = Callable[..., ProxyProcess]
 
@@ -125,3 +161,46 @@ def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
             return
         time.sleep(0.02)
     raise AssertionError("the condition did not become true in time")
+
+
+@dataclass(eq=False)
+class StubReplica:
+    """What a routing policy reads of a replica, and nothing else."""
+
+    name: str
+    weight: float = 1.0
+    in_flight: int = 0
+    healthy: bool = True
+    max_in_flight: int = 100
+    latency_ms: float = 0.0
+
+    @property
+    def has_room(self) -> bool:
+        return self.in_flight < self.max_in_flight
+
+
+@dataclass
+class StubGroup:
+    replicas: list[StubReplica]
+    name: str = "m"
+    ring: HashRing = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.ring = HashRing([r.name for r in self.replicas], [r.weight for r in self.replicas])
+
+
+def stub_group(count: int, **kwargs: float) -> StubGroup:
+    return StubGroup([StubReplica(f"r{i}", **kwargs) for i in range(count)])
+
+
+def route_key(text: str) -> int:
+    return hash_key(text.encode())
+
+
+def metric_settles(proxy: ProxyProcess, selector: str, value: float, timeout: float = 5) -> float:
+    """`metric` once it reads `value` (or what it reads after `timeout`): a stream's usage is
+    counted as its relay ends, which may be just after the client has read the end."""
+    deadline = time.monotonic() + timeout
+    while (seen := metric(proxy, selector, absent=0.0)) != value and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return seen

@@ -68,3 +68,18 @@ def test_the_settings_are_the_proxys_own_under_the_shared_variable_names(
     assert settings.proxy_max_retries == 5
     assert not isinstance(settings, Settings)
     assert not set(ProxySettings.model_fields) & {"api_keys", "broker_url", "sandbox_image"}
+
+
+def test_placement_sharing_is_set_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TASKYARD_PROXY_PLACEMENT_SYNC_S", "0.2")
+    monkeypatch.setenv("TASKYARD_PROXY_PLACEMENT_TTL_S", "3")
+    monkeypatch.setenv("TASKYARD_PROXY_SHARE_PLACEMENTS", "false")
+    settings = ProxySettings()
+    assert (settings.proxy_placement_sync_s, settings.proxy_placement_ttl_s) == (0.2, 3.0)
+    assert not settings.proxy_share_placements
+
+
+def test_a_placement_ttl_under_two_sync_intervals_is_refused() -> None:
+    # Live instances would drop out of each other's load between two of their syncs.
+    with pytest.raises(ValueError, match="PLACEMENT_TTL_S must be at least twice"):
+        ProxySettings(proxy_placement_sync_s=1.0, proxy_placement_ttl_s=1.5)

@@ -191,15 +191,15 @@ def test_matplotlib_leaves_the_working_directory_alone(image_sandbox: KernelSand
 
 def _output(mime: str = "image/png", data: str | None = None, **extra: Any) -> dict[str, Any]:
     return {"mime": mime, "data": data or base64.b64encode(png(3, 2)).decode(), "text": "t",
-            **extra}  # fmt: skip
+            "kind": "image", **extra}  # fmt: skip
 
 
 def test_the_worker_takes_well_formed_outputs() -> None:
     (image, table) = parse_display(
-        [_output(kind="figure"), _output("text/html", "<p>", kind="bogus")]
+        [_output(kind="figure"), _output("text/html", "<p>", kind="table")]
     )
     assert (image.width, image.height, image.kind) == (3, 2, "figure")
-    assert (table.kind, table.data) == ("html", b"<p>")  # an unknown kind is the mime's own
+    assert (table.kind, table.data) == ("table", b"<p>")
 
 
 @pytest.mark.parametrize(
@@ -212,8 +212,22 @@ def test_the_worker_takes_well_formed_outputs() -> None:
         [_output(data="not base64!")],
         [{"mime": "text/html", "data": 7}],
         [_output(text="t" * 100_000)],
+        [_output(text=["t"])],
+        [_output(kind="bogus")],
+        [_output(kind=["image"])],  # unhashable: once a TypeError out of the worker
     ],
-    ids=["shape", "count", "bytes", "type", "base64", "data", "text"],
+    ids=[
+        "shape",
+        "count",
+        "bytes",
+        "type",
+        "base64",
+        "data",
+        "text",
+        "text type",
+        "kind",
+        "kind type",
+    ],
 )
 def test_the_worker_refuses_outputs_past_the_caps(display: Any) -> None:
     with pytest.raises(KernelProtocolError):

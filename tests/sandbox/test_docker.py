@@ -18,7 +18,14 @@ import pytest
 from docker.errors import NotFound
 from docker.models.containers import Container
 
-from shared.sandbox.docker import OWNER_LABEL, SESSION_LABEL, WORKER_LABEL, DockerSandboxProvider
+from shared.sandbox.docker import (
+    IPC_SYSCTLS,
+    OWNER_LABEL,
+    SESSION_LABEL,
+    ULIMITS,
+    WORKER_LABEL,
+    DockerSandboxProvider,
+)
 from shared.sandbox.provider import KernelSandboxProvider
 from shared.settings import Settings
 
@@ -215,3 +222,7 @@ def test_container_is_created_locked_down(
     assert "size=64m" in host["Tmpfs"]["/work"] and host["ShmSize"] == 64 << 20
     assert host["LogConfig"]["Type"] == "none"
     assert container.attrs["Mounts"] == []  # no volume: nothing on the host's disk
+    assert (host["IpcMode"], host["Sysctls"]) == ("private", IPC_SYSCTLS)
+    assert {u["Name"]: (u["Soft"], u["Hard"]) for u in host["Ulimits"]} == {
+        name: (n, n) for name, n in ULIMITS.items()
+    }

@@ -16,6 +16,7 @@ from shared.sandbox.kernel import INTERRUPTED, MAX_LINE_BYTES, OUTPUT_LIMIT
 from shared.sandbox.kernel.supervisor import fit_line
 from shared.sandbox.kernel.wire import LineBuffer, TooLong
 from shared.sandbox.kernel_copy import KERNEL_SOURCE
+from tests.sandbox.forge import forge_from_a_child
 
 
 class Kernel:
@@ -109,25 +110,14 @@ def test_user_code_cannot_write_to_the_protocol(kernel: Kernel) -> None:
     assert kernel.run("'still in sync'")["result"] == "'still in sync'"
 
 
-def test_a_grandchild_cannot_forge_the_next_reply(kernel: Kernel) -> None:
-    # A raw fork() (no Python fork hooks) keeps every fd, the executor's channel included;
-    # the grandchild then writes a well-formed reply into every socket it holds.
-    forge = (
-        "import ctypes, json, os, socket, struct, time\n"
-        "if ctypes.CDLL(None).syscall(57) == 0:\n"
-        "    if os.fork() == 0:\n"
-        "        time.sleep(0.3)\n"
-        "        body = json.dumps({'stdout': '', 'stderr': '', 'result': \"'FORGED'\",\n"
-        "                           'error': None}).encode()\n"
-        "        for fd in range(3, 64):\n"
-        "            try:\n"
-        "                socket.socket(fileno=fd).sendall(struct.pack('>I', len(body)) + body)\n"
-        "            except OSError:\n"
-        "                pass\n"
-        "    os._exit(0)\n"
-    )
-    kernel.run(forge)
+def test_a_forked_process_cannot_forge_the_next_reply(kernel: Kernel, tmp_path: Path) -> None:
+    # A raw fork() (no Python fork hooks) keeps every fd, the executor's channel included; the
+    # child then writes a well-formed reply into every socket it holds, while the next cell runs.
+    proof = tmp_path / "sent"
+    forged = "{'stdout': '', 'stderr': '', 'result': \"'FORGED'\", 'error': None}"
+    kernel.run(forge_from_a_child(forged, 0.3, str(proof)))
     assert kernel.run("import time\ntime.sleep(0.8)\n'real'")["result"] == "'real'"
+    assert proof.read_text() == "1"  # it did write on the channel
 
 
 def test_exit_is_an_error_not_an_exit(kernel: Kernel) -> None:

@@ -149,7 +149,7 @@ def test_bwrap_inside_docker_runs_once_allowed(
     security = [arg for option in options for arg in ("--security-opt", option)]
     channel = _bwrap_in_docker(kernel_copy, sandbox_image, sandbox_worker_label, *security)
     try:
-        channel.send({"id": 1, "nonce": "n", "code": "6 * 7"})
+        channel.send({"id": 1, "nonce": "n", "code": "6 * 7"}, time.monotonic() + TIMEOUT)
         assert (channel.receive(time.monotonic() + TIMEOUT) or {}).get("result") == "42"
     finally:
         channel.close()

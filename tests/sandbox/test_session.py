@@ -14,6 +14,7 @@ import pytest
 from shared.sandbox.base import ExecutionResult
 from shared.sandbox.errors import SandboxClosed
 from shared.sandbox.provider import KernelSandboxProvider
+from tests.sandbox.forge import forge_from_a_child
 
 TIMEOUT = 20.0  # generous: the machine is shared; a cell that should finish never nears it
 ProviderFactory = Callable[..., KernelSandboxProvider]
@@ -279,22 +280,10 @@ def test_cells_cannot_reach_the_protocol(provider: KernelSandboxProvider) -> Non
         "refused"
     )
     assert sandbox.run(forge, TIMEOUT).result == "[13, 13, 13, 13, 13]"  # EACCES, each
-    grandchild = (
-        "import ctypes, json, os, socket, struct, time\n"
-        "if ctypes.CDLL(None).syscall(57 if os.uname().machine == 'x86_64' else 220, 17) == 0:\n"
-        "    if os.fork() == 0:\n"
-        "        time.sleep(0.2)\n"
-        "        body = json.dumps({'stdout': '', 'stderr': '', 'result': \"'FORGED'\",\n"
-        "                           'error': None}).encode()\n"
-        "        for fd in range(3, 64):\n"
-        "            try:\n"
-        "                socket.socket(fileno=fd).sendall(struct.pack('>I', len(body)) + body)\n"
-        "            except OSError:\n"
-        "                pass\n"
-        "    os._exit(0)\n"
-    )
-    sandbox.run(grandchild, TIMEOUT)
+    forged = "{'stdout': '', 'stderr': '', 'result': \"'FORGED'\", 'error': None}"
+    sandbox.run(forge_from_a_child(forged, 0.2, "sent"), TIMEOUT)
     assert sandbox.run("import time\ntime.sleep(0.5)\n'real'", TIMEOUT).result == "'real'"
+    assert sandbox.run("open('sent').read()", TIMEOUT).result == "'1'"  # it did write
 
 
 def test_nested_namespaces_and_kernel_interfaces_are_refused(

@@ -147,6 +147,16 @@ def test_a_listing_is_bounded(kernel: Kernel, workdir: Path) -> None:
     assert len(listed["files"]) == MAX_LISTED_FILES and listed["truncated"] is True
 
 
+def test_a_listing_of_long_escaped_names_still_fits_its_line(kernel: Kernel, workdir: Path) -> None:
+    # 1000 paths of 1023 characters, each 6 bytes in JSON: 6 MB, past a line's 4 MiB.
+    deep = workdir.joinpath(*["é" * 127] * 7)
+    deep.mkdir(parents=True)
+    for n in range(MAX_LISTED_FILES):
+        (deep / f"{n:03}{'é' * 124}").touch()
+    listed = kernel.ask(file_op="list")  # one line, of at most MAX_LINE_BYTES
+    assert listed["truncated"] is True and 300 < len(listed["files"]) < MAX_LISTED_FILES
+
+
 def test_missing_files_and_directories(kernel: Kernel, workdir: Path) -> None:
     (workdir / "dir").mkdir()
     (workdir / "file").touch()

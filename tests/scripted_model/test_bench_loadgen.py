@@ -73,3 +73,21 @@ def test_lane_ports_send_each_lane_to_its_own_replica(
     assert first.server is not None and second.server is not None
     assert first.server.app.counters.requests == 1 + 3
     assert second.server.app.counters.requests == 2
+
+
+def test_turn_ports_send_each_turn_to_its_own_port_and_think_time_paces_them(
+    start_model: Callable[..., ScriptedModelThread],
+) -> None:
+    first, second = start_model(), start_model()
+    lanes = [[_chat("hi", f"s{lane}")] * 3 for lane in range(2)]
+    spec = {
+        "host": "127.0.0.1", "port": first.port, "concurrency": 2, "lanes": lanes,
+        "turn_ports": [[first.port, second.port, first.port], [second.port] * 3],
+        "think_ms": 100,
+    }  # fmt: skip
+    result = asyncio.run(_loadgen().run_load(spec))
+    assert result["ok"] == 6
+    assert first.server is not None and second.server is not None
+    assert (first.server.app.counters.requests, second.server.app.counters.requests) == (2, 4)
+    assert result["lane_locality"] == (2 + 3) / 6
+    assert result["elapsed_s"] >= 0.2  # two pauses between three turns

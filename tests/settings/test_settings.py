@@ -7,6 +7,7 @@ import pytest
 from pydantic import ValidationError
 
 from services.llm_proxy.settings import ProxySettings
+from shared.celery_app import make_celery
 from shared.settings import Settings
 
 
@@ -45,6 +46,11 @@ def _error(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> str:
         ("TASKYARD_LLM_TOKEN_SECRET", "changeme", "not a placeholder"),
         ("TASKYARD_PROXY_TENANT_LIMITS", "team-a:60", "entry 1 is not tenant:rpm:tpm"),
         ("TASKYARD_PROXY_FALLBACKS", "big=small|", "model=fallback|fallback entries"),
+        ("TASKYARD_REDIS_SENTINELS", "10.0.0.1", "entry 1 ('10.0.0.1') is not host:port"),
+        ("TASKYARD_REDIS_SENTINELS", "a:26379,b:x", "entry 2 ('b:x') is not host:port"),
+        ("TASKYARD_REDIS_SENTINELS", "a:70000", "must be host:port entries separated by commas"),
+        ("TASKYARD_REDIS_SENTINELS", "a:26379", "TASKYARD_REDIS_MASTER go together"),
+        ("TASKYARD_REDIS_MASTER", "mymaster", "TASKYARD_REDIS_MASTER go together"),
     ],
 )  # fmt: skip
 def test_a_malformed_value_says_what_the_format_is(
@@ -81,3 +87,66 @@ def test_well_formed_values_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
     proxy = ProxySettings()
     assert proxy.proxy_upstreams == "http://a:1/v1, big=https://b/v1"
     assert proxy.redis_url == "unix:///run/redis.sock"
+
+
+_SENTINELS = {"TASKYARD_REDIS_SENTINELS": "10.0.0.1:26379, [fd00::2]:26380",
+              "TASKYARD_REDIS_MASTER": "mymaster"}  # fmt: skip
+
+
+def test_sentinels_name_the_server_and_the_urls_give_databases_and_password(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The URLs' hosts are not used (the broker may name another host than the store); their
+    database numbers and password are, Celery's included."""
+    for name, value in _SENTINELS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("TASKYARD_REDIS_URL", "redis://:s%40crat@ignored:6379/4")
+    monkeypatch.setenv("TASKYARD_BROKER_URL", "redis://:s%40crat@elsewhere:6379/5")
+    settings = Settings()
+    spec = settings.sentinel
+    assert spec is not None
+    assert spec.addresses == (("10.0.0.1", 26379), ("fd00::2", 26380))
+    assert spec.master == "mymaster"
+    assert settings.result_backend == "redis://:s%40crat@ignored:6379/2"  # beside the store
+    conf = make_celery(settings).conf
+    assert conf.broker_url == (
+        "sentinel://:s%40crat@10.0.0.1:26379/5;sentinel://:s%40crat@[fd00::2]:26380/5"
+    )
+    assert conf.result_backend.endswith("@[fd00::2]:26380/2")
+    assert conf.broker_transport == "shared.broker:SentinelTransport"
+    assert conf.broker_transport_options["master_name"] == "mymaster"
+    assert conf.result_backend_transport_options["master_name"] == "mymaster"
+    assert ProxySettings().sentinel == spec
+
+
+def test_without_sentinels_celery_keeps_the_plain_urls() -> None:
+    settings = Settings(redis_url="redis://r:6379/0")
+    assert settings.sentinel is None
+    conf = make_celery(settings).conf
+    assert (conf.broker_url, conf.broker_transport) == (
+        "redis://r:6379/1",
+        "shared.broker:Transport",
+    )
+
+
+@pytest.mark.parametrize("name", ["TASKYARD_REDIS_URL", "TASKYARD_RESULT_BACKEND"])
+@pytest.mark.parametrize("url", ["unix:///run/redis.sock?db=0", "rediss://r:6380/0"])
+def test_under_sentinels_a_url_must_be_redis(
+    monkeypatch: pytest.MonkeyPatch, name: str, url: str
+) -> None:
+    for setting, value in _SENTINELS.items():
+        monkeypatch.setenv(setting, value)
+    assert f"{name} must be a redis:// URL when TASKYARD_REDIS_SENTINELS is set" in _error(
+        monkeypatch, name, url
+    )
+
+
+def test_a_202_waits_for_one_replica_under_sentinels_unless_told(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert Settings().accept_replicas == 0  # one Redis: its AOF is the promise
+    for name, value in _SENTINELS.items():
+        monkeypatch.setenv(name, value)
+    assert Settings().accept_replicas == 1
+    monkeypatch.setenv("TASKYARD_GATEWAY_ACCEPT_REPLICAS", "0")
+    assert Settings().accept_replicas == 0

@@ -8,13 +8,14 @@ from collections.abc import AsyncIterator
 
 import pytest
 import redis
+from redis_group import RedisGroup
 
 from shared import keys
 from shared.events import EventKind
 from shared.jobs import Envelope
 from shared.schema import ActionReturn, AgentMessage, ToolCall
 from shared.spec import AgentSpec
-from shared.store import StepCommit, TaskStore
+from shared.store import NotReplicated, StepCommit, TaskStore
 from shared.task import TaskRecord, TaskStatus
 
 
@@ -251,3 +252,38 @@ async def test_a_call_held_in_an_earlier_step_is_known(
     assert await store.was_held("task_x", 3, "c1")  # its step is over, but it was held
     assert not await store.was_held("task_x", 1, "c1")  # only steps before the one given
     assert not await store.was_held("task_x", 3, "c2")
+
+
+async def test_a_replicated_create_answers_once_the_replica_holds_the_task(
+    redis_group: RedisGroup,
+) -> None:
+    primary = redis_group.primary_url
+    store = TaskStore.from_url(f"{primary}/0", f"{primary}/1")
+    replica = redis.Redis(port=redis_group.sentinels.replica_port, decode_responses=True)
+    wait = {"replicas": 1, "replicas_timeout_ms": 10_000}  # a loaded machine is slow
+    try:
+        record = _record()
+        created = await store.create(record, idempotency_key="k", fingerprint="f", **wait)
+        assert created.outcome == "created"
+        assert replica.hget(keys.task(record.id), "id") == record.id  # there, no waiting
+        await store.r.config_set("repl-ping-replica-period", 3600)  # the offset moves for us
+        before = int(replica.info("replication")["master_repl_offset"])
+        again = await store.create(_record(), idempotency_key="k", fingerprint="f", **wait)
+        assert (again.outcome, again.task_id) == ("existing", record.id)
+        # The answer for a task made before wrote too: its WAIT covered the first write.
+        assert int(replica.info("replication")["master_repl_offset"]) > before
+        await store.r.script_flush()  # as a promoted replica's empty script cache
+        assert (await store.create(_record(), **wait)).outcome == "created"
+    finally:
+        replica.close()
+        await store.close()
+
+
+async def test_a_create_no_replica_confirms_is_refused_though_stored(store: TaskStore) -> None:
+    record = _record()
+    with pytest.raises(NotReplicated) as refused:
+        await store.create(record, replicas=1, replicas_timeout_ms=50)
+    assert (refused.value.wanted, refused.value.confirmed) == (1, 0)
+    assert await store.get(record.id) == record  # on the primary: it may run
+    busy = await store.create(_record(), reject_if_busy=True, replicas=1, replicas_timeout_ms=50)
+    assert busy.outcome == "busy"  # a refusal promises nothing: no wait is held against it

@@ -49,7 +49,11 @@ from shared.task import SESSION_ID_PATTERN, TaskRecord, TaskStatus
 from shared.tracing import job_attributes
 from shared.webhooks import deliveries, refusal, subscription
 
-_NO_FILES = "Redis does not answer, or the session's sandbox cannot list the task's `files`."
+_NOT_STORED = (
+    "Redis does not answer, no replica confirmed the task in time (the task may exist: send it "
+    "again with the same `Idempotency-Key`), or the session's sandbox cannot list the task's "
+    "`files`."
+)
 router = APIRouter(prefix="/v1/tasks", tags=["tasks"], route_class=JSONRoute)
 
 _ENTRY_ID_PATTERN = r"^\d{1,19}(-\d{1,19})?$"  # 19 digits: always within Redis's 64 bits
@@ -81,7 +85,7 @@ _EVENT_STREAM = {
     "",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=TaskAccepted,
-    responses=responses(401, 409, 413, 422, 503, 504, why={503: _NO_FILES}),
+    responses=responses(401, 409, 413, 422, 503, 504, why={503: _NOT_STORED}),
 )
 async def create_task(
     body: TaskCreate,
@@ -92,8 +96,9 @@ async def create_task(
     files: SessionFilesDep,
     idempotency_key: Annotated[str | None, Header(min_length=1, max_length=256)] = None,
 ) -> TaskAccepted:
-    """Accept a task: store it and enqueue its first step (or queue it behind its session).
-    The `files` it names must be in the session's sandbox (asked of its tool worker)."""
+    """Accept a task: store it and enqueue its first step (or queue it behind its session),
+    answering once as many replicas hold it as the settings ask (`accept_replicas`). The
+    `files` it names must be in the session's sandbox (asked of its tool worker)."""
     _check_registered(body.agent)
     session_id = body.session_id or uuid.uuid4().hex
     record = TaskRecord(
@@ -113,7 +118,8 @@ async def create_task(
     trace.get_current_span().set_attributes(job_attributes(record.id, record.session_id, tenant))
     created = await store.create(
         record, envelope(celery, first), idempotency_key, fingerprint, reject_if_busy=reject,
-        deadline_s=settings.task_deadline_s, extra=webhook,
+        deadline_s=settings.task_deadline_s, extra=webhook, replicas=settings.accept_replicas,
+        replicas_timeout_ms=settings.gateway_accept_wait_ms,
     )  # fmt: skip
     TASKS_ACCEPTED.labels(_ACCEPTED[created.outcome, created.holds_session]).inc()
     if created.outcome == "busy":

@@ -86,6 +86,8 @@ class Metrics(Collector):
         self.tenant_requests: defaultdict[tuple[str, str], int] = defaultdict(int)
         self.latency: defaultdict[str, Histogram] = defaultdict(Histogram)
         self.redis_syncs = 0
+        self.placement_syncs = 0
+        self.peers = 0  # other proxy instances whose load counts in routing
         self._registry = CollectorRegistry(auto_describe=False)
         self._registry.register(self)
 
@@ -127,6 +129,16 @@ class Metrics(Collector):
         )  # fmt: skip
         yield CounterMetricFamily(
             "taskyard_proxy_redis_syncs", "Successful Redis syncs.", value=self.redis_syncs
+        )
+        yield CounterMetricFamily(
+            "taskyard_proxy_placement_syncs",
+            "Successful exchanges of placements and load with the other proxy instances.",
+            value=self.placement_syncs,
+        )
+        yield GaugeMetricFamily(
+            "taskyard_proxy_peers",
+            "Other proxy instances whose placements and load this one routes by.",
+            value=self.peers,
         )
         queue = GaugeMetricFamily(
             "taskyard_proxy_queue_length", "Requests waiting for a slot.", labels=["group"]

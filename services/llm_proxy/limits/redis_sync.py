@@ -10,12 +10,12 @@ import asyncio
 import contextlib
 import logging
 
-import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from services.llm_proxy.accounting.metrics import Metrics
 from services.llm_proxy.limits.ratelimit import RateLimiter, Spending
 from shared.keys import proxy_ratelimit
+from shared.redis_clients import SentinelSpec, async_client
 
 __all__ = ["RedisSync"]
 
@@ -26,10 +26,15 @@ class RedisSync:
     """Pushes local spending to Redis and pulls the shared totals back."""
 
     def __init__(
-        self, redis_url: str, limiter: RateLimiter, metrics: Metrics, interval_s: float
+        self,
+        redis_url: str,
+        limiter: RateLimiter,
+        metrics: Metrics,
+        interval_s: float,
+        sentinel: SentinelSpec | None = None,
     ) -> None:
         # Bounded timeouts: an unreachable Redis must not stall the loop or the shutdown.
-        self._redis = aioredis.from_url(redis_url, socket_connect_timeout=1, socket_timeout=2)
+        self._redis = async_client(redis_url, sentinel, socket_connect_timeout=1, socket_timeout=2)
         self._metrics = metrics
         self._limiter = limiter
         self._interval = interval_s

@@ -150,7 +150,7 @@ class Forwarder:
     async def _attempt(
         self, job: Job, group: Group, replica: Replica, body: bytes, last_group: bool
     ) -> Outcome:
-        replica.in_flight += 1
+        replica.begin(self._loop.time())
         self._metrics.replica_requests[replica.name] += 1
         span = None
         if job.span is not None:
@@ -160,7 +160,7 @@ class Forwarder:
             outcome = await self._exchange_with_retry_on_stale(job, replica, body, last_group)
             return outcome
         finally:
-            replica.in_flight -= 1
+            replica.end(self._loop.time())
             self._queues[group.name].notify()
             if span is not None:
                 span.set_attribute("taskyard.outcome", outcome.value)

@@ -24,6 +24,11 @@ class Replica:
     conns: UpstreamPool
     request_prefix: bytes  # headers every upstream request carries (host, auth, type)
     in_flight: int = 0
+    # Requests in flight integrated over (loop) time up to `busy_at`: its change over a sync
+    # interval gives the mean in flight, the load other proxy instances count (a sample of
+    # `in_flight` would often show a request that is over a moment later).
+    busy_s: float = 0.0
+    busy_at: float = 0.0
     healthy: bool = True
     failures: int = 0  # consecutive failed exchanges
     ejections: int = 0  # consecutive ejections, which grow the cooldown
@@ -41,8 +46,30 @@ class Replica:
         return self.spec.max_in_flight
 
     @property
+    def shared_id(self) -> str:
+        """The name every proxy instance configured with this replica gives it (its model
+        and URL), under which instances share placements and load."""
+        return f"{self.spec.model}={self.spec.url.rstrip('/')}"
+
+    @property
     def has_room(self) -> bool:
         return self.in_flight < self.spec.max_in_flight
+
+    def begin(self, now: float) -> None:
+        """A request to this replica starts (`now`: loop time)."""
+        self.busy_s = self.busy(now)
+        self.busy_at = now
+        self.in_flight += 1
+
+    def end(self, now: float) -> None:
+        """A request to this replica is over."""
+        self.busy_s = self.busy(now)
+        self.busy_at = now
+        self.in_flight -= 1
+
+    def busy(self, now: float) -> float:
+        """Requests in flight integrated over time, up to `now`."""
+        return self.busy_s + self.in_flight * (now - self.busy_at)
 
     def observe_latency(self, ms: float, now: float) -> None:
         self.last_sample = now

@@ -13,6 +13,9 @@ request or, if nothing is healthy, fails it).
   shared prefix spreads, and comes back). A new or homeless key walks its ring path to the
   first fitting replica whose count of live keys is under its share (`key_factor`), so each
   replica holds its share of the sessions' prefix caches. Without a key, least outstanding.
+  Placements and in-flight requests come from a `FleetView`: this instance's own, merged
+  with what the other proxy instances last published (`fleet.py`), so N instances route like
+  one.
 - `RoundRobinPolicy`: the baseline the benchmark compares against.
 - `LeastOutstandingPolicy`: fewest in-flight requests per unit of weight.
 """
@@ -24,7 +27,7 @@ import statistics
 from collections.abc import Callable, Container, Sequence
 from typing import Protocol
 
-from services.llm_proxy.routing.placements import Placements
+from services.llm_proxy.routing.fleet import FleetView
 from services.llm_proxy.routing.ring import HashRing
 
 __all__ = [
@@ -125,25 +128,27 @@ class AffinityPolicy:
         load_factor: float = 1.25,
         slow_factor: float = 4.0,
         key_factor: float = 1.0,
-        placements: Placements[ReplicaState] | None = None,
+        view: FleetView[ReplicaState] | None = None,
     ) -> None:
         self._load_factor = load_factor
         self._slow_factor = slow_factor
         self._key_factor = key_factor
-        self._placements: Placements[ReplicaState] = placements or Placements()
+        self._view: FleetView[ReplicaState] = view or FleetView()
 
     def route(
         self, group: GroupState, key: int | None, exclude: Container[ReplicaState]
     ) -> ReplicaState | None:
         candidates = _eligible(group, exclude)
-        if key is None or not candidates:
-            return _least_outstanding(candidates)
-        load = sum(r.in_flight for r in candidates) + 1
+        if not candidates:
+            return None
+        if key is None:
+            return min(candidates, key=self._outstanding)
+        load = sum(self._in_flight(r) for r in candidates) + 1.0
         weights = sum(r.weight for r in candidates)
-        home = self._placements.get((group.name, key))
+        home = self._view.get((group.name, key))
         if home is None or home not in candidates or self._is_slow(home, candidates):
             home = self._place(group, key, candidates, load, weights)
-        self._placements.put((group.name, key), home)
+        self._view.put((group.name, key), home)
         if self._under_load(home, load, weights):
             return home
         # The home is busy: this one request spills along the key's ring path; the key stays.
@@ -151,39 +156,46 @@ class AffinityPolicy:
         for index in group.ring.preference(key):
             if group.replicas[index] in fitting:
                 return group.replicas[index]
-        return min(candidates, key=_outstanding)
+        return min(candidates, key=self._outstanding)
 
     def _place(
         self,
         group: GroupState,
         key: int,
         candidates: list[ReplicaState],
-        load: int,
+        load: float,
         weights: float,
     ) -> ReplicaState:
         # A new key, or one whose home is gone or slow: the first replica on its ring path
         # under both bounds, in-flight requests and live keys; else the fitting one with the
         # fewest keys.
-        placements = self._placements
-        keys = sum(placements.live(r) for r in candidates) + 1
+        view = self._view
+        keys = sum(view.live(r) for r in candidates) + 1
         fitting = [r for r in candidates if self._fits(r, candidates, load, weights)]
         for index in group.ring.preference(key):
             replica = group.replicas[index]
             bound = math.ceil(self._key_factor * keys * replica.weight / weights)
-            if replica in fitting and placements.live(replica) < bound:
+            if replica in fitting and view.live(replica) < bound:
                 return replica
         if fitting:
-            return min(fitting, key=lambda r: placements.live(r) / r.weight)
-        return min(candidates, key=_outstanding)
+            return min(fitting, key=lambda r: view.live(r) / r.weight)
+        return min(candidates, key=self._outstanding)
+
+    def _in_flight(self, replica: ReplicaState) -> float:
+        # Every instance's requests: a replica is as busy as the fleet keeps it.
+        return replica.in_flight + self._view.in_flight_elsewhere(replica)
+
+    def _outstanding(self, replica: ReplicaState) -> tuple[float, float]:
+        return self._in_flight(replica) / replica.weight, replica.latency_ms
 
     def _fits(
-        self, replica: ReplicaState, candidates: list[ReplicaState], load: int, weights: float
+        self, replica: ReplicaState, candidates: list[ReplicaState], load: float, weights: float
     ) -> bool:
         return self._under_load(replica, load, weights) and not self._is_slow(replica, candidates)
 
-    def _under_load(self, replica: ReplicaState, load: int, weights: float) -> bool:
+    def _under_load(self, replica: ReplicaState, load: float, weights: float) -> bool:
         bound = math.ceil(self._load_factor * load * replica.weight / weights)
-        return replica.in_flight < bound
+        return self._in_flight(replica) < bound
 
     def _is_slow(self, replica: ReplicaState, candidates: Sequence[ReplicaState]) -> bool:
         # Compared with the median of the others, so one fast outlier does not make the rest
@@ -203,11 +215,14 @@ POLICIES: dict[str, Callable[[], RoutingPolicy]] = {
 
 
 def make_policy(
-    name: str, load_factor: float, slow_factor: float = 4.0, key_live_s: float = 60.0
+    name: str,
+    load_factor: float,
+    slow_factor: float = 4.0,
+    view: FleetView[ReplicaState] | None = None,
 ) -> RoutingPolicy:
-    """The policy registered under `name`."""
+    """The policy registered under `name`; affinity routing reads and records in `view`."""
     if name not in POLICIES:
         raise ValueError(f"unknown routing policy {name!r}; choose from {sorted(POLICIES)}")
     if name == "affinity":
-        return AffinityPolicy(load_factor, slow_factor, placements=Placements(key_live_s))
+        return AffinityPolicy(load_factor, slow_factor, view=view)
     return POLICIES[name]()

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Self
 
-import redis
-
 from shared.actions.api import tool_api
 from shared.actions.base import ActionError, ActionResources, BaseAction
 from shared.actions.registry import register_action
@@ -15,6 +13,7 @@ from shared.actions.web.fetch import Page, PageFetcher
 from shared.actions.web.page_cache import MemoryPageCache, PageCache, RedisPageCache
 from shared.actions.web.results import MemoryResultStore, RedisResultStore, ResultStore
 from shared.actions.web.searxng import SearchHit, SearxngClient
+from shared.redis_clients import sync_client
 
 __all__ = ["WebBrowser"]
 
@@ -46,7 +45,7 @@ class WebBrowser(BaseAction):
         engine = SearxngClient(s.search_url, engines, s.search_timeout_s, s.search_top_k)
         policy = AddressPolicy(s.browse_allow_private, s.browse_allow_networks)
         fetcher = PageFetcher(policy, timeout_s=s.browse_timeout_s, max_bytes=s.browse_max_bytes)
-        client = redis.Redis.from_url(s.redis_url)
+        client = sync_client(s.redis_url, s.sentinel)
         results = RedisResultStore(client, s.search_results_ttl_s)
         pages = RedisPageCache(client, s.browse_cache_ttl_s)
         return cls(engine, fetcher, results, pages, s.browse_max_chars)

@@ -56,7 +56,9 @@ __all__ = [
 
 def _redis(settings: Settings) -> ArtifactStore:
     limits = ArtifactLimits.from_settings(settings)
-    return RedisArtifactStore.from_url(settings.redis_url, limits, settings.redis_max_connections)
+    return RedisArtifactStore.from_url(
+        settings.redis_url, limits, settings.redis_max_connections, settings.sentinel
+    )
 
 
 def _s3(settings: Settings) -> ArtifactStore:

@@ -25,6 +25,7 @@ from shared.files.artifacts.store import (
     duration,
     over_task_budget,
 )
+from shared.redis_clients import SentinelSpec, async_client
 
 __all__ = ["RedisArtifactStore"]
 
@@ -63,13 +64,19 @@ class RedisArtifactStore:
 
     @classmethod
     def from_url(
-        cls, url: str, limits: ArtifactLimits, max_connections: int = 64
+        cls,
+        url: str,
+        limits: ArtifactLimits,
+        max_connections: int = 64,
+        sentinel: SentinelSpec | None = None,
     ) -> RedisArtifactStore:
-        """On a bounded pool of its own: a download waits for a connection, never opens more."""
-        pool = aioredis.BlockingConnectionPool.from_url(
-            url, max_connections=max_connections, timeout=30, client_name="taskyard-artifacts"
-        )
-        return cls(aioredis.Redis(connection_pool=pool), limits)
+        """On a bounded pool of its own: a download waits for a connection, never opens more
+        (on the master `sentinel` names, if given)."""
+        client = async_client(
+            url, sentinel, max_connections=max_connections, pool_timeout=30,
+            client_name="taskyard-artifacts",
+        )  # fmt: skip
+        return cls(client, limits)
 
     async def put(self, task_id: str, name: str, data: bytes) -> None:
         check_put(task_id, name, len(data), self.limits)

@@ -23,7 +23,9 @@ Protocol with the worker, one JSON object per line (`wire.py`):
   text, and `display` the cell's rich outputs (Jupyter's display_data: figures, images, HTML;
   `display.py`), each ``{"mime", "data", "text", "kind"}`` with binary data in base64.
   The nonce is fresh per call and only the supervisor ever sees it, so the worker can tell a
-  real reply from anything else; no reply line is longer than `MAX_LINE_BYTES`;
+  real reply from anything else; no reply line is longer than `MAX_LINE_BYTES`. The supervisor
+  builds the reply from the executor's frame within every cap (`replies.py`): a cell runs in
+  the executor and could have written that frame itself;
 - files: ``{"id", "nonce", "file_op": "write" | "read" | "list", ...}`` reads or writes the
   working directory (`files.py`), done by the supervisor itself, never by user code:
   ``write`` (``path``, base64 ``data``) answers ``{"file": {"path", "size", "modified"}}``,
@@ -43,6 +45,9 @@ Protocol with the worker, one JSON object per line (`wire.py`):
 
 INTERRUPTED = "KeyboardInterrupt: the cell was interrupted"
 OUTPUT_LIMIT = 200_000  # characters kept per stream (and for result, error) per cell
+# The most characters a reply's text field may hold: OUTPUT_LIMIT and the notes saying what was
+# cut or left out. The supervisor cuts a longer one, the worker refuses it.
+MAX_TEXT_CHARS = OUTPUT_LIMIT + 1000
 # The longest line the supervisor sends; the worker refuses longer. Room for a cell's rich
 # outputs in base64 beside its text, or for one chunk of a file read.
 MAX_LINE_BYTES = 4 << 20
@@ -50,8 +55,10 @@ MAX_REQUEST_BYTES = 64 << 20  # the longest request line the supervisor accepts
 DISPLAY_LIMIT = 2 << 20  # bytes of rich outputs (decoded) kept per cell
 DISPLAY_MAX_OUTPUTS = 16  # rich outputs kept per cell
 DISPLAY_TEXT_LIMIT = 20_000  # characters of an output's text form (the model reads it)
+MAX_DISPLAY_TEXT_CHARS = DISPLAY_TEXT_LIMIT + 200  # with the note on what was cut
 # What a rich output may be, best first: a cell's object shows as the first it has.
 DISPLAY_MIMES = ("image/png", "image/jpeg", "image/svg+xml", "text/html")
 BINARY_MIMES = ("image/png", "image/jpeg")  # sent in base64
+DISPLAY_KINDS = ("figure", "table", "image", "html")
 FILE_CHUNK_BYTES = 2 << 20  # the most one file read returns
 MAX_LISTED_FILES = 1000  # files one listing names

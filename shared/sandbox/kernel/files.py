@@ -13,12 +13,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import itertools
+import json
 import os
 import stat
 from collections.abc import Iterator
 from typing import Any
 
-from . import FILE_CHUNK_BYTES, MAX_LISTED_FILES
+from . import FILE_CHUNK_BYTES, MAX_LINE_BYTES, MAX_LISTED_FILES
 
 __all__ = ["MAX_PATH_CHARS", "FileRefused", "WorkDir", "path_parts"]
 
@@ -26,6 +27,9 @@ MAX_PATH_CHARS = 1024
 _MAX_PARTS = 32
 _MAX_PART_BYTES = 255  # NAME_MAX
 _SCAN_LIMIT = 20_000  # directory entries one listing looks at, so a million files cost little
+# A listing's share of its reply line: the names are a cell's choice, and escaped in JSON a
+# thousand long non-ASCII paths would not fit one.
+_LISTING_BYTES = MAX_LINE_BYTES // 2
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _uploads = itertools.count(1)
 
@@ -117,16 +121,19 @@ class WorkDir:
             os.close(fd)
 
     def listing(self) -> tuple[list[dict[str, Any]], bool]:
-        """Regular files under the working directory, by path, and whether more were left out.
-        Symbolic links are not followed; names no path could address are left out."""
+        """Regular files under the working directory, by path, and whether more were left out
+        (past MAX_LISTED_FILES, or _LISTING_BYTES of JSON). Symbolic links are not followed;
+        names no path could address are left out."""
         files: list[dict[str, Any]] = []
+        size = 0
         for scanned, (prefix, entry) in enumerate(self._walk(), 1):
-            if scanned > _SCAN_LIMIT or len(files) >= MAX_LISTED_FILES:
+            if scanned > _SCAN_LIMIT or len(files) >= MAX_LISTED_FILES or size > _LISTING_BYTES:
                 return sorted(files, key=lambda f: f["path"]), True
             with contextlib.suppress(OSError):  # removed meanwhile
                 st = entry.stat(follow_symlinks=False)
                 if stat.S_ISREG(st.st_mode):
                     files.append(_info(prefix + entry.name, st))
+                    size += len(json.dumps(files[-1]))
         return sorted(files, key=lambda f: f["path"]), False
 
     def _walk(self) -> Iterator[tuple[str, os.DirEntry[str]]]:

@@ -58,7 +58,9 @@ _X86_64 = _Arch(
         "settimeofday": 164, "clock_settime": 227, "clock_adjtime": 305, "adjtimex": 159,
         "syslog": 103, "quotactl": 179, "quotactl_fd": 443, "open_by_handle_at": 304,
         "name_to_handle_at": 303, "fanotify_init": 300, "lookup_dcookie": 212, "vhangup": 153,
-        "iopl": 172, "ioperm": 173, "uselib": 134, "clone": 56, "clone3": 435,
+        "iopl": 172, "ioperm": 173, "uselib": 134, "mq_open": 240, "shmget": 29,
+        "msgget": 68, "semget": 64, "inotify_init": 253, "inotify_init1": 294,
+        "timer_create": 222, "memfd_secret": 447, "clone": 56, "clone3": 435,
     },
 )  # fmt: skip
 _AARCH64 = _Arch(
@@ -75,12 +77,16 @@ _AARCH64 = _Arch(
         "settimeofday": 170, "clock_settime": 112, "clock_adjtime": 266, "adjtimex": 171,
         "syslog": 116, "quotactl": 60, "quotactl_fd": 443, "open_by_handle_at": 265,
         "name_to_handle_at": 264, "fanotify_init": 262, "lookup_dcookie": 18, "vhangup": 58,
-        "clone": 220, "clone3": 435,
+        "mq_open": 180, "shmget": 194, "msgget": 186, "semget": 190, "inotify_init1": 26,
+        "timer_create": 107, "memfd_secret": 447, "clone": 220, "clone3": 435,
     },
 )  # fmt: skip
 ARCHES = {"x86_64": _X86_64, "aarch64": _AARCH64}
 # Other processes' memory (ptrace ... pidfd_getfd), file systems and namespaces (mount ...
-# setns), kernel interfaces with a history of exploits (keyctl ... io_uring), administration.
+# setns), kernel interfaces with a history of exploits (keyctl ... io_uring), administration,
+# and kernel objects counted per user or per IPC namespace rather than per sandbox, which a
+# cell could pile up outside its limits or to other sandboxes' cost (mq_open ... memfd_secret:
+# each object is made by the one call refused, so the calls that use one need no entry).
 # Each arch lists the calls it has; clone is checked by its flags, clone3 answers ENOSYS.
 DENIED = sorted((set(_X86_64.numbers) | set(_AARCH64.numbers)) - {"clone", "clone3"})
 

@@ -3,6 +3,8 @@
 One thread, one poll loop over three inputs: requests from the worker (stdin), replies from
 the executor (a socket that reports each sender's pid), and a wake-up pipe for SIGCHLD. File
 requests (`files.py`) it answers itself, so no user code stands between them and the files.
+A cell can write any frame on the executor's socket, so each reply's caps are applied here
+(`replies.py`), never trusted from the frame; the reply's id and nonce are the call's own.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any, NoReturn
 from . import INTERRUPTED, MAX_LINE_BYTES, MAX_REQUEST_BYTES
 from .executor import run_executor
 from .files import FileRefused, WorkDir
+from .replies import TEXT_FIELDS, Malformed, cell_reply
 from .seccomp import set_child_subreaper, set_dumpable
 from .wire import FrameBuffer, LineBuffer, TooLong, encode_frame, encode_line
 
@@ -33,7 +36,6 @@ __all__ = ["fit_line", "main", "stop_tree"]
 
 _MAX_FRAME_BYTES = 16 << 20  # an honest reply is at most about 5 MB of JSON
 _SEND_TIMEOUT_S = 5.0  # an executor that does not take its request in this long is broken
-_TEXT_FIELDS = ("stdout", "stderr", "result", "error")
 _CREDS = struct.Struct("iII")  # struct ucred: pid, uid, gid
 _BROKEN = 70  # exit status when the executor broke its channel
 _LONGEST_LEASE_S = 7 * 86400.0
@@ -97,7 +99,7 @@ def fit_line(reply: dict[str, Any]) -> bytes:
     out rich outputs from the last, until it fits."""
     line = encode_line(reply)
     while len(line) > MAX_LINE_BYTES:
-        key = max(_TEXT_FIELDS, key=lambda k: len(reply.get(k) or ""))
+        key = max(TEXT_FIELDS, key=lambda k: len(reply.get(k) or ""))
         text = reply.get(key) or ""
         if len(text) >= 1000:
             keep = len(text) // 2
@@ -119,21 +121,6 @@ def _sender(ancillary: list[tuple[int, int, bytes]]) -> int | None:
             pid: int = _CREDS.unpack(payload[: _CREDS.size])[0]
             return pid
     return None
-
-
-def _texts(frame: dict[str, Any]) -> dict[str, str | None]:
-    """The reply's text fields, whatever types the frame holds."""
-    texts: dict[str, str | None] = {}
-    for key in _TEXT_FIELDS:
-        value = frame.get(key)
-        texts[key] = value if value is None or isinstance(value, str) else str(value)
-    return texts
-
-
-def _display(frame: dict[str, Any]) -> list[Any]:
-    """The frame's rich outputs if they are a list (the worker checks each one)."""
-    display = frame.get("display")
-    return display if isinstance(display, list) else []
 
 
 class Supervisor:
@@ -294,8 +281,8 @@ class Supervisor:
     def _pop_frame(self) -> dict[str, Any] | None:
         try:
             return self._frames.pop_frame()
-        except (TooLong, ValueError) as exc:
-            self._fail(f"the interpreter sent a malformed reply ({exc})")
+        except (TooLong, ValueError, RecursionError) as exc:  # RecursionError: nested too deep
+            self._fail(f"the interpreter sent a malformed reply ({type(exc).__name__}: {exc})")
 
     def _on_frame(self, frame: dict[str, Any]) -> None:
         call = self._call
@@ -306,15 +293,21 @@ class Supervisor:
             if call.interrupted:
                 self._sigint()  # the interrupt came before the cell could catch it
             return
+        if not call.started:
+            # Sent before the executor took this call: the real reply of a cell that forged
+            # an earlier one for itself. It must not pass for this call's.
+            return
         self._call = None
         if call.interrupted:
             call.killed |= stop_tree(keep=self._executor)  # what the cell started meanwhile
             if call.killed:
                 self._send_executor({"reap": sorted(call.killed)})
-        texts = _texts(frame)
-        interrupted = call.interrupted and texts["error"] == INTERRUPTED
-        self._answer({"id": call.id, "nonce": call.nonce, **texts, "interrupted": interrupted,
-                      "display": _display(frame)})  # fmt: skip
+        try:
+            reply = cell_reply(frame)  # the caps, here where no cell can write
+        except Malformed as exc:
+            self._fail(f"the interpreter sent a malformed reply ({exc})")
+        interrupted = call.interrupted and reply["error"] == INTERRUPTED
+        self._answer({"id": call.id, "nonce": call.nonce, **reply, "interrupted": interrupted})
 
     def _answer(self, reply: dict[str, Any]) -> None:
         _write_all(self._out, fit_line(reply))

@@ -6,12 +6,17 @@
 --       '1' to refuse a busy session, store db, broker db, first step's queue and message,
 --       the user's message event data, its deadline (seconds from now), its parent task's
 --       id ('' for none), then the task's fields as name, value pairs
+-- An answer for a task made before writes too (the same value again): a WAIT after this
+-- script counts the replicas holding this connection's writes, and so then covers the
+-- task's first write, made perhaps on another connection (`TaskStore.create`'s `replicas`).
 if redis.call('EXISTS', KEYS[1]) == 1 then  -- a retried call whose first try went through
+  redis.call('HSET', KEYS[1], 'id', ARGV[1])
   return {'created', redis.call('GET', KEYS[3]) == ARGV[1] and '1' or '0'}
 end
 if ARGV[3] ~= '' then
   local existing = redis.call('GET', KEYS[5])
   if existing then
+    redis.call('SET', KEYS[5], existing, 'KEEPTTL')
     local space = string.find(existing, ' ', 1, true)
     return {'existing', string.sub(existing, 1, space - 1), string.sub(existing, space + 1)}
   end
