@@ -250,7 +250,7 @@ class DockerChannel:
         try:
             container = spec.create(api, labels)
         except DockerException as exc:
-            raise SandboxUnavailable(f"cannot create a sandbox from {spec.image!r}: {exc}") from exc
+            raise SandboxUnavailable(_create_failed(api, spec, exc)) from exc
         channel: DockerChannel | None = None
         try:
             # Attached before the start, so not a byte of output is missed.
@@ -458,7 +458,7 @@ class DockerSandboxProvider(KernelSandboxProvider):
         the engine does not have is refused first, naming those it has and how to add it."""
         runtime = self._spec.runtime
         try:
-            known = sorted(self._client.info().get("Runtimes") or {})
+            known = _runtimes(self._client.api)
         except DockerException as exc:
             raise SandboxUnavailable(f"the Docker engine does not answer: {exc}") from exc
         if runtime not in known:
@@ -551,6 +551,21 @@ def _handed_off(listed: dict[str, Any]) -> bool:
     return listed.get("State") == "running" and any(
         name.lstrip("/").startswith(HANDOFF_PREFIX) for name in names
     )
+
+
+def _create_failed(api: docker.APIClient, spec: ContainerSpec, exc: DockerException) -> str:
+    """Why a container could not be made: for a runtime the engine lacks, how to add it."""
+    if isinstance(exc, APIError) and "runtime" in str(exc.explanation or "").lower():
+        try:
+            return _missing_runtime(spec.runtime, _runtimes(api))
+        except DockerException:
+            pass  # the engine's own words, below
+    return f"cannot create a sandbox from {spec.image!r}: {exc}"
+
+
+def _runtimes(api: docker.APIClient) -> list[str]:
+    """The OCI runtimes the engine has, by name."""
+    return sorted(api.info().get("Runtimes") or {})
 
 
 def _missing_runtime(runtime: str, known: list[str]) -> str:
