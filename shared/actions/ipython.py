@@ -72,8 +72,9 @@ class IPythonInterpreter(BaseAction):
         kept = self._record(session_id, code, outcome)
         artifacts = [artifact_of(output) for output in outcome.display]
         text = format_execution(outcome, self.timeout, outcome.display)
-        if kept:
-            text += "\n" + _replay_offer(kept)
+        if kept:  # right under the note on the lost state, the cell's own output after it
+            note, _, rest = text.partition("\n")
+            text = "\n".join(part for part in (note, _replay_offer(kept), rest) if part)
         if outcome.error or outcome.timed_out:
             return ActionReturn(
                 errmsg=text, state=ActionStatusCode.API_ERROR, artifacts=artifacts or None

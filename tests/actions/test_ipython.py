@@ -196,8 +196,10 @@ def test_after_a_lost_state_the_model_may_replay_the_cells_that_ran(
     provider.release(key)
     lost = run(executor, "print(globals().get('x'))", key)
     said = lost.format_result()
-    assert said.startswith("Note: state lost (its tool worker tools@h stopped answering)")
-    assert "2 earlier cells that ran without an error are recorded" in said and "%replay" in said
+    note, offer, output = said.split("\n")  # the offer under the note, the cell's output last
+    assert note.startswith("Note: state lost (its tool worker tools@h stopped answering)")
+    assert "2 earlier cells that ran without an error are recorded" in offer and "%replay" in offer
+    assert output == "None"
     replayed = run(executor, "%replay", key)
     assert replayed.state == ActionStatusCode.SUCCESS
     assert replayed.format_result().startswith("Replayed the 2 cells recorded before")
