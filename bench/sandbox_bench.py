@@ -23,7 +23,7 @@ from pathlib import Path
 
 import docker
 
-from shared.sandbox import LocalSandboxProvider
+from shared.sandbox import LocalSandboxProvider, SandboxUnavailable
 from shared.sandbox.docker import OWNER_LABEL, WORKER_LABEL, DockerSandboxProvider
 from shared.sandbox.provider import KernelSandboxProvider, SandboxLimits
 from shared.settings import Settings
@@ -93,8 +93,10 @@ class _Side:
     """One runtime's provider (no warm pool: a cold start is a container start) and its
     figures, named by what they time."""
 
-    def __init__(self, runtime: str) -> None:
-        settings = Settings(sandbox_runtime=runtime, sandbox_warm_pool=0)
+    def __init__(self, runtime: str, label: str) -> None:
+        settings = Settings(
+            sandbox_runtime=runtime, sandbox_warm_pool=0, sandbox_worker_label=label
+        )
         self.provider = DockerSandboxProvider(settings, pool_size=0)
         self.runtime = runtime
         self.times: dict[str, list[float]] = {}
@@ -126,7 +128,15 @@ def runtime_section(quick: bool) -> None:
     """The Docker backend under runc and under gVisor (runsc), in one run, each step taken on
     both before the next, so the machine's load meets both alike."""
     starts, calls, cells = (3, 50, 5) if quick else (10, 200, 20)
-    sides = [_Side(runtime) for runtime in RUNTIMES]
+    label = f"bench-{uuid.uuid4().hex[:8]}"  # no other run's clean-up takes these containers
+    sides = [_Side(runtime, label) for runtime in RUNTIMES]
+    try:
+        sides[1].provider.check()
+    except SandboxUnavailable as exc:  # no gVisor here: say why instead of a figure
+        for side in sides:
+            side.provider.close_all()
+        print(f"\n## Sandbox runtimes: runsc cannot run here, so no side-by-side figures: {exc}")
+        return
     try:
         for i in range(starts):  # each a new session: a container created and started
             for side in sides:

@@ -12,19 +12,26 @@ need=()
 command -v redis-server >/dev/null || need+=(redis-server)
 command -v redis-sentinel >/dev/null || need+=(redis-sentinel)
 command -v dockerd >/dev/null || need+=(docker.io)
-command -v runsc >/dev/null || need+=(runsc)
 command -v debootstrap >/dev/null || need+=(debootstrap)
 command -v bwrap >/dev/null || need+=(bubblewrap)
 command -v curl >/dev/null || need+=(curl)  # the README's examples (tests run them)
 command -v ip >/dev/null || need+=(iproute2)  # several hosts on one machine (devstack/hosts.py)
 browser=()
 command -v chromium >/dev/null || browser=(chromium fonts-liberation)
-if ((${#need[@]} + ${#browser[@]})); then
-    echo "install_system_deps: apt-get install ${need[*]} ${browser[*]}" >&2
+runsc=()
+command -v runsc >/dev/null || runsc=(runsc)
+if ((${#need[@]} + ${#browser[@]} + ${#runsc[@]})); then
+    echo "install_system_deps: apt-get install ${need[*]} ${browser[*]} ${runsc[*]}" >&2
     apt-get update -qq
 fi
 if ((${#need[@]})); then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+# gVisor, optional: the sandboxes run under runc without it (and the gVisor tests assert the
+# refusal); Debian ships it for amd64 and arm64 only.
+if ((${#runsc[@]})); then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq runsc >/dev/null ||
+        echo "install_system_deps: no runsc here (TASKYARD_SANDBOX_RUNTIME=runsc will refuse)" >&2
 fi
 if ((${#browser[@]})); then
     # Without recommends: chromium's would bring printing and desktop services.

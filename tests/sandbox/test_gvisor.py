@@ -238,6 +238,43 @@ def test_what_gvisor_does_not_hide_the_supervisors_descriptors(
     assert result.result == "['/proc/1/fd/3', '/proc/1/fd/4']"
 
 
+# Writes `data` to the path given, in a cell: what happened.
+_WRITE = """
+import os
+def write(path, data):
+    try:
+        fd = os.open(path, os.O_WRONLY)
+    except OSError as e:
+        return 'open: ' + e.strerror
+    try:
+        os.write(fd, data)
+        return 'written'
+    except OSError as e:
+        return 'write: ' + e.strerror
+    finally:
+        os.close(fd)
+"""
+
+
+@under_gvisor
+def test_under_gvisor_the_worker_holds_what_a_cell_writes_past_its_supervisor(
+    make_gvisor: GVisorFactory,
+) -> None:
+    # What the open descriptors above allow: the pipe of the supervisor's requests takes no
+    # write (so no cell keeps its kernel alive past its worker with a lease of its own), and
+    # what a cell writes straight to the worker, past the supervisor and its caps, meets the
+    # worker's: a forged reply, or a 12 MB frame, ends the kernel with the reason.
+    sandbox = make_gvisor().get("t:forge")
+    lease = sandbox.run(_WRITE + "write('/proc/1/fd/3', b'{\"lease\": 1e5}\\n')", TIMEOUT)
+    assert lease.result == "'write: Bad file descriptor'"
+    forged = '{"id": 99, "nonce": "x", "stdout": "forged"}'
+    reply = sandbox.run(_WRITE + f"write('/proc/1/fd/4', b'{forged}\\n')", TIMEOUT)
+    assert reply.state_lost and "a reply that does not match" in (reply.error or "")
+    big = sandbox.run(_WRITE + "write('/proc/1/fd/4', b'x' * (12 << 20))", TIMEOUT)
+    assert big.state_lost and big.stdout == "" and "malformed line" in (big.error or "")
+    assert sandbox.run("1", TIMEOUT).result == "1"  # a fresh kernel, for the next call
+
+
 def test_a_runtime_the_engine_lacks_is_refused_with_how_to_add_it(
     make_docker_provider: ProviderFactory, settings: Settings
 ) -> None:
