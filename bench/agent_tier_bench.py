@@ -4,14 +4,15 @@ sessions get a sandbox under a burst (the warm pool), a workload with every serv
 host of its own next to the same on loopback, the capacity model (CPU per step in each
 service and in Redis, what one more core or host buys), what the gateway's 202 promise
 costs (its accept waiting for a Redis replica), the sandbox under runc and under gVisor side
-by side, and a sandbox's hand-off between tool workers.
+by side (and what the host's kernel sees of a cell under each), and a sandbox's hand-off
+between tool workers.
 
 Every figure comes from this run on this machine; the old configuration (the agent worker
 on Celery's threads pool, -c 16) runs beside the new one (gevent, -c 1000).
 
     .venv/bin/python bench/agent_tier_bench.py
         [--only inflight,overhead,long,gateway,warmpool,hosts,capacity,acceptwait,runtimes,
-                handoff] [--quick]
+                handoff,syscalls] [--quick]
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from _bench_gateway import gateway_section
 from _bench_hosts import hosts_section
 from _bench_long import long_section
 from _bench_overhead import overhead_section
+from _bench_syscalls import syscall_section
 from _bench_warm_pool import warm_pool_section
 from _stackbench import configure_model, peak_rss_kb, rss_kb, submit_burst, wait_ended
 from sandbox_bench import handoff_section, runtime_section
@@ -129,6 +131,7 @@ SECTIONS: dict[str, Callable[[bool], None]] = {
     "acceptwait": accept_wait_section,
     "runtimes": runtime_section,
     "handoff": handoff_section,
+    "syscalls": syscall_section,
 }
 
 

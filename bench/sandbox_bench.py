@@ -1,12 +1,14 @@
 """Sandbox figures: image build from scratch, session start, per-call latency. Prints medians.
 
     .venv/bin/python bench/sandbox_bench.py [--calls 200] [--build] [--runtimes] [--handoff]
+        [--syscalls]
 
 `--build` times scripts/build_sandbox_image.sh from scratch under throw-away tags (debootstrap
 included), so the images other runs use are never touched. `--runtimes` prints only the Docker
 backend under runc and under gVisor's runsc side by side (`runtime_section`, the `runtimes`
 section of `make bench`); `--handoff` only a planned exit's hand-off and a killed worker's
-kernels' lease (`handoff_section`, the `handoff` section).
+kernels' lease (`handoff_section`, the `handoff` section); `--syscalls` only what the host's
+kernel sees of one cell under each runtime (`_bench_syscalls.py`, the `syscalls` section).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import docker
+from _bench_syscalls import syscall_section
 
 from shared.sandbox import LocalSandboxProvider, SandboxUnavailable
 from shared.sandbox.docker import OWNER_LABEL, WORKER_LABEL, DockerSandboxProvider
@@ -137,6 +140,7 @@ def runtime_section(quick: bool) -> None:
             side.provider.close_all()
         print(f"\n## Sandbox runtimes: runsc cannot run here, so no side-by-side figures: {exc}")
         return
+    load = os.getloadavg()[0]  # the machine is shared: the figures are read with its load
     try:
         for i in range(starts):  # each a new session: a container created and started
             for side in sides:
@@ -156,6 +160,7 @@ def runtime_section(quick: bool) -> None:
         for side in sides:
             side.provider.close_all()
     _print_sides(sides, memory, (starts, calls, cells))
+    print(f"load average (1 min) at the start {load:.1f}, at the end {os.getloadavg()[0]:.1f}")
 
 
 def _print_sides(sides: list[_Side], memory: list[float], counts: tuple[int, int, int]) -> None:
@@ -213,6 +218,7 @@ def handoff_section(quick: bool) -> None:
         maker.close_all()
         taker.close_all()
     lease_s, exited_s = _crash_lease(settings, 3 if quick else 10)
+    load = os.getloadavg()[0]
     print(f"\n## Hand-off on a planned exit ({sessions} idle sessions, numpy imported; ms)")
     print("| | median | p90 |")
     print("| --- | --- | --- |")
@@ -224,6 +230,7 @@ def handoff_section(quick: bool) -> None:
     print(f"state kept: {kept} of {sessions} sessions")
     print(f"a SIGKILLed worker's kernels ({lease_s:g} s lease): all exited "
           f"{exited_s:.1f} s after the kill")  # fmt: skip
+    print(f"load average (1 min) at the end {load:.1f}")
 
 
 def _crash_lease(settings: Settings, kernels: int) -> tuple[float, float]:
@@ -254,11 +261,14 @@ def main() -> None:
     parser.add_argument("--build", action="store_true", help="time an image build from scratch")
     parser.add_argument("--runtimes", action="store_true", help="only runc and runsc, side by side")
     parser.add_argument("--handoff", action="store_true", help="only the hand-off figures")
+    parser.add_argument("--syscalls", action="store_true", help="only what the host sees (strace)")
     parser.add_argument("--quick", action="store_true", help="fewer runs (with those two)")
     args = parser.parse_args()
-    if args.runtimes or args.handoff:
+    if args.runtimes or args.handoff or args.syscalls:
         if args.runtimes:
             runtime_section(args.quick)
+        if args.syscalls:
+            syscall_section(args.quick)
         if args.handoff:
             handoff_section(args.quick)
         return
