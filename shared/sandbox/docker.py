@@ -437,6 +437,9 @@ class DockerSandboxProvider(KernelSandboxProvider):
             channel = self._leases.keep(
                 DockerChannel.attach(self._client.api, container, self._spec.memory)
             )
+            # From now on the kernel lives on this worker's lease, not the hand-off's longer
+            # one: should this worker die too, it ends as its own kernels do.
+            channel.renew(self._spec.lease_s)
         except NotFound:
             raise SandboxUnavailable("its sandbox's container is gone") from None
         except (DockerException, requests.RequestException) as exc:

@@ -238,6 +238,28 @@ def test_what_gvisor_does_not_hide_the_supervisors_descriptors(
     assert result.result == "['/proc/1/fd/3', '/proc/1/fd/4']"
 
 
+@under_gvisor
+def test_a_gvisor_sandbox_is_handed_over_and_one_nobody_takes_ends_with_its_lease(
+    docker_client: docker.DockerClient, make_gvisor: GVisorFactory
+) -> None:
+    # A planned exit's hand-off works the same under runsc (the taker attaches to the running
+    # sandbox's stdin and stdout), and so does the lease that ends a kernel nobody holds.
+    maker, taker = make_gvisor(node="tools@a"), make_gvisor(node="tools@b")
+    maker.get("t:kept").run("x = 41", TIMEOUT)
+    maker.get("t:left").run("y = 1", TIMEOUT)
+    handles = maker.hand_off(1.5)
+    maker.close_all()
+    taker.take_over("t:kept", handles["t:kept"])
+    assert taker.get("t:kept").run("x + 1", TIMEOUT).result == "42"
+    left = handles["t:left"].rsplit("/", 1)[1]
+    deadline = time.monotonic() + 30
+    while docker_client.api.inspect_container(left)["State"]["Running"]:
+        assert time.monotonic() < deadline, "the kernel outlived its lease"
+        time.sleep(0.2)
+    assert taker.get("t:kept").run("x", TIMEOUT).result == "41"  # its own lease, renewed
+    docker_client.api.remove_container(left, force=True)
+
+
 # Writes `data` to the path given, in a cell: what happened.
 _WRITE = """
 import os

@@ -4,9 +4,13 @@ session's state comes along; what nobody takes ends with its lease."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import docker
 import pytest
@@ -18,6 +22,7 @@ from shared.sandbox.provider import KernelSandboxProvider
 from shared.settings import Settings
 
 TIMEOUT = 20.0
+ROOT = Path(__file__).resolve().parents[2]
 ProviderFactory = Callable[..., KernelSandboxProvider]
 
 
@@ -119,6 +124,52 @@ def test_the_makers_restart_leaves_what_it_handed_off(
     taker = make(node="tools@b")
     taker.take_over("t:s", handle)
     assert taker.get("t:s").run("x + 1", TIMEOUT).result == "42"
+
+
+# A taker in a process of its own: it takes the session over, answers one call, then waits
+# to be killed.
+_TAKER = """
+import sys, time
+from shared.sandbox.docker import DockerSandboxProvider
+taker = DockerSandboxProvider(pool_size=0, node='tools@b')
+taker.take_over('t:s', sys.argv[1])
+print(taker.get('t:s').run('x + 1', 30).result, flush=True)
+time.sleep(300)
+"""
+
+
+def test_a_taken_over_kernel_lives_on_its_takers_lease(
+    docker_client: docker.DockerClient,
+    make: Callable[..., DockerSandboxProvider],
+    sandbox_image: str,
+) -> None:
+    # Handed over with a long lease (a planned exit gives SANDBOX_IDLE_S); once taken over, a
+    # kernel lives on its taker's, so a taker killed soon after leaves nothing running long.
+    maker = make(node="tools@a")
+    maker.get("t:s").run("x = 41", TIMEOUT)
+    handle = maker.hand_off(600)["t:s"]
+    maker.close_all()
+    container = handle.rsplit("/", 1)[1]
+    env = {
+        **os.environ,
+        "TASKYARD_SANDBOX_IMAGE": sandbox_image,
+        "TASKYARD_TOOL_WORKER_DEAD_S": "2",
+        "TASKYARD_TOOL_WORKER_BEAT_S": "0.5",
+    }
+    taker = subprocess.Popen(
+        [sys.executable, "-c", _TAKER, handle], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert taker.stdout is not None and taker.stdout.readline().strip() == "42"
+    finally:
+        taker.kill()
+        taker.wait()
+    deadline = time.monotonic() + 60  # far short of the hand-off's 600 s
+    while _state(docker_client, container)[1] == "running":
+        assert time.monotonic() < deadline, "the kernel kept the hand-off's lease"
+        time.sleep(0.2)
+    docker_client.api.remove_container(container, force=True)
 
 
 def test_take_over_says_why_it_cannot(
