@@ -41,6 +41,7 @@ __all__ = [
     "proxy_ratelimit",
     "schedule",
     "schedule_runs",
+    "session_cells",
     "session_compaction",
     "session_epoch",
     "session_key",
@@ -48,6 +49,7 @@ __all__ = [
     "session_memory",
     "session_memory_path",
     "session_paths",
+    "session_replay",
     "session_sandbox",
     "session_tasks",
     "session_values",
@@ -71,6 +73,7 @@ __all__ = [
     "tool_queue",
     "tool_worker_alive",
     "tool_worker_claims",
+    "tool_worker_place",
     "tool_worker_queue",
     "webhook_secret",
 ]
@@ -150,6 +153,12 @@ TOOL_WORKERS = "tool_workers"
 def tool_worker_alive(node: str) -> str:
     """Kept alive by the tool worker `node` (its heartbeat): its incarnation, while it runs."""
     return f"tool_worker:{node}:alive"
+
+
+def tool_worker_place(node: str) -> str:
+    """Where the tool worker `node`'s sandboxes run (its Docker engine), kept as long as its
+    heartbeat: the workers that one stopping on purpose may hand its sandboxes to."""
+    return f"tool_worker:{node}:place"
 
 
 def tool_worker_queue(node: str) -> str:
@@ -254,9 +263,23 @@ def session_paths(tenant: str, session_id: str) -> str:
     return f"session:{tenant}:{session_id}:paths"
 
 
+def session_cells(session_key: str) -> str:
+    """The cells that ran without an error in the session's current interpreter, in order
+    (`shared/actions/cells.py`)."""
+    return f"session:{session_key}:cells"
+
+
+def session_replay(session_key: str) -> str:
+    """The cells of the session's interpreter before its state was last lost: what
+    ``%replay`` runs again."""
+    return f"session:{session_key}:replay"
+
+
 def session_sandbox(session_key: str) -> str:
     """Which tool worker holds the session's interpreter (node, incarnation, its queue), whether
-    it lives (`state`: live or lost, and why), its last use."""
+    it lives (`state`: live; handed to the worker named, or parked for any worker where it
+    runs, by one that stopped on purpose; or lost, and why), its last use, and the handle of
+    a handed-over interpreter (`sandbox`)."""
     return f"session:{session_key}:sandbox"
 
 

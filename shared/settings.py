@@ -250,6 +250,9 @@ class Settings(RedisSentinelSettings):
     sandbox_cpus: float = 1.0
     sandbox_idle_s: float = 600.0
     sandbox_disk: str = "64m"  # size of each tmpfs (/work, /tmp, /dev/shm) inside a sandbox
+    # Docker backend: the engine's OCI runtime for sandboxes, "runc" or "runsc" (gVisor: its
+    # own kernel in user space between the cells and the host's); registered with the engine.
+    sandbox_runtime: str = Field(default="runc", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     # The warm pool of started kernels: at least `sandbox_warm_pool` (0: no pool), growing to
     # the busiest second of new sessions in the last `sandbox_warm_window_s`, up to
     # `sandbox_warm_pool_max`; `sandbox_warm_starts` kernels start at once.

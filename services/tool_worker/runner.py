@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 
 from services.tool_worker.mcp_calls import McpCalls
-from shared.actions import ActionExecutor, ActionResources
+from shared.actions import ActionExecutor, ActionResources, CellLog
 from shared.jobs import ToolRunJob
 from shared.sandbox import SandboxProvider, make_sandbox_provider
 from shared.schema import AgentMessage, ToolCall
@@ -26,6 +26,14 @@ class ToolRunner:
         self._sandboxes: SandboxProvider | None = None
         self._executor: ActionExecutor | None = None
         self._mcp: McpCalls | None = None
+        self._cells: CellLog | None = None
+
+    def keep_cells(self, cells: CellLog) -> None:
+        """Where the interpreter keeps sessions' cells for a replay; before the first use."""
+        with self._lock:
+            if self._executor is not None:
+                raise RuntimeError("keep_cells after the actions were made")
+            self._cells = cells
 
     @property
     def made_sandboxes(self) -> SandboxProvider | None:
@@ -74,7 +82,9 @@ class ToolRunner:
         with self._lock:
             if self._executor is None:
                 self._sandboxes = make_sandbox_provider(self.settings, self.node)
-                resources = ActionResources(settings=self.settings, sandboxes=self._sandboxes)
+                resources = ActionResources(
+                    settings=self.settings, sandboxes=self._sandboxes, cells=self._cells
+                )
                 self._executor = ActionExecutor.from_registry(resources)
                 self._mcp = McpCalls(self.settings, self._sandboxes)
             return self._executor

@@ -23,6 +23,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from services.tool_worker.artifacts import ArtifactKeeper
+from services.tool_worker.cells import RedisCellLog
 from services.tool_worker.files import FileLimits, serve
 from services.tool_worker.metrics import TOOL_CALL_SECONDS, watch_sandboxes
 from services.tool_worker.placement import Placement
@@ -85,9 +86,12 @@ class _Store:
         self.artifact_store: ArtifactStore = self.loop.run(_open_artifacts(redis))
         self.artifacts = ArtifactKeeper(self.artifact_store, self.store.publish)
         self.listings = ListingExchange(self.store.r, settings.mcp_tools_ttl_s)
+        self.cells = RedisCellLog(self.store.r, self.loop, _RECORD_TTL_S)
         directory = SandboxDirectory(self.store, _RECORD_TTL_S)
         beat_s, dead_s = settings.tool_worker_beat_s, settings.tool_worker_dead_s
-        self.placement = Placement(directory, self.loop, _me, tools, beat_s, dead_s)
+        self.placement = Placement(
+            directory, self.loop, _me, tools, beat_s, dead_s, settings.sandbox_idle_s
+        )
 
 
 async def _open_store(redis: Settings) -> TaskStore:
@@ -337,6 +341,8 @@ def _consume_own_queue(sender: str, instance: Any, **_: object) -> None:
 def _start_sandboxes(**_: object) -> None:
     """Fail fast: a worker whose sandboxes cannot run must not take tool jobs."""
     backend = settings.sandbox_backend
+    shared = _shared_store()
+    tools.keep_cells(shared.cells)  # before the actions are made
     try:
         removed = tools.start(_me.node)
     except (SandboxError, ValueError) as exc:
@@ -344,7 +350,6 @@ def _start_sandboxes(**_: object) -> None:
         message = f"tool worker: the {backend!r} sandbox backend cannot run here: {exc}"
         raise SystemExit(message) from exc
     log.info("sandboxes (%s) ready; removed %d left by an earlier run", backend, removed)
-    shared = _shared_store()
     freed = shared.loop.run(shared.store.release_worker_claims(_me.node))
     log.info("freed %d tool-call claims held by an earlier run", freed)
 

@@ -6,6 +6,7 @@ FinishAction. User actions register with `register_action` in a plugin module.
 
 from shared.actions.api import ToolApi, tool_api
 from shared.actions.base import ActionError, ActionResources, BaseAction, text_result
+from shared.actions.cells import CellLog
 from shared.actions.executor import ActionExecutor, AsyncActionExecutor
 from shared.actions.finish import FinishAction
 from shared.actions.hooks import ActionHook
@@ -42,6 +43,7 @@ __all__ = [
     "AddressPolicy",
     "AsyncActionExecutor",
     "BaseAction",
+    "CellLog",
     "FinishAction",
     "IPythonInterpreter",
     "InternLMActionProcessor",

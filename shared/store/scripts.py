@@ -26,6 +26,7 @@ SCRIPTS = (
     "decide_approval",
     "end_sessions",
     "end_task",
+    "hand_over",
     "heal_session",
     "publish_live",
     "push_jobs",

@@ -23,13 +23,16 @@ from shared.sandbox.kernel import DISPLAY_MAX_OUTPUTS, MAX_LINE_BYTES, MAX_TEXT_
 from shared.sandbox.local import LocalChannel
 from shared.sandbox.session import KernelSandbox
 
-# A "kernel" that says it is ready, reads one request, then does `misbehave` (a statement
-# using `request` and `out`, its stdout as bytes).
+# A "kernel" that says it is ready, reads one request (past the lease lines a docker channel
+# sends, which want no reply), then does `misbehave` (a statement using `request` and `out`,
+# its stdout as bytes).
 _KERNEL = """
 import json, sys, time
 out = sys.stdout.buffer
 out.write(b'{"ready": true}\\n'); out.flush()
-request = json.loads(sys.stdin.readline())
+request = {"lease": 0}
+while "lease" in request:
+    request = json.loads(sys.stdin.readline())
 try:
 MISBEHAVE
 except BrokenPipeError:

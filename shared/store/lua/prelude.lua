@@ -51,13 +51,14 @@ local function add_event(events, kind, data)
   return redis.call('XADD', events, '*', 'kind', kind, 'data', data)
 end
 
--- The queue of the tool worker holding the session's interpreter while that worker lives
--- (its heartbeat key holds the incarnation the record names), else nil.
+-- The queue of the tool worker holding the session's interpreter (or chosen to take it over:
+-- 'handed') while that worker lives (its heartbeat key holds the incarnation the record
+-- names), else nil.
 local function owner_queue(session_key)
   if session_key == '' then return nil end
   local f = redis.call('HMGET', string.format(SANDBOX_KEY, session_key),
                        'node', 'incarnation', 'state', 'queue')
-  if not f[1] or f[3] ~= 'live' then return nil end
+  if not f[1] or (f[3] ~= 'live' and f[3] ~= 'handed') then return nil end
   if redis.call('GET', string.format(WORKER_ALIVE_KEY, f[1])) ~= f[2] then return nil end
   return f[4]
 end
