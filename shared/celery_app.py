@@ -3,6 +3,7 @@ reliable work on Redis: late acks, requeue on a lost worker, one message prefetc
 
 from __future__ import annotations
 
+import gc
 import logging
 from typing import Any
 from urllib.parse import urlsplit
@@ -20,6 +21,21 @@ __all__ = ["JobTask", "make_celery"]
 
 # A bound job task as its body sees itself: it takes the job's payload (a JSON object).
 JobTask = Task[[dict[str, Any]], None]
+
+
+# Container allocations between young-generation collections (CPython's default: 700).
+_GC_YOUNG = 10_000
+
+
+@signals.worker_ready.connect
+def _settle_heap(**_: object) -> None:
+    """Once a worker is up, what it imported and built stays for its life: frozen, the cyclic
+    collector no longer walks it, and it collects the young generation less often (a step
+    makes thousands of short-lived containers). Measured: the agent worker's time in the
+    collector went from 0.36 to 0.02 ms per step (docs/benchmarks.md)."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(_GC_YOUNG, *gc.get_threshold()[1:])
 
 
 @signals.setup_logging.connect
