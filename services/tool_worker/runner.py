@@ -3,14 +3,21 @@ sandbox provider per worker process."""
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import threading
+from collections.abc import Coroutine
+from typing import TypeVar
 
 from shared.actions import ActionExecutor, ActionResources
+from shared.loop import cancel_others
 from shared.sandbox import SandboxProvider, make_sandbox_provider
 from shared.schema import AgentMessage, ToolCall
 from shared.settings import Settings
 
 __all__ = ["ToolRunner"]
+
+T = TypeVar("T")
 
 
 class ToolRunner:
@@ -23,6 +30,7 @@ class ToolRunner:
         self._lock = threading.Lock()
         self._sandboxes: SandboxProvider | None = None
         self._executor: ActionExecutor | None = None
+        self._loops = threading.local()  # each pool thread's event loop (`_run_here`)
 
     @property
     def made_sandboxes(self) -> SandboxProvider | None:
@@ -32,7 +40,17 @@ class ToolRunner:
     def run(self, call: ToolCall, session_key: str) -> AgentMessage:
         """Run the call for the session ("tenant:session_id"); failures of the tool come back
         in the `ActionReturn`, and the reply quotes the call's id."""
-        return self._ready()(call, session_key)
+        return self._run_here(self._ready().core(call, session_key))
+
+    def _run_here(self, call: Coroutine[None, None, T]) -> T:
+        """`call` on this thread's own event loop, kept between calls: `asyncio.run` (what
+        `ActionExecutor` does) makes and closes a loop per call, measured at 0.1 ms of CPU.
+        As there, the call runs alone (in the caller's context, log ids and all) and what it
+        leaves running is cancelled when it returns."""
+        runner: asyncio.Runner | None = getattr(self._loops, "runner", None)
+        if runner is None:
+            runner = self._loops.runner = asyncio.Runner()
+        return runner.run(_alone(call), context=contextvars.copy_context())
 
     def start(self, node: str | None = None) -> int:
         """Make the sandboxes now, for the worker's start-up (as `node`, its Celery node name):
@@ -92,3 +110,10 @@ class ToolRunner:
     def close(self) -> None:
         if self._sandboxes is not None:
             self._sandboxes.close_all()
+
+
+async def _alone(call: Coroutine[None, None, T]) -> T:
+    try:
+        return await call
+    finally:
+        await cancel_others()
