@@ -247,7 +247,8 @@ def _print_model(results: list[Round]) -> None:
     )
     print(
         f"one agent core carries ~{1000 / agent_ms:,.0f} steps/s; one tool core ~"
-        f"{1000 / _median(results, 'tool_worker'):,.0f} tool calls/s (2 steps each)"
+        f"{1000 / _median(results, 'tool_worker') / STEPS_PER_TASK:,.0f} tool calls/s (one per "
+        f"{STEPS_PER_TASK} steps)"
     )
     print(
         f"one Redis primary (one core) carries ~{redis_steps:,.0f} steps/s: it is the limit "
