@@ -25,7 +25,7 @@ from services.agent_worker.retries import GiveUp, after_model_error
 from services.agent_worker.runtime import AgentRuntime
 from shared import keys
 from shared.celery_app import JobTask, make_celery
-from shared.jobs import AgentStepJob, ChildJob, Job, WebhookJob, enqueue
+from shared.jobs import AgentStepJob, ChildJob, Job, WebhookJob
 from shared.llms import LLMError
 from shared.logs import bind_job, setup_logging
 from shared.metrics import serve_metrics
@@ -123,8 +123,7 @@ def run_schedules() -> None:
 
 
 def send(jobs: list[Job]) -> None:
-    for job in jobs:
-        enqueue(app, job)
+    runtime().send(jobs)
 
 
 def _retry_or_fail(task: JobTask, job: AgentStepJob, exc: Exception) -> list[Job]:

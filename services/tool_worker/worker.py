@@ -235,11 +235,11 @@ def _run_call(task: JobTask, job: ToolRunJob) -> AgentMessage:
 def _keep_artifacts(shared: _Store, job: ToolRunJob, message: AgentMessage) -> AgentMessage:
     """The result with its artifacts in the artifact store; if that fails, without them
     (their bytes never go into the task's messages) and the model is told."""
+    if not isinstance(message.content, ActionReturn) or not message.content.artifacts:
+        return message  # nothing to keep: no trip to the store's loop
     try:
         return shared.loop.run(shared.artifacts.keep(job, message))
     except Exception as exc:
-        if not isinstance(message.content, ActionReturn) or not message.content.artifacts:
-            raise
         log.exception("artifacts could not be kept")
         note = f"[its figures and tables could not be kept ({type(exc).__name__})]"
         ret = message.content.model_copy(update={"artifacts": None})

@@ -167,8 +167,7 @@ class SandboxDirectory:
 
     async def push(self, jobs: Sequence[Envelope]) -> None:
         """Push jobs onto the broker, each bound to a session to its holder's queue."""
-        parts = [part for job in jobs for part in job.parts()]
-        await self.store._run("push_jobs", [], [self.store.db, self.store.broker_db, *parts])
+        await self.store.push(jobs)
 
 
 def _handover_document(handover: Handover) -> str:

@@ -369,6 +369,13 @@ class TaskStore:
 
     # -- events ------------------------------------------------------------------------------
 
+    async def push(self, jobs: Sequence[Envelope]) -> None:
+        """Push jobs onto the broker from outside any other write, as the commits push theirs
+        (a job bound to a session to the queue of the tool worker holding it): one round trip."""
+        if jobs:
+            parts = [part for job in jobs for part in job.parts()]
+            await self._run("push_jobs", [], [self.db, self.broker_db, *parts])
+
     async def publish(self, task_id: str, kind: EventKind, data: dict[str, Any]) -> str | None:
         """Add an event while the task is live; None (nothing added) once it has ended."""
         entry_id: str | None = await self._run(
