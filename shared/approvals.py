@@ -58,9 +58,7 @@ async def decide(
     if held["state"] != "pending":
         return Outcome.DECIDED
     call = ToolCall.model_validate(held["call"])
-    following = AgentStepJob(task_id=record.id, step=record.step, tenant=record.tenant,
-                             session_id=record.session_id)  # fmt: skip
-    next_step = envelope(celery, following)
+    next_step = envelope(celery, AgentStepJob.again(record))
     if decision.decision == "approve":
         if decision.arguments is not None:
             call = call.model_copy(update={"parameters": decision.arguments})

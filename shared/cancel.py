@@ -46,9 +46,7 @@ async def cancel(store: TaskStore, celery: Celery, record: TaskRecord, reason: s
         return False
     await stop(store, celery, record.id)
     if following:
-        job = AgentStepJob(task_id=following, step=0, tenant=record.tenant,
-                           session_id=record.session_id)  # fmt: skip
-        enqueue(celery, job)
+        enqueue(celery, AgentStepJob.next_in_session(record, following))
     return True
 
 

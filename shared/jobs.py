@@ -29,6 +29,7 @@ from shared import keys
 from shared.actions import action_queue, session_bound
 from shared.schema import ToolCall
 from shared.spec import AgentSpec, McpServer
+from shared.task import TaskRecord
 
 __all__ = [
     "AgentStepJob",
@@ -64,6 +65,30 @@ class AgentStepJob(_Job):
     step: int = Field(ge=0)
     tenant: str
     session_id: str
+
+    # One constructor per reason a step is sent (each site said it by hand before).
+    @classmethod
+    def first(cls, record: TaskRecord) -> AgentStepJob:
+        """A new task's first step."""
+        return cls.next_in_session(record, record.id)
+
+    @classmethod
+    def next_in_session(cls, record: TaskRecord, task_id: str) -> AgentStepJob:
+        """The first step of `task_id`, the task that takes `record`'s session next."""
+        return cls(task_id=task_id, step=0, tenant=record.tenant, session_id=record.session_id)
+
+    @classmethod
+    def again(cls, record: TaskRecord) -> AgentStepJob:
+        """The step the task is at, sent (again): its calls' results are in, a person
+        decided, a sweep found it standing still."""
+        return cls(task_id=record.id, step=record.step, tenant=record.tenant,
+                   session_id=record.session_id)  # fmt: skip
+
+    @classmethod
+    def after_tools(cls, job: ToolRunJob) -> AgentStepJob:
+        """The step that reads the results of the tool calls of `job`'s step."""
+        return cls(task_id=job.task_id, step=job.step + 1, tenant=job.tenant,
+                   session_id=job.session_id)  # fmt: skip
 
 
 class ToolRunJob(_Job):

@@ -109,8 +109,7 @@ async def submit(
     when its turn comes), answered once as many replicas hold it as the settings ask; stop
     the task it interrupted or rolled back, if any. `SubmissionRefused` for a webhook URL
     the address policy refuses."""
-    first = AgentStepJob(task_id=record.id, step=0, tenant=record.tenant,
-                         session_id=record.session_id)  # fmt: skip
+    first = AgentStepJob.first(record)
     created = await store.create(
         record, envelope(celery, first), idempotency_key, fingerprint, busy,
         deadline_s=settings.task_deadline_s, extra=await _webhook_fields(record, celery, settings),

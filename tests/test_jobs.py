@@ -16,6 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from shared.jobs import AgentStepJob, McpListJob, ToolRunJob, enqueue, envelope, job_for_call
 from shared.schema import ToolCall
 from shared.spec import AgentSpec
+from shared.task import TaskRecord
 
 STEP = AgentStepJob(task_id="task_1", step=2, tenant="t", session_id="s")
 SEARCH = ToolCall(id="c1", name="WebBrowser.search", parameters={"query": "x"})
@@ -106,3 +107,16 @@ def test_an_envelope_carries_the_current_trace(celery: Celery, spans: InMemorySp
     context = span.get_span_context()
     _, trace_id, span_id, _ = headers["traceparent"].split("-")
     assert (trace_id, span_id) == (f"{context.trace_id:032x}", f"{context.span_id:016x}")
+
+
+def test_a_step_job_says_why_it_is_sent() -> None:
+    """One constructor per cause: the session and tenant always come from the task."""
+    record = TaskRecord(tenant="t", session_id="s", input="hi", step=3)
+    first = AgentStepJob.first(record)
+    assert (first.task_id, first.step, first.tenant, first.session_id) == (record.id, 0, "t", "s")
+    again = AgentStepJob.again(record)
+    assert (again.task_id, again.step) == (record.id, 3)
+    following = AgentStepJob.next_in_session(record, "task_next")
+    assert (following.task_id, following.step, following.session_id) == ("task_next", 0, "s")
+    after = AgentStepJob.after_tools(CALL)
+    assert (after.task_id, after.step, after.tenant, after.session_id) == ("task_1", 3, "t", "s")

@@ -225,8 +225,7 @@ def _job(record: TaskRecord, call: ToolCall) -> Job:
 def _first_step(record: TaskRecord, following: str | None) -> list[Job]:
     if following is None:
         return []
-    return [AgentStepJob(task_id=following, step=0, tenant=record.tenant,
-                         session_id=record.session_id)]  # fmt: skip
+    return [AgentStepJob.next_in_session(record, following)]
 
 
 def _text(message: AgentMessage) -> str:

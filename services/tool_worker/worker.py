@@ -150,9 +150,7 @@ def _run_job(task: JobTask, job: ToolRunJob) -> None:
     shared = _shared_store()
     if sticky_session(job) and _forwarded(shared, job):
         return
-    next_step = envelope(app, AgentStepJob(
-        task_id=job.task_id, step=job.step + 1, tenant=job.tenant, session_id=job.session_id
-    ))  # fmt: skip
+    next_step = envelope(app, AgentStepJob.after_tools(job))
     claimed = _claim(shared, job)
     if claimed == "busy":  # a duplicate of this job runs it now, and will store its result
         log.info("tool call already running elsewhere; not run again")
