@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import aclosing
+from dataclasses import replace
 
 from celery import Celery
 
@@ -145,12 +146,9 @@ class StepRunner:
         new = live.new_messages()
         published = [reply]  # the user's message went out with the task, tool results as they came
         tokens = {"delta": unsent, "sender": live.agent.name} if unsent else None
-        commit = StepCommit(record, TaskStatus.SUCCEEDED, new, published, spent.usage,
-                            tokens=tokens, values=live.new_values())  # fmt: skip
-        if calls:
-            self._send_or_hold(commit, calls)
-        else:
-            commit.fields = commit.shown = {"result": _text(reply)}
+        written = StepCommit(record, TaskStatus.SUCCEEDED, new, published, spent.usage,
+                             tokens=tokens, values=live.new_values())  # fmt: skip
+        commit = self._send_or_hold(written, calls) if calls else _answered(written, reply)
         applied, following = await self.store.commit_step(commit)
         if not applied:
             log.info("step already committed", extra={"task_id": record.id, "step": record.step})
@@ -158,19 +156,20 @@ class StepRunner:
         count_tokens(record.tenant, spent.usage)
         return new, _first_step(record, following)
 
-    def _send_or_hold(self, commit: StepCommit, calls: list[ToolCall]) -> None:
-        """The calls go out as tool jobs, but those the spec's approval policy names wait for
-        a person (the task then waits in `waiting_approval`)."""
-        record, policy = commit.record, commit.record.spec.approval
+    def _send_or_hold(self, written: StepCommit, calls: list[ToolCall]) -> StepCommit:
+        """`written` with the calls going out as tool jobs, but those the spec's approval
+        policy names waiting for a person (the task then waits in `waiting_approval`)."""
+        record, policy = written.record, written.record.spec.approval
         held = [c for c in calls if policy is not None and policy.needs(c.name)]
-        commit.status = TaskStatus.WAITING_APPROVAL if held else TaskStatus.WAITING_TOOLS
-        commit.fields = {"pending_calls": [c.model_dump(mode="json") for c in calls]}
-        commit.jobs = [envelope(self.celery, _job(record, c)) for c in calls if c not in held]
-        if held and policy is not None:
-            commit.held, commit.approval_timeout_s = held, policy.timeout_s
-            asked = [{"id": c.id, "tool": c.name, "arguments": c.parameters} for c in held]
-            data = {"step": record.step, "calls": asked, "timeout_s": policy.timeout_s}
-            commit.events = [(EventKind.APPROVAL_REQUESTED, data)]
+        pending = {"pending_calls": [c.model_dump(mode="json") for c in calls]}
+        jobs = [envelope(self.celery, _job(record, c)) for c in calls if c not in held]
+        if not held or policy is None:
+            return replace(written, status=TaskStatus.WAITING_TOOLS, fields=pending, jobs=jobs)
+        asked = [{"id": c.id, "tool": c.name, "arguments": c.parameters} for c in held]
+        data = {"step": record.step, "calls": asked, "timeout_s": policy.timeout_s}
+        return replace(written, status=TaskStatus.WAITING_APPROVAL, fields=pending, jobs=jobs,
+                       held=held, approval_timeout_s=policy.timeout_s,
+                       events=[(EventKind.APPROVAL_REQUESTED, data)])  # fmt: skip
 
     # -- steps that are not to run -----------------------------------------------------------
 
@@ -226,6 +225,12 @@ def _first_step(record: TaskRecord, following: str | None) -> list[Job]:
     if following is None:
         return []
     return [AgentStepJob.next_in_session(record, following)]
+
+
+def _answered(written: StepCommit, reply: AgentMessage) -> StepCommit:
+    """`written` as the task's end: the reply is its final answer."""
+    result = {"result": _text(reply)}
+    return replace(written, status=TaskStatus.SUCCEEDED, fields=result, shown=result)
 
 
 def _text(message: AgentMessage) -> str:

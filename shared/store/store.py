@@ -113,7 +113,7 @@ class StepStart:
         return [self.results[c.id] for c in record.pending_calls if c.id in self.results]
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class StepCommit:
     """One step's writes: new messages per memory, changed session values, events, the
     task's new state."""
