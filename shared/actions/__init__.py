@@ -9,7 +9,6 @@ from shared.actions.base import ActionError, ActionResources, BaseAction, text_r
 from shared.actions.cells import CellLog
 from shared.actions.executor import ActionExecutor, AsyncActionExecutor
 from shared.actions.finish import FinishAction
-from shared.actions.hooks import ActionHook
 from shared.actions.ipython import IPythonInterpreter
 from shared.actions.processors import ActionProcessor, InternLMActionProcessor
 from shared.actions.registry import (
@@ -32,6 +31,7 @@ from shared.actions.web import (
     SearxngClient,
     WebBrowser,
 )
+from shared.hooks import ActionHook
 
 __all__ = [
     "ACTIONS",
