@@ -4,6 +4,7 @@ notification configs as the task's webhook. (Tasks that run: tests/e2e/test_a2a.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -60,11 +61,27 @@ class _Key(CredentialService):
 
 @asynccontextmanager
 async def _running(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as http,
-    ):
-        yield http
+    """The app, its lifespan held by a task of its own: a fixture's set-up and tear-down run
+    in different tasks, and the lifespan's task groups (MCP's) must end in the one they began."""
+    started, stop = asyncio.Event(), asyncio.Event()
+
+    async def serve() -> None:
+        async with app.router.lifespan_context(app):
+            started.set()
+            await stop.wait()
+
+    server = asyncio.create_task(serve())
+    waiting = asyncio.create_task(started.wait())
+    await asyncio.wait({server, waiting}, return_when=asyncio.FIRST_COMPLETED)
+    if server.done():
+        waiting.cancel()
+        server.result()  # the start-up's error
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as http:
+            yield http
+    finally:
+        stop.set()
+        await server
 
 
 @pytest.fixture
