@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse
 from services.gateway.a2a.cards import agent_card
 from services.gateway.a2a.handler import Caller, TaskyardHandler
 from services.gateway.deps import CeleryDep, HubDep, SettingsDep, StoreDep, TenantDep
-from services.gateway.file_deps import SessionFilesDep
+from services.gateway.files.deps import SessionFilesDep
 from services.gateway.json_route import JSONRoute
 from services.gateway.models import TaskAccepted, TaskCreate
 from services.gateway.routes.tasks import create_task

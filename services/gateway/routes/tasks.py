@@ -19,7 +19,7 @@ from services.gateway.deps import (
     TenantDep,
 )
 from services.gateway.errors import issue, refused, responses
-from services.gateway.file_deps import SessionFilesDep
+from services.gateway.files.deps import SessionFilesDep
 from services.gateway.json_route import JSONRoute
 from services.gateway.metrics import TASKS_ACCEPTED
 from services.gateway.models import (
