@@ -322,9 +322,12 @@ class DockerChannel:
         return self._demux.read(deadline)
 
     def alive(self) -> bool:
-        while not self._demux.eof and self._demux.pump(0.0):
-            pass  # drain what is pending; a closed stream means the container ended
-        return not (self._demux.eof or self._broken)
+        try:
+            while not self._closed and not self._demux.eof and self._demux.pump(0.0):
+                pass  # drain what is pending; a closed stream means the container ended
+        except KernelGone:
+            return False  # closed meanwhile
+        return not (self._closed or self._demux.eof or self._broken)
 
     def stderr(self) -> str:
         return self._demux.stderr.text()
@@ -545,7 +548,10 @@ class _Leases:
             with self._lock:
                 channels = list(self._channels)
             for channel in channels:
-                channel.renew(self._lease_s)
+                try:
+                    channel.renew(self._lease_s)
+                except Exception:  # one channel's fault must not end every kernel's lease
+                    log.exception("renewing a sandbox's lease failed")
 
 
 def _handed_off(listed: dict[str, Any]) -> bool:
