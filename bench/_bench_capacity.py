@@ -7,6 +7,10 @@ own from INFO (its CPU and every command's calls), so each figure is per agent s
 
 - CPU-ms per step of the gateway, the agent worker, the LLM proxy and the tool worker (the
   scripted model is printed too, as the stand-in it is: a real model's cost is the GPU's);
+- of the agent and tool workers, their main thread's share (Celery's consumer: receiving,
+  the unacked record, the ack; the agent worker's job greenlets too) and the rest's (the
+  event loop thread: store scripts, the model call, the agent; the tool worker's pool
+  threads and its sandboxes);
 - Redis commands and Redis CPU-microseconds per step;
 - from them: the steps/s one core of each service carries, what one Redis primary carries,
   and how many agent cores it takes before Redis is the limit.
@@ -22,17 +26,24 @@ process tree).
 from __future__ import annotations
 
 import statistics
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 
 import redis
-from _cpu import tree_cpu_s
+from _celery_floor import drain
+from _cpu import main_thread_cpu_s, tree_cpu_s
 from _stackbench import configure_model, submit_burst
 
+from devstack.procs import ROOT
 from devstack.stack import LocalStack
 from shared import keys
 
 SERVICES = ("gateway", "agent_worker", "proxy", "tool_worker", "model")
+# Where in these the CPU goes: their main thread (Celery's consumer; the agent worker's job
+# greenlets too) and the rest (the event loop thread, the tool worker's pool threads).
+SPLIT = ("agent_worker", "tool_worker")
 STEPS_PER_TASK = 2
 TASK = {"input": "```python\nprint(1)\n```"}
 SESSIONS = 16  # tasks spread over these (each keeps its sandbox, as sessions do)
@@ -72,7 +83,8 @@ def _redis_totals(client: redis.Redis) -> tuple[float, float]:
 
 
 def _cpu_by_service(stack: LocalStack) -> dict[str, float]:
-    return {name: tree_cpu_s(stack.procs[name].pid) for name in SERVICES}
+    cpu = {name: tree_cpu_s(stack.procs[name].pid) for name in SERVICES}
+    return cpu | {f"{name}:main": main_thread_cpu_s(stack.procs[name].pid) for name in SPLIT}
 
 
 def _wait(client: redis.Redis, ids: list[str], timeout_s: float = 300) -> tuple[float, int]:
@@ -103,7 +115,7 @@ def _idle(stack: LocalStack, seconds: float) -> Idle:
         cpu_after, (calls_after, redis_after) = _cpu_by_service(stack), _redis_totals(client)
     finally:
         client.close()
-    return Idle({n: (cpu_after[n] - cpu_before[n]) / seconds for n in SERVICES},
+    return Idle({n: (cpu_after[n] - cpu_before[n]) / seconds for n in cpu_after},
                 (redis_after - redis_before) / seconds,
                 (calls_after - calls_before - 2) / seconds)  # fmt: skip
 
@@ -120,12 +132,51 @@ def _round(stack: LocalStack, tasks: int, clients: int, idle: Idle) -> Round:
         client.close()
     steps, took = tasks * STEPS_PER_TASK, ended_at - burst.started
     per_step = {
-        n: (cpu_after[n] - cpu_before[n] - idle.cpu_s[n] * took) * 1000 / steps for n in SERVICES
+        n: (cpu_after[n] - cpu_before[n] - idle.cpu_s[n] * took) * 1000 / steps for n in cpu_after
     }
     redis_s = redis_after - redis_before - idle.redis_s * took
     per_step["redis"] = redis_s * 1000 / steps
     calls = calls_after - calls_before - polls - 2 - idle.calls * took  # 2: the INFOs
     return Round(tasks, took, per_step, calls / steps, redis_s * 1e6 / steps)
+
+
+@dataclass(frozen=True)
+class Floor:
+    """What a bare no-op Celery job costs, run as the agent worker runs its jobs (taskyard's
+    Celery configuration, gevent pool, -c 1000, no result): the worker's CPU-ms, Redis's CPU-us
+    and commands."""
+
+    cpu_ms: float
+    redis_us: float
+    calls: float
+
+
+# The floor's worker under gevent, as `celery worker -P gevent` patches the process first.
+_GEVENT_WORKER = (
+    "from gevent import monkey; monkey.patch_all(); import runpy, sys; "
+    "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
+)
+
+
+def _celery_floor(stack: LocalStack, jobs: int) -> Floor:
+    script = str(ROOT / "bench" / "_celery_floor.py")
+    argv = [sys.executable, "-c", _GEVENT_WORKER, script, "worker", stack.redis_url, "gevent",
+            "1000", "taskyard"]  # fmt: skip
+    worker = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)  # fmt: skip
+    client = redis.Redis.from_url(f"{stack.redis_url}/0")
+    try:
+        drain(stack.redis_url, 50)  # warm: connected, consuming
+        cpu, (calls, redis_s) = tree_cpu_s(worker.pid), _redis_totals(client)
+        drain(stack.redis_url, jobs)
+        cpu_after, (calls_after, redis_after) = tree_cpu_s(worker.pid), _redis_totals(client)
+    finally:
+        client.close()
+        worker.terminate()
+        worker.wait(timeout=30)
+    # the sends are the benchmark's (a step's jobs are sent by the service before it)
+    return Floor((cpu_after - cpu) * 1000 / jobs, (redis_after - redis_s) * 1e6 / jobs,
+                 (calls_after - calls - 2) / jobs)  # fmt: skip
 
 
 def capacity_section(quick: bool) -> None:
@@ -144,16 +195,23 @@ def capacity_section(quick: bool) -> None:
         results = [_round(stack, tasks, clients, idle) for _ in range(rounds)]
         mix = {n: c - before.get(n, 0) for n, c in _commands(client).items()}
         client.close()
+        floor = _celery_floor(stack, tasks * STEPS_PER_TASK)
     finally:
         stack.stop()
     _print_model(results)
+    print(
+        f"the floor, a bare no-op Celery job as the agent worker runs its jobs (taskyard's "
+        f"Celery configuration, gevent -c 1000; {tasks * STEPS_PER_TASK} jobs): "
+        f"{floor.cpu_ms:.3f} CPU-ms in its worker, Redis {floor.calls:.1f} commands and "
+        f"{floor.redis_us:.0f} CPU-us (the sends included)"
+    )
     steps = sum(r.tasks for r in results) * STEPS_PER_TASK
     top = sorted(mix.items(), key=lambda item: -item[1])[:10]
     print(
         "Redis commands per step, the most frequent (polls and INFO included): "
         + ", ".join(f"{name} {calls / steps:.1f}" for name, calls in top)
     )
-    busy = ", ".join(f"{n} {ms * 1000:.0f}" for n, ms in idle.cpu_s.items())
+    busy = ", ".join(f"{n} {idle.cpu_s[n] * 1000:.0f}" for n in SERVICES)
     print(
         f"(taken off as idle, per second: CPU-ms {busy}, Redis {idle.redis_s * 1000:.0f} "
         f"CPU-ms and {idle.calls:.0f} commands)"
@@ -171,6 +229,10 @@ def _print_model(results: list[Round]) -> None:
         ms = _median(results, name)
         label = "model (scripted stand-in)" if name == "model" else name
         print(f"| {label} | {ms:.3f} | {1000 / ms:,.0f} |")
+    for name in SPLIT:
+        main = _median(results, f"{name}:main")
+        print(f"| {name}: main thread / the others | {main:.3f} / "
+              f"{_median(results, name) - main:.3f} | |")  # fmt: skip
     ours = sum(_median(results, n) for n in ("gateway", "agent_worker", "proxy", "tool_worker"))
     calls = statistics.median(r.redis_calls for r in results)
     redis_us = statistics.median(r.redis_us for r in results)
@@ -185,7 +247,8 @@ def _print_model(results: list[Round]) -> None:
     )
     print(
         f"one agent core carries ~{1000 / agent_ms:,.0f} steps/s; one tool core ~"
-        f"{1000 / _median(results, 'tool_worker'):,.0f} tool calls/s (2 steps each)"
+        f"{1000 / _median(results, 'tool_worker') / STEPS_PER_TASK:,.0f} tool calls/s (one per "
+        f"{STEPS_PER_TASK} steps)"
     )
     print(
         f"one Redis primary (one core) carries ~{redis_steps:,.0f} steps/s: it is the limit "

@@ -1,7 +1,10 @@
 """The floor every Celery hop of a task pays: a bare no-op task on the same Redis.
 
-`python bench/_celery_floor.py worker REDIS_URL` runs a worker (threads pool, one process);
-`measure(redis_url)` times round trips from one client and no-op throughput from 16.
+`python bench/_celery_floor.py worker REDIS_URL [POOL CONCURRENCY [taskyard]]` runs a worker
+(one process; threads -c 16 unless told; with `taskyard`, Celery configured as taskyard's
+services configure it, `shared.celery_app`); `measure(redis_url)` times round trips from one
+client and no-op throughput from 16; `drain(redis_url, jobs)` sends no-op jobs that store no
+result (as taskyard's) to a `taskyard` worker and waits until it has taken and acked them all.
 """
 
 from __future__ import annotations
@@ -11,15 +14,27 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import redis
 from celery import Celery
 
-__all__ = ["make_app", "measure"]
+from shared import keys
+from shared.celery_app import make_celery
+from shared.settings import Settings
+
+__all__ = ["drain", "make_app", "measure"]
+
+_UNACKED = "unacked"  # kombu's Redis hash of the jobs taken and not acked yet
 
 
-def make_app(redis_url: str) -> Celery:
-    app = Celery("floor", broker=f"{redis_url}/5", backend=f"{redis_url}/6")
-    app.conf.update(task_acks_late=True, worker_prefetch_multiplier=1, broker_pool_limit=32,
-                    worker_hijack_root_logger=False)  # fmt: skip
+def make_app(redis_url: str, taskyard: bool = False) -> Celery:
+    if taskyard:
+        urls = {"redis_url": f"{redis_url}/0", "broker_url": f"{redis_url}/5",
+                "result_backend": f"{redis_url}/6"}  # fmt: skip
+        app = make_celery(Settings(**urls))  # type: ignore[arg-type]
+    else:
+        app = Celery("floor", broker=f"{redis_url}/5", backend=f"{redis_url}/6")
+        app.conf.update(task_acks_late=True, worker_prefetch_multiplier=1, broker_pool_limit=32,
+                        worker_hijack_root_logger=False)  # fmt: skip
 
     @app.task(name="floor.noop")
     def noop() -> None:
@@ -45,7 +60,24 @@ def measure(redis_url: str, round_trips: int = 300, burst: int = 2000) -> dict[s
     return {"p50_ms": statistics.median(times) * 1e3, "p99_ms": cut[98] * 1e3, "tasks_s": rate}
 
 
+def drain(redis_url: str, jobs: int, timeout_s: float = 300) -> None:
+    """Send `jobs` no-op jobs from 16 threads, then wait until none is queued or unacked."""
+    app = make_app(redis_url, taskyard=True)
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda _: app.send_task("floor.noop", ignore_result=True), range(jobs)))
+    client = redis.Redis.from_url(f"{redis_url}/5")
+    deadline = time.perf_counter() + timeout_s
+    try:
+        while client.llen(keys.AGENT_QUEUE) or client.hlen(_UNACKED):
+            assert time.perf_counter() < deadline, "the floor's worker never drained its queue"
+            time.sleep(0.05)
+    finally:
+        client.close()
+
+
 _WORKER_FLAGS = ["--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "WARNING"]
 
 if __name__ == "__main__" and sys.argv[1:2] == ["worker"]:
-    make_app(sys.argv[2]).worker_main(["worker", "--pool", "threads", "-c", "16", *_WORKER_FLAGS])
+    pool, concurrency = (sys.argv[3], sys.argv[4]) if len(sys.argv) > 4 else ("threads", "16")
+    app = make_app(sys.argv[2], taskyard=sys.argv[5:6] == ["taskyard"])
+    app.worker_main(["worker", "--pool", pool, "-c", concurrency, *_WORKER_FLAGS])

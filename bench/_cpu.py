@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["cpu_s", "tree_cpu_s"]
+__all__ = ["cpu_s", "main_thread_cpu_s", "tree_cpu_s"]
 
 _TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 
@@ -28,6 +28,16 @@ def cpu_s(pid: int) -> float:
     if fields is None:
         return 0.0
     return sum(int(value) for value in fields[11:15]) * _TICK_S  # utime stime cutime cstime
+
+
+def main_thread_cpu_s(pid: int) -> float:
+    """The CPU seconds of the process's main thread alone (utime + stime)."""
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
+    fields = text[text.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) * _TICK_S
 
 
 def _children(pid: int) -> list[int]:

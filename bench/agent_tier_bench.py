@@ -2,14 +2,17 @@
 next to a bare Celery hop, step cost along a long workflow, the gateway, how fast new
 sessions get a sandbox under a burst (the warm pool), a workload with every service on a
 host of its own next to the same on loopback, the capacity model (CPU per step in each
-service and in Redis, what one more core or host buys), and what the gateway's 202 promise
-costs (its accept waiting for a Redis replica).
+service and in Redis, what one more core or host buys), what the gateway's 202 promise
+costs (its accept waiting for a Redis replica), the sandbox under runc and under gVisor side
+by side (and what the host's kernel sees of a cell under each), and a sandbox's hand-off
+between tool workers.
 
 Every figure comes from this run on this machine; the old configuration (the agent worker
 on Celery's threads pool, -c 16) runs beside the new one (gevent, -c 1000).
 
     .venv/bin/python bench/agent_tier_bench.py
-        [--only inflight,overhead,long,gateway,warmpool,hosts,capacity,acceptwait] [--quick]
+        [--only inflight,overhead,long,gateway,warmpool,hosts,capacity,acceptwait,runtimes,
+                handoff,syscalls] [--quick]
 """
 
 from __future__ import annotations
@@ -32,8 +35,10 @@ from _bench_gateway import gateway_section
 from _bench_hosts import hosts_section
 from _bench_long import long_section
 from _bench_overhead import overhead_section
+from _bench_syscalls import syscall_section
 from _bench_warm_pool import warm_pool_section
 from _stackbench import configure_model, peak_rss_kb, rss_kb, submit_burst, wait_ended
+from sandbox_bench import handoff_section, runtime_section
 
 from devstack.stack import LocalStack
 
@@ -124,6 +129,9 @@ SECTIONS: dict[str, Callable[[bool], None]] = {
     "hosts": hosts_section,
     "capacity": capacity_section,
     "acceptwait": accept_wait_section,
+    "runtimes": runtime_section,
+    "handoff": handoff_section,
+    "syscalls": syscall_section,
 }
 
 

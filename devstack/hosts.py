@@ -26,6 +26,7 @@ import secrets
 import select
 import signal
 import subprocess
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,8 +46,22 @@ _NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
 _TMP_SIZE = "1g"  # a ceiling: a tmpfs holds memory only for what is written
 _READY_S = 10.0
 # The holder: a private /tmp and hostname, then it sleeps, holding them for the host's processes.
-_HOLD = ('mount -t tmpfs -o size={size},mode=1777 tmpfs /tmp && hostname "$0" && echo ready '
-         "&& exec sleep infinity")  # fmt: skip
+# What the services run from ($2...: the checkout, the interpreter's prefix) may lie under the
+# machine's /tmp (a CI checkout, `mktemp -d`): the machine's /tmp is bound at $1 first, and each
+# of those paths bound from there into the new /tmp, so the host sees them and nothing else.
+_HOLD = """set -e
+name=$0 size=$1 machine_tmp=$2
+shift 2
+mount --bind /tmp "$machine_tmp"
+mount -t tmpfs -o "size=$size,mode=1777" tmpfs /tmp
+for path in "$@"; do
+  mkdir -p "$path"
+  mount --bind "$machine_tmp/${path#/tmp/}" "$path"
+done
+umount -l "$machine_tmp"
+hostname "$name"
+echo ready
+exec sleep infinity"""
 
 
 class HostSetupFailed(RuntimeError):
@@ -149,9 +164,11 @@ class HostNetwork:
         return f"{PREFIX}{self.tag}v{index}"
 
     def _start_holder(self, name: str, netns: str) -> int:
+        machine_tmp = STATE_DIR / f"{netns}.tmp"  # a mount point inside its namespace only
+        machine_tmp.mkdir(exist_ok=True)
         argv = ["nsenter", f"--net={NETNS_DIR / netns}", "unshare", "--mount", "--uts",
-                "--propagation", "private", "--", "sh", "-c", _HOLD.format(size=_TMP_SIZE),
-                _hostname(name)]  # fmt: skip
+                "--propagation", "private", "--", "sh", "-c", _HOLD, _hostname(name), _TMP_SIZE,
+                str(machine_tmp), *_under_tmp(ROOT, Path(sys.prefix))]  # fmt: skip
         holder = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   start_new_session=True)  # fmt: skip
         self._holders[name] = holder
@@ -189,6 +206,13 @@ class HostNetwork:
             (STATE_DIR / f"{self.tag}.json").unlink(missing_ok=True)
 
 
+def _under_tmp(*paths: Path) -> list[str]:
+    """Those of `paths` that lie under /tmp (resolved), leaving out any inside another."""
+    found = sorted({p.resolve() for p in paths if p.resolve().is_relative_to("/tmp")})
+    outermost = [p for p in found if not any(p != q and p.is_relative_to(q) for q in found)]
+    return [str(p) for p in outermost]
+
+
 def _hostname(name: str) -> str:
     return name.replace("_", "-")  # a hostname has no "_"
 
@@ -204,6 +228,10 @@ def remove_leftovers() -> None:
             _quiet_ip("link", "del", name)
     for tag in set(_records()) - live:
         (STATE_DIR / f"{tag}.json").unlink(missing_ok=True)
+    for point in STATE_DIR.glob(f"{PREFIX}*.tmp"):
+        if _tag_of(point.name) not in live:
+            with contextlib.suppress(OSError):
+                point.rmdir()
 
 
 @contextlib.contextmanager
@@ -290,6 +318,8 @@ def _remove_netns(name: str) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(int(pid), signal.SIGKILL)
     _quiet_ip("netns", "del", name)
+    with contextlib.suppress(OSError):  # the holder's mount point (empty: mounted only inside)
+        (STATE_DIR / f"{name}.tmp").rmdir()
 
 
 def _ip(*args: str) -> str:

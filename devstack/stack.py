@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import shutil
 import sys
 import tempfile
 from collections.abc import Mapping
@@ -21,8 +20,8 @@ from pathlib import Path
 
 import docker
 import docker.errors
-import redis
 
+from devstack import redis_server
 from devstack.hosts import Host
 from devstack.llm import proxy_argv, scripted_model_argv
 from devstack.procs import Child, Processes, free_port
@@ -31,6 +30,8 @@ from shared import keys
 from shared.sandbox.docker import WORKER_LABEL
 from shared.settings import parse_api_keys
 
+_LOOPBACK = "127.0.0.1"
+
 __all__ = ["LocalStack", "StackPorts"]
 
 _CELERY_FLAGS = ["--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO"]
@@ -38,7 +39,6 @@ _CELERY_FLAGS = ["--without-gossip", "--without-mingle", "--without-heartbeat", 
 # sandboxes run the models' code, nor to the gateway, which has no use for it.
 _TOKEN_SECRET = "TASKYARD_LLM_TOKEN_SECRET"
 _HOLD_TOKEN_SECRET = ("proxy", "agent_worker", "beat")  # names, or the start of names
-_LOOPBACK = "127.0.0.1"
 
 
 @dataclass
@@ -79,7 +79,7 @@ class LocalStack:
     # Tool workers on the same queues, as `docker compose up --scale tool_worker=N` runs them:
     # identical but for their Celery node names (tool_worker, tool_worker_2, ...).
     tool_workers: int = 1
-    tool_queues: tuple[str, ...] = ("tools.IPythonInterpreter", "tools.WebBrowser")
+    tool_queues: tuple[str, ...] = ("tools.IPythonInterpreter", "tools.WebBrowser", "tools.mcp")
     extra_env: dict[str, str] = field(default_factory=dict)  # more TASKYARD_* settings
     # Where each service runs, by its name in `commands()`: a host of its own (set every
     # service's, or none: then all run on this machine's loopback).
@@ -203,7 +203,9 @@ class LocalStack:
         """Each service's command line, in start order (Redis first, then its replica and
         sentinels if any)."""
         py, at = sys.executable, self.address
-        server = self._redis_argv(self.ports.redis, self.data_dir("redis"), at("redis"))
+        server = redis_server.argv(
+            self.ports.redis, self.data_dir("redis"), at("redis"), self.redis_appendfsync
+        )
         model = scripted_model_argv("--tokens-per-s", str(self.model_tokens_per_s),
                                     host=at("model"), port=self.ports.model)  # fmt: skip
         proxy = proxy_argv(host=at("proxy"), port=self.ports.proxy)  # upstreams from env()
@@ -228,15 +230,8 @@ class LocalStack:
             del commands["model"]  # a real upstream serves the model
         return commands
 
-    def _redis_argv(self, port: int, data_dir: Path, bind: str) -> list[str]:
-        return [_redis_server(), "--port", str(port), "--bind", bind,
-                "--appendonly", "yes", "--appendfsync", self.redis_appendfsync,
-                "--dir", str(data_dir),
-                # Its address is the guard: protected mode would refuse every other host.
-                "--protected-mode", "no", "--save", ""]  # fmt: skip
-
     def _loopback_redis(self, port: int, data_dir: Path) -> list[str]:
-        return self._redis_argv(port, data_dir, _LOOPBACK)
+        return redis_server.argv(port, data_dir, appendfsync=self.redis_appendfsync)
 
     def tool_worker_nodes(self) -> dict[str, str]:
         """Each tool worker's process name and the name of its Celery node (before the @)."""
@@ -286,18 +281,7 @@ class LocalStack:
 
     def _wait_redis(self, child: Child) -> None:
         """Until Redis answers PING: after a restart, once it has loaded its AOF."""
-        client = redis.Redis.from_url(self.redis_url, socket_timeout=2)
-
-        def answers() -> bool:
-            try:
-                return bool(client.ping())
-            except (redis.ConnectionError, redis.TimeoutError):
-                return False  # not listening yet, or still loading (BusyLoadingError)
-
-        try:
-            child.wait_until(answers, f"PING answered on {self.redis_url}")
-        finally:
-            client.close()
+        redis_server.wait_answering(child, self.ports.redis, self.address("redis"))
 
     def wait_log(self, name: str, marker: str, after: int = 0, timeout: float = 60) -> None:
         """Wait until the service logs `marker` after character `after` of its log."""
@@ -347,10 +331,3 @@ def _numbered(process: str, node: str, count: int) -> dict[str, str]:
     names = {process: node}
     names.update({f"{process}_{i}": f"{node}{i}" for i in range(2, count + 1)})
     return names
-
-
-def _redis_server() -> str:
-    path = shutil.which("redis-server")
-    if path is None:
-        raise RuntimeError("redis-server not found: run `make deps` (apt-get install redis-server)")
-    return path

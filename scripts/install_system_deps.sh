@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Debian packages the stack and the tests need: Redis and Redis Sentinel (the failover test),
-# Docker's engine, debootstrap (the sandbox's local base image), bubblewrap (the local
-# sandbox), curl (the README's examples, which the tests run), iproute2 (the hosts test's
-# namespaces and bridge), Chromium with a font (the dashboard's browser tests drive Debian's
-# chromium through Playwright) and Docker Compose v2 (the tests resolve the compose files with
-# it). Idempotent.
+# Docker's engine, gVisor's runsc (the sandboxes' optional runtime,
+# TASKYARD_SANDBOX_RUNTIME=runsc), debootstrap (the sandbox's local base image), bubblewrap
+# (the local sandbox), curl (the README's examples, which the tests run), iproute2 (the hosts
+# test's namespaces and bridge), Chromium with a font (the dashboard's browser tests drive
+# Debian's chromium through Playwright) and Docker Compose v2 (the tests resolve the compose
+# files with it). Idempotent.
 set -euo pipefail
 
 need=()
@@ -17,12 +18,20 @@ command -v curl >/dev/null || need+=(curl)  # the README's examples (tests run t
 command -v ip >/dev/null || need+=(iproute2)  # several hosts on one machine (devstack/hosts.py)
 browser=()
 command -v chromium >/dev/null || browser=(chromium fonts-liberation)
-if ((${#need[@]} + ${#browser[@]})); then
-    echo "install_system_deps: apt-get install ${need[*]} ${browser[*]}" >&2
+runsc=()
+command -v runsc >/dev/null || runsc=(runsc)
+if ((${#need[@]} + ${#browser[@]} + ${#runsc[@]})); then
+    echo "install_system_deps: apt-get install ${need[*]} ${browser[*]} ${runsc[*]}" >&2
     apt-get update -qq
 fi
 if ((${#need[@]})); then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+# gVisor, optional: the sandboxes run under runc without it (and the gVisor tests assert the
+# refusal); Debian ships it for amd64 and arm64 only.
+if ((${#runsc[@]})); then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq runsc >/dev/null ||
+        echo "install_system_deps: no runsc here (TASKYARD_SANDBOX_RUNTIME=runsc will refuse)" >&2
 fi
 if ((${#browser[@]})); then
     # Without recommends: chromium's would bring printing and desktop services.

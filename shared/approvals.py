@@ -58,13 +58,11 @@ async def decide(
     if held["state"] != "pending":
         return Outcome.DECIDED
     call = ToolCall.model_validate(held["call"])
-    following = AgentStepJob(task_id=record.id, step=record.step, tenant=record.tenant,
-                             session_id=record.session_id)  # fmt: skip
-    next_step = envelope(celery, following)
+    next_step = envelope(celery, AgentStepJob.again(record))
     if decision.decision == "approve":
         if decision.arguments is not None:
             call = call.model_copy(update={"parameters": decision.arguments})
-        job = job_for_call(record.id, step, record.tenant, record.session_id, call)
+        job = job_for_call(record.id, step, record.tenant, record.session_id, call, record.spec)
         decided = {"state": "approved", "call": call.model_dump(mode="json")}
         outcome, _ = await store.decide_approval(record, call, decided, envelope(celery, job),
                                                  None, next_step)  # fmt: skip

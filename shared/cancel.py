@@ -21,7 +21,7 @@ from shared.jobs import AgentStepJob, enqueue
 from shared.store import TaskStore
 from shared.task import TaskRecord, TaskStatus
 
-__all__ = ["CancelWatch", "announce", "announce_forgotten", "cancel", "cancel_children"]
+__all__ = ["CancelWatch", "announce", "announce_forgotten", "cancel", "cancel_children", "stop"]
 
 log = logging.getLogger("taskyard.cancel")
 
@@ -44,13 +44,17 @@ async def cancel(store: TaskStore, celery: Celery, record: TaskRecord, reason: s
     ended, following = await store.end(record, TaskStatus.CANCELLED, error=reason)
     if not ended:
         return False
-    await announce(store.r, record.id)
-    await cancel_children(store, celery, record.id)
+    await stop(store, celery, record.id)
     if following:
-        job = AgentStepJob(task_id=following, step=0, tenant=record.tenant,
-                           session_id=record.session_id)  # fmt: skip
-        enqueue(celery, job)
+        enqueue(celery, AgentStepJob.next_in_session(record, following))
     return True
+
+
+async def stop(store: TaskStore, celery: Celery, task_id: str) -> None:
+    """Stop what still runs for a task that has just ended cancelled: the step or tool call
+    in flight (announced), the child tasks it started."""
+    await announce(store.r, task_id)
+    await cancel_children(store, celery, task_id)
 
 
 async def cancel_children(store: TaskStore, celery: Celery, task_id: str) -> None:

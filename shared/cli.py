@@ -1,12 +1,13 @@
 """`taskyard`: submit tasks, follow them live, list, cancel and decide on them; list, show
-and delete sessions, move files in and out of their sandboxes; in a checkout, also run the
-local stack with a demo task (`up`, contributed by the development package).
+and delete sessions, move files in and out of their sandboxes; schedule tasks on a cron
+(`schedules`); in a checkout, also run the local stack with a demo task (`up`, contributed by
+the development package).
 
 An error is one line on stderr with the gateway's reason, and its own exit code: 1 a task
 that did not succeed, 2 bad usage or settings (or a development command without the
-development package), 3 the API key, 4 no such task or session (or call, file, artifact),
-5 a request the gateway cannot take (as it is, or in the current state), 6 no gateway
-answering, 7 the gateway failed, 130 interrupted (Ctrl-C: a task followed goes on)."""
+development package), 3 the API key, 4 no such task, session or schedule (or call, file,
+artifact), 5 a request the gateway cannot take (as it is, or in the current state), 6 no
+gateway answering, 7 the gateway failed, 130 interrupted (Ctrl-C: a task followed goes on)."""
 
 from __future__ import annotations
 
@@ -19,11 +20,12 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from importlib.metadata import EntryPoint
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import ValidationError
 
 from shared.cli_commands import add_contributed, installed
+from shared.cli_schedules import add_schedule_commands
 from shared.cli_sessions import add_session_commands
 from shared.cli_support import Subparsers, add_command, age, more, open_client, print_json
 from shared.client import (
@@ -32,6 +34,7 @@ from shared.client import (
     InvalidRequest,
     NotFound,
     ServerError,
+    SessionBusy,
     TaskyardClient,
     Unauthorized,
 )
@@ -86,6 +89,7 @@ def _parser(contributed: Iterable[EntryPoint] | None = None) -> argparse.Argumen
     _add_task_commands(sub)
     _add_approval_commands(sub)
     add_session_commands(sub)
+    add_schedule_commands(sub)
     _add_tenant_commands(sub)
     return parser
 
@@ -112,8 +116,10 @@ def _add_task_commands(sub: Subparsers) -> None:
         help="POST the task's final state there (signed: see webhook-secret)",
     )  # fmt: skip
     submit.add_argument(
-        "--if-busy", choices=["wait", "reject"], default="wait",
-        help="while the session runs another task: queue behind it (default), or refuse",
+        "--if-busy", choices=get_args(SessionBusy), default=None,
+        help="while the session runs another task: wait its turn (enqueue), be refused "
+        "(reject), or cancel it and start now, keeping its steps in the session's memory "
+        "(interrupt) or removing them (rollback); default: the agent's, else enqueue",
     )  # fmt: skip
     submit.add_argument(
         "--cancel-on-interrupt", action="store_true",

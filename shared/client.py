@@ -39,6 +39,7 @@ __all__ = [
     "ClientError",
     "GatewayUnreachable",
     "InvalidRequest",
+    "MissedRuns",
     "NotFound",
     "ServerError",
     "SessionBusy",
@@ -48,7 +49,10 @@ __all__ = [
 ]
 
 _RECONNECTS = 5
-SessionBusy = Literal["wait", "reject"]  # what a task does while its session runs another
+# What a task does while its session runs another (None: its agent's default, else enqueue).
+SessionBusy = Literal["enqueue", "reject", "interrupt", "rollback"]
+# What a schedule does about run times missed while the scheduler was down.
+MissedRuns = Literal["run_once", "skip"]
 _UNAVAILABLE_RETRIES = 5  # 503s (Redis restarting) a safe request is sent again after
 
 
@@ -105,12 +109,14 @@ class TaskyardClient:
         idempotency_key: str | None = None,
         webhook: dict[str, Any] | None = None,
         files: Sequence[str] = (),
-        if_session_busy: SessionBusy = "wait",
+        if_session_busy: SessionBusy | None = None,
     ) -> dict[str, Any]:
         """Submit a task; its id, status and session. `files` names files uploaded to the
-        session that it works on; while the session runs another task, it waits its turn or
-        (`if_session_busy="reject"`) is refused. Without an `idempotency_key` one is made, so a
-        submission retried after a 503 is never made twice."""
+        session that it works on; while the session runs another task, it waits its turn
+        (`if_session_busy="enqueue"`), is refused (`"reject"`), or cancels that task and starts
+        now, keeping its committed steps in the session's memory (`"interrupt"`) or removing
+        them (`"rollback"`); unset, the agent's default applies. Without an `idempotency_key`
+        one is made, so a submission retried after a 503 is never made twice."""
         body, headers = _submission(
             text, session_id, agent, idempotency_key, webhook, files, if_session_busy
         )
@@ -194,6 +200,40 @@ class TaskyardClient:
         "next_cursor": ...}``."""
         return self._json("GET", "/v1/sessions", params=_page(limit, cursor))
 
+    def create_schedule(
+        self,
+        cron: str,
+        text: str,
+        session_id: str | None = None,
+        agent: dict[str, Any] | None = None,
+        missed: MissedRuns = "run_once",
+        name: str | None = None,
+        if_session_busy: SessionBusy | None = None,
+    ) -> dict[str, Any]:
+        """Submit `text` as a task at each run time of `cron` (UTC; five fields, or six with
+        seconds), in `session_id` or a fresh session each run; runs missed while the
+        scheduler was down run once late (`missed="run_once"`) or are skipped (`"skip"`)."""
+        body = _schedule(cron, text, session_id, agent, missed, name, if_session_busy)
+        return self._json("POST", "/v1/schedules", json=body)
+
+    def list_schedules(self) -> list[dict[str, Any]]:
+        """Your schedules, newest first."""
+        return list(self._json("GET", "/v1/schedules")["schedules"])
+
+    def schedule(self, schedule_id: str) -> dict[str, Any]:
+        """A schedule: its cron, task, next run time and counts."""
+        return self._json("GET", f"/v1/schedules/{schedule_id}")
+
+    def schedule_runs(self, schedule_id: str, limit: int = 50) -> list[dict[str, Any]]:
+        """The schedule's latest runs, newest first: the task each made and its status, or
+        why it made none."""
+        found = self._json("GET", f"/v1/schedules/{schedule_id}/runs", params={"limit": limit})
+        return list(found["runs"])
+
+    def delete_schedule(self, schedule_id: str) -> None:
+        """Stop the schedule (the tasks it made stay)."""
+        self._json("DELETE", f"/v1/schedules/{schedule_id}")
+
     def system(self) -> dict[str, Any]:
         """What runs the tasks: the queues' depths, the workers, the model replicas."""
         return self._json("GET", "/v1/system")
@@ -267,7 +307,7 @@ class AsyncTaskyardClient:
         idempotency_key: str | None = None,
         webhook: dict[str, Any] | None = None,
         files: Sequence[str] = (),
-        if_session_busy: SessionBusy = "wait",
+        if_session_busy: SessionBusy | None = None,
     ) -> dict[str, Any]:
         body, headers = _submission(
             text, session_id, agent, idempotency_key, webhook, files, if_session_busy
@@ -340,6 +380,32 @@ class AsyncTaskyardClient:
 
     async def list_sessions(self, limit: int = 20, cursor: str | None = None) -> dict[str, Any]:
         return await self._json("GET", "/v1/sessions", params=_page(limit, cursor))
+
+    async def create_schedule(
+        self,
+        cron: str,
+        text: str,
+        session_id: str | None = None,
+        agent: dict[str, Any] | None = None,
+        missed: MissedRuns = "run_once",
+        name: str | None = None,
+        if_session_busy: SessionBusy | None = None,
+    ) -> dict[str, Any]:
+        body = _schedule(cron, text, session_id, agent, missed, name, if_session_busy)
+        return await self._json("POST", "/v1/schedules", json=body)
+
+    async def list_schedules(self) -> list[dict[str, Any]]:
+        return list((await self._json("GET", "/v1/schedules"))["schedules"])
+
+    async def schedule(self, schedule_id: str) -> dict[str, Any]:
+        return await self._json("GET", f"/v1/schedules/{schedule_id}")
+
+    async def schedule_runs(self, schedule_id: str, limit: int = 50) -> list[dict[str, Any]]:
+        path = f"/v1/schedules/{schedule_id}/runs"
+        return list((await self._json("GET", path, params={"limit": limit}))["runs"])
+
+    async def delete_schedule(self, schedule_id: str) -> None:
+        await self._json("DELETE", f"/v1/schedules/{schedule_id}")
 
     async def system(self) -> dict[str, Any]:
         return await self._json("GET", "/v1/system")
@@ -485,9 +551,11 @@ def _submission(
     idempotency_key: str | None,
     webhook: dict[str, Any] | None,
     files: Sequence[str],
-    if_session_busy: SessionBusy,
+    if_session_busy: SessionBusy | None,
 ) -> tuple[dict[str, Any], dict[str, str]]:
-    body: dict[str, Any] = {"input": text, "if_session_busy": if_session_busy}
+    body: dict[str, Any] = {"input": text}
+    if if_session_busy:
+        body["if_session_busy"] = if_session_busy
     if session_id:
         body["session_id"] = session_id
     if agent:
@@ -497,6 +565,22 @@ def _submission(
     if files:
         body["files"] = list(files)
     return body, {"Idempotency-Key": idempotency_key or uuid.uuid4().hex}
+
+
+def _schedule(
+    cron: str,
+    text: str,
+    session_id: str | None,
+    agent: dict[str, Any] | None,
+    missed: MissedRuns,
+    name: str | None,
+    if_session_busy: SessionBusy | None,
+) -> dict[str, Any]:
+    task, _ = _submission(text, session_id, agent, None, None, (), if_session_busy)
+    body: dict[str, Any] = {"cron": cron, "missed": missed, "task": task}
+    if name:
+        body["name"] = name
+    return body
 
 
 def _retry_after(

@@ -28,12 +28,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from shared import keys
 from shared.actions import action_queue, session_bound
 from shared.schema import ToolCall
+from shared.spec import AgentSpec, McpServer
+from shared.task import TaskRecord
 
 __all__ = [
     "AgentStepJob",
     "ChildJob",
     "Envelope",
     "Job",
+    "McpListJob",
     "SessionFilesJob",
     "ToolRunJob",
     "WebhookJob",
@@ -63,15 +66,42 @@ class AgentStepJob(_Job):
     tenant: str
     session_id: str
 
+    # One constructor per reason a step is sent (each site said it by hand before).
+    @classmethod
+    def first(cls, record: TaskRecord) -> AgentStepJob:
+        """A new task's first step."""
+        return cls.next_in_session(record, record.id)
+
+    @classmethod
+    def next_in_session(cls, record: TaskRecord, task_id: str) -> AgentStepJob:
+        """The first step of `task_id`, the task that takes `record`'s session next."""
+        return cls(task_id=task_id, step=0, tenant=record.tenant, session_id=record.session_id)
+
+    @classmethod
+    def again(cls, record: TaskRecord) -> AgentStepJob:
+        """The step the task is at, sent (again): its calls' results are in, a person
+        decided, a sweep found it standing still."""
+        return cls(task_id=record.id, step=record.step, tenant=record.tenant,
+                   session_id=record.session_id)  # fmt: skip
+
+    @classmethod
+    def after_tools(cls, job: ToolRunJob) -> AgentStepJob:
+        """The step that reads the results of the tool calls of `job`'s step."""
+        return cls(task_id=job.task_id, step=job.step + 1, tenant=job.tenant,
+                   session_id=job.session_id)  # fmt: skip
+
 
 class ToolRunJob(_Job):
-    """Run one tool call of a task's step in the session's tool state."""
+    """Run one tool call of a task's step in the session's tool state. A call of an MCP
+    server's tool carries the server as the task's spec names it (`mcp`): the tool worker
+    reaches it from that alone (the tenant's credential it adds itself)."""
 
     task_id: str
     step: int = Field(ge=0)
     tenant: str
     session_id: str
     call: ToolCall
+    mcp: McpServer | None = None
 
     @property
     def session_key(self) -> str:
@@ -95,10 +125,36 @@ class WebhookJob(_Job):
     task_id: str
 
 
-def job_for_call(task_id: str, step: int, tenant: str, session_id: str, call: ToolCall) -> Job:
-    """The job a tool call of a step becomes: a tool run, or a child task for an agent."""
-    kind = ChildJob if call.name.startswith(keys.AGENT_TOOL_PREFIX) else ToolRunJob
-    return kind(task_id=task_id, step=step, tenant=tenant, session_id=session_id, call=call)
+def job_for_call(
+    task_id: str, step: int, tenant: str, session_id: str, call: ToolCall, spec: AgentSpec
+) -> Job:
+    """The job a tool call of a step becomes: a child task for an agent, else a tool run (of
+    an MCP server's tool when the task's `spec` names the server)."""
+    if call.name.startswith(keys.AGENT_TOOL_PREFIX):
+        return ChildJob(task_id=task_id, step=step, tenant=tenant, session_id=session_id,
+                        call=call)  # fmt: skip
+    return ToolRunJob(task_id=task_id, step=step, tenant=tenant, session_id=session_id,
+                      call=call, mcp=spec.mcp_server_for(call.name))  # fmt: skip
+
+
+class McpListJob(_Job):
+    """List an MCP server's tools for an agent worker, which waits for the answer on
+    `keys.mcp_listing_reply(request_id)` (`shared.actions.mcp.listing`). A local server is
+    listed in the session's sandbox, so the job goes where a call of it would."""
+
+    request_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    tenant: str
+    session_id: str
+    server: McpServer
+    expires_at: float
+
+    @property
+    def session_key(self) -> str:
+        return keys.session_key(self.tenant, self.session_id)
+
+    @property
+    def expired(self) -> bool:
+        return time.time() > self.expires_at
 
 
 class SessionFilesJob(_Job):
@@ -123,7 +179,7 @@ class SessionFilesJob(_Job):
         return time.time() > self.expires_at
 
 
-Job = AgentStepJob | ToolRunJob | ChildJob | WebhookJob | SessionFilesJob
+Job = AgentStepJob | ToolRunJob | ChildJob | WebhookJob | SessionFilesJob | McpListJob
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,19 +202,33 @@ FILES_TOOL = "IPythonInterpreter"  # the tool whose workers hold the sessions' s
 
 def sticky_session(job: Job) -> str:
     """The session whose interpreter the job needs ('' for none): a call of a tool bound to
-    its session's sandbox (`BaseAction.session_bound`), or a request for the session's files.
-    Such a job goes to the tool worker holding that interpreter."""
+    its session's sandbox (`BaseAction.session_bound`), a listing or call of a local MCP
+    server (it runs there), or a request for the session's files. Such a job goes to the
+    tool worker holding that interpreter."""
     if isinstance(job, SessionFilesJob):
         return job.session_key
+    if isinstance(job, McpListJob):
+        return job.session_key if job.server.local else ""
+    if isinstance(job, ToolRunJob) and job.mcp is not None:
+        return job.session_key if job.mcp.local else ""
     if isinstance(job, ToolRunJob) and session_bound(job.call.name):
         return job.session_key
     return ""
 
 
+def _mcp_queue(server: McpServer) -> str:
+    """Remote servers' jobs on the MCP pool; a local one's with the session's interpreter."""
+    return action_queue(FILES_TOOL) if server.local else keys.MCP_QUEUE
+
+
 def _route(job: Job) -> tuple[str, str]:
     """The Celery task name and the queue of a job."""
+    if isinstance(job, ToolRunJob) and job.mcp is not None:
+        return keys.TOOL_RUN_TASK, _mcp_queue(job.mcp)
     if isinstance(job, ToolRunJob):
         return keys.TOOL_RUN_TASK, action_queue(job.call.name)
+    if isinstance(job, McpListJob):
+        return keys.MCP_LIST_TASK, _mcp_queue(job.server)
     if isinstance(job, ChildJob):
         return keys.CHILD_TASK, keys.AGENT_QUEUE
     if isinstance(job, WebhookJob):
@@ -174,6 +244,8 @@ def _describe(job: Job) -> str:
         return f"{job.task_id} webhook"
     if isinstance(job, SessionFilesJob):
         return f"files {job.op} {job.session_key} {job.request_id}"
+    if isinstance(job, McpListJob):
+        return f"mcp list {job.server.name} {job.session_key} {job.request_id}"
     call = f" {job.call.name}#{job.call.id}" if not isinstance(job, AgentStepJob) else ""
     return f"{job.task_id} step {job.step}{call}"
 

@@ -14,8 +14,12 @@ __all__ = [
     "FILES_TASK",
     "FORGOTTEN_CHANNEL",
     "LIVE_TASKS",
+    "MCP_LIST_TASK",
+    "MCP_QUEUE",
     "PROXY_LOAD",
     "PROXY_PLACEMENTS",
+    "SCHEDULES_DUE",
+    "SCHEDULE_TASK",
     "SWEEP_LOCK",
     "SWEEP_TASK",
     "TASK_DEADLINES",
@@ -32,7 +36,12 @@ __all__ = [
     "files_upload",
     "gateway_wake",
     "idempotency",
+    "mcp_listing",
+    "mcp_listing_reply",
     "proxy_ratelimit",
+    "schedule",
+    "schedule_runs",
+    "session_cells",
     "session_compaction",
     "session_epoch",
     "session_key",
@@ -40,6 +49,7 @@ __all__ = [
     "session_memory",
     "session_memory_path",
     "session_paths",
+    "session_replay",
     "session_sandbox",
     "session_tasks",
     "session_values",
@@ -51,16 +61,19 @@ __all__ = [
     "task_artifacts",
     "task_children",
     "task_events",
+    "task_session_before",
     "task_tool_results",
     "task_webhook_cursor",
     "task_webhook_deliveries",
     "task_webhook_lock",
+    "tenant_schedules",
     "tenant_sessions",
     "tenant_tasks",
     "tool_call_claim",
     "tool_queue",
     "tool_worker_alive",
     "tool_worker_claims",
+    "tool_worker_place",
     "tool_worker_queue",
     "webhook_secret",
 ]
@@ -77,11 +90,19 @@ AGENT_TOOL_PREFIX = "agent:"  # a tool name that names a registered agent
 TOOL_RUN_TASK = "tools.run"
 FILES_TASK = "tools.files"  # a session's files: on the interpreter's queue, beside its cells
 TOOL_QUEUE_PREFIX = "tools."
+# Calls of remote MCP servers (stateless: any tool worker consuming the queue); a local (stdio)
+# server's run in the session's sandbox, so on the interpreter's queue.
+MCP_QUEUE = "tools.mcp"
+MCP_LIST_TASK = "tools.mcp_list"  # list an MCP server's tools for an agent worker
 # Pub/sub: the id of every cancelled task, so workers stop what they run for it at once.
 CANCEL_CHANNEL = "taskyard:cancelled"
 # Pub/sub: a forgotten session's "tenant:session_id", so its interpreter stops.
 FORGOTTEN_CHANNEL = "taskyard:sessions:forgotten"
 SWEEP_TASK = "taskyard.sweep"
+# Celery beat's other periodic job: submit the tasks of the cron schedules that are due.
+SCHEDULE_TASK = "taskyard.schedules"
+# Every tenant's schedule ids by their next run's time (what beat's job looks at).
+SCHEDULES_DUE = "schedules:due"
 # Sorted sets of live task ids: by the time each last moved, and by its deadline.
 LIVE_TASKS = "tasks:live"
 TASK_DEADLINES = "tasks:deadlines"
@@ -134,10 +155,22 @@ def tool_worker_alive(node: str) -> str:
     return f"tool_worker:{node}:alive"
 
 
+def tool_worker_place(node: str) -> str:
+    """Where the tool worker `node`'s sandboxes run (its Docker engine), kept as long as its
+    heartbeat: the workers that one stopping on purpose may hand its sandboxes to."""
+    return f"tool_worker:{node}:place"
+
+
 def tool_worker_queue(node: str) -> str:
     """A tool worker's own queue, named after its Celery node name: the jobs of the sessions
     whose interpreters it holds."""
     return f"worker.{node}"
+
+
+def task_session_before(task_id: str) -> str:
+    """What the session held as the task began (each memory list's length, its values, its
+    compaction): a rollback puts the session back to it. Gone when the task ends."""
+    return f"task:{task_id}:session:before"
 
 
 def task_children(task_id: str) -> str:
@@ -230,9 +263,23 @@ def session_paths(tenant: str, session_id: str) -> str:
     return f"session:{tenant}:{session_id}:paths"
 
 
+def session_cells(session_key: str) -> str:
+    """The cells that ran without an error in the session's current interpreter, in order
+    (`shared/actions/cells.py`)."""
+    return f"session:{session_key}:cells"
+
+
+def session_replay(session_key: str) -> str:
+    """The cells of the session's interpreter before its state was last lost: what
+    ``%replay`` runs again."""
+    return f"session:{session_key}:replay"
+
+
 def session_sandbox(session_key: str) -> str:
     """Which tool worker holds the session's interpreter (node, incarnation, its queue), whether
-    it lives (`state`: live or lost, and why), its last use."""
+    it lives (`state`: live; handed to the worker named, or parked for any worker where it
+    runs, by one that stopped on purpose; or lost, and why), its last use, and the handle of
+    a handed-over interpreter (`sandbox`)."""
     return f"session:{session_key}:sandbox"
 
 
@@ -277,9 +324,38 @@ def proxy_ratelimit(tenant: str, window: int) -> str:
     return f"llm_proxy:ratelimit:{tenant}:{window}"
 
 
+def schedule(schedule_id: str) -> str:
+    """A cron schedule: its tenant, cron, missed-run policy, task, next run and counters."""
+    return f"schedule:{schedule_id}"
+
+
+def schedule_runs(schedule_id: str) -> str:
+    """A schedule's latest runs (JSON: when, the task it made or why none), newest first."""
+    return f"schedule:{schedule_id}:runs"
+
+
+def tenant_schedules(tenant: str) -> str:
+    """A tenant's schedule ids by creation time."""
+    return f"tenant:{tenant}:schedules"
+
+
 def webhook_secret(tenant: str) -> str:
     """The tenant's webhook signing secret ("whsec_" + base64)."""
     return f"tenant:{tenant}:webhook_secret"
+
+
+def mcp_listing(tenant: str, server_id: str, session_id: str | None = None) -> str:
+    """An MCP server's tool listing as the tenant reaches it (`server_id`: a hash of how it is
+    reached), kept a while so steps do not list it again; a local server's per session (a
+    session id may hold ':', a server id never does)."""
+    if session_id is not None:
+        return f"mcp:{tenant}:{session_id}:{server_id}:tools"
+    return f"mcp:{tenant}:{server_id}:tools"
+
+
+def mcp_listing_reply(request_id: str) -> str:
+    """The list a listing request's answer is pushed onto (the agent worker pops it)."""
+    return f"mcp:{request_id}:reply"
 
 
 def files_upload(request_id: str) -> str:

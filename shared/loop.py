@@ -25,7 +25,7 @@ from typing import Any, Protocol, TypeVar
 
 import uvloop
 
-__all__ = ["LoopThread"]
+__all__ = ["LoopThread", "cancel_others"]
 
 T = TypeVar("T")
 
@@ -73,7 +73,7 @@ class LoopThread:
         """Cancel what still runs on the loop, stop it and wait for its thread."""
         if self.loop.is_closed():
             return
-        self.run(_cancel_others(), timeout)
+        self.run(cancel_others(), timeout)
         self.loop.call_soon_threadsafe(self.loop.stop)
         if self._stopped.acquire(True, timeout):
             self.loop.close()
@@ -159,7 +159,8 @@ def _native(name: str) -> Any:
     return getattr(_thread, name)
 
 
-async def _cancel_others() -> None:
+async def cancel_others() -> None:
+    """Cancel every other task of the running loop and wait for them to end."""
     current = asyncio.current_task()
     pending = [t for t in asyncio.all_tasks() if t is not current]
     for task in pending:

@@ -6,6 +6,7 @@ environment before a process starts (or by calling `get_settings.cache_clear()`)
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 from collections.abc import Mapping
@@ -38,6 +39,7 @@ __all__ = [
     "get_settings",
     "items",
     "parse_api_keys",
+    "parse_credentials",
     "parse_sentinels",
 ]
 
@@ -199,6 +201,17 @@ class Settings(RedisSentinelSettings):
     sweep_interval_s: float = Field(default=30.0, gt=0)
     stall_s: float = Field(default=300.0, gt=0)
 
+    # Cron schedules (Celery beat sends their job every `schedule_tick_s`): a run whose time
+    # passed more than `schedule_grace_s` ago was missed (beat was down), and the schedule's
+    # `missed` policy says whether it runs once late or is skipped. A cron may fire at most
+    # every `schedule_min_interval_s` (a six-field cron has seconds); a tenant has at most
+    # `schedules_max_per_tenant` schedules; each keeps its latest `schedule_runs_kept` runs.
+    schedule_tick_s: float = Field(default=10.0, gt=0)
+    schedule_grace_s: float = Field(default=60.0, gt=0)
+    schedule_min_interval_s: float = Field(default=60.0, gt=0)
+    schedules_max_per_tenant: int = Field(default=100, ge=1)
+    schedule_runs_kept: int = Field(default=100, ge=1)
+
     # Memory compaction: once a step's prompt would pass `compaction_share` of the model's
     # context window, the oldest turns are summarised (by the model) and the newest kept,
     # up to `compaction_keep_share` of the window. The window comes from the spec, else the
@@ -225,6 +238,10 @@ class Settings(RedisSentinelSettings):
     redis_max_connections: int = Field(default=64, ge=2)
     # Celery's broker connections per worker process: at least the worker's concurrency.
     broker_max_connections: int = Field(default=2048, ge=10)
+    # Celery's own INFO line for each job received and each job that succeeded (two lines per
+    # job, about 30 us of CPU per job): off unless asked for. Retries, failures
+    # and taskyard's own lines are logged either way.
+    celery_job_logs: bool = False
 
     # Sandboxes.
     sandbox_backend: str = "docker"  # a key of shared.sandbox.BACKENDS: "docker" or "local"
@@ -237,6 +254,9 @@ class Settings(RedisSentinelSettings):
     sandbox_cpus: float = 1.0
     sandbox_idle_s: float = 600.0
     sandbox_disk: str = "64m"  # size of each tmpfs (/work, /tmp, /dev/shm) inside a sandbox
+    # Docker backend: the engine's OCI runtime for sandboxes, "runc" or "runsc" (gVisor: its
+    # own kernel in user space between the cells and the host's); registered with the engine.
+    sandbox_runtime: str = Field(default="runc", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     # The warm pool of started kernels: at least `sandbox_warm_pool` (0: no pool), growing to
     # the busiest second of new sessions in the last `sandbox_warm_window_s`, up to
     # `sandbox_warm_pool_max`; `sandbox_warm_starts` kernels start at once.
@@ -272,6 +292,19 @@ class Settings(RedisSentinelSettings):
     browse_max_bytes: int = Field(default=2 * 1024 * 1024, ge=1024)  # body read, then cut
     browse_max_chars: int = Field(default=8000, ge=100)  # page text shown per opened page
     browse_cache_ttl_s: int = Field(default=3600, ge=1)  # a session's opened pages, in Redis
+
+    # MCP servers a task's spec names (`AgentSpec.mcp_servers`). The tool worker reaches remote
+    # ones through the web tool's request guard: public addresses only, unless allowed here.
+    mcp_allow_private: bool = False  # true: any address (tests, a laptop); never in production
+    mcp_allow_networks: Annotated[tuple[IPvAnyNetwork, ...], NoDecode] = ()  # as browse_'s
+    mcp_timeout_s: float = Field(default=60.0, gt=0)  # one call or listing, connecting included
+    mcp_max_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)  # one answer of a server
+    mcp_max_chars: int = Field(default=50_000, ge=100)  # text of one result the model reads
+    mcp_tools_ttl_s: int = Field(default=300, ge=1)  # a server's tool listing, kept in Redis
+    # Remote servers' credentials, per tenant, as JSON: {"tenant": {"name": "token"}}. A server
+    # whose `credential` is "name" gets `Authorization: Bearer <token>` from the tool worker;
+    # neither the model, the task's messages nor the sandbox ever see it.
+    mcp_credentials: SecretStr = SecretStr("")
 
     # Session files (gateway <-> tool worker): the largest file uploaded or downloaded; what a
     # session's working directory may hold after an upload (and stage in Redis at once); how
@@ -358,7 +391,13 @@ class Settings(RedisSentinelSettings):
             )
         return value
 
-    @field_validator("browse_allow_networks", mode="before")
+    @field_validator("mcp_credentials")
+    @classmethod
+    def _credentials(cls, value: SecretStr, info: ValidationInfo) -> SecretStr:
+        parse_credentials(value, _env(info))
+        return value
+
+    @field_validator("browse_allow_networks", "mcp_allow_networks", mode="before")
     @classmethod
     def _split_networks(cls, value: Any) -> Any:
         if isinstance(value, str):
@@ -401,6 +440,12 @@ class Settings(RedisSentinelSettings):
         """API key to tenant name."""
         return parse_api_keys(self.api_keys)
 
+    def mcp_credential(self, tenant: str, name: str) -> str | None:
+        """The tenant's credential `name` for MCP servers, if the operator configured it."""
+        return parse_credentials(self.mcp_credentials, env_name("mcp_credentials")).get(
+            (tenant, name)
+        )
+
 
 REDIS_SCHEMES = ("redis", "rediss", "unix", "redis+socket", "sentinel")
 HTTP_SCHEMES = ("http", "https")
@@ -422,6 +467,30 @@ def check_url(value: str, schemes: tuple[str, ...], where: str, host: bool = Tru
         raise ValueError(
             f"{where} needs a URL starting with {' or '.join(s + '://' for s in schemes)}"
         )  # the value is not repeated: a URL may hold a password
+
+
+def parse_credentials(value: SecretStr, where: str) -> dict[tuple[str, str], str]:
+    """(tenant, name) to token, from JSON ``{"tenant": {"name": "token"}}`` ("" is none). The
+    ValueError says what is wrong without repeating a token."""
+    text = value.get_secret_value().strip()
+    if not text:
+        return {}
+    form = f'{where} must be JSON: {{"tenant": {{"credential name": "token"}}}}'
+    try:
+        tenants = json.loads(text)
+    except ValueError:
+        raise ValueError(f"{form}; it is not JSON") from None
+    if not isinstance(tenants, dict):
+        raise ValueError(form)
+    found: dict[tuple[str, str], str] = {}
+    for tenant, named in tenants.items():
+        if not isinstance(named, dict):
+            raise ValueError(f"{form}; tenant {tenant!r} maps to no object")
+        for name, token in named.items():
+            if not (isinstance(token, str) and token.strip()):
+                raise ValueError(f"{form}; {tenant!r}/{name!r} is not a non-empty string")
+            found[tenant, name] = token.strip()
+    return found
 
 
 def check_token_secret(value: SecretStr, where: str) -> None:

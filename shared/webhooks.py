@@ -5,7 +5,10 @@ Deliveries follow Standard Webhooks: a JSON body; ``webhook-id`` (the state chan
 on the task's stream, stable across retries, so receivers drop duplicates),
 ``webhook-timestamp`` and ``webhook-signature`` (``v1,`` + base64 HMAC-SHA256 of
 ``id.timestamp.body`` under the tenant's ``whsec_`` secret, made on first use and read at
-``GET /v1/webhooks/secret``: one tenant cannot forge another's deliveries). They run as
+``GET /v1/webhooks/secret``: one tenant cannot forge another's deliveries). A subscription may
+ask for A2A's body instead (``"format": "a2a"``: a `StreamResponse` with the status update,
+and the `Authorization` and `X-A2A-Notification-Token` headers it gave), still signed; the
+gateway's A2A push configs are such subscriptions, set on a running task (`attach`). They run as
 Celery jobs on the `webhooks` queue, pushed by the store's scripts in the same write as the
 state change (a slow receiver holds no agent step); each delivers, in order, every subscribed
 change not delivered yet, and a failure is retried with exponential backoff and jitter for a
@@ -34,6 +37,7 @@ import orjson
 from celery import Celery
 
 from shared import keys
+from shared.a2a_terms import A2A_STATES, event_time
 from shared.actions.web import (
     AddressPolicy,
     BlockedAddress,
@@ -44,17 +48,19 @@ from shared.actions.web import (
 )
 from shared.errors import TaskyardError
 from shared.events import EventKind
-from shared.jobs import WebhookJob, envelope
+from shared.jobs import WebhookJob, enqueue, envelope
 from shared.settings import Settings
 from shared.spec import WebhookSpec
 from shared.store import TaskStore, replies
-from shared.task import TaskRecord
+from shared.task import TaskRecord, TaskStatus
 
 __all__ = [
     "Deliverer",
     "Outcome",
     "WebhookSpec",
+    "attach",
     "deliveries",
+    "detach",
     "refusal",
     "sign",
     "subscription",
@@ -94,6 +100,40 @@ def subscription(record: TaskRecord, celery: Celery) -> dict[str, str]:
     job = envelope(celery, WebhookJob(task_id=record.id))
     events = ",".join(["", *record.webhook.events, ""])
     return {"webhook_events": events, "webhook_queue": job.queue, "webhook_message": job.message}
+
+
+async def attach(store: TaskStore, celery: Celery, record: TaskRecord, spec: WebhookSpec) -> bool:
+    """Subscribe `spec` to a live task, in place of its webhook: it is told of the changes
+    from now on. False (nothing written) if the task has ended or is gone.
+
+    The cursor is the task's latest event, read before the task is seen live: a change made
+    after that read is after the cursor, so it is told even if the task ends meanwhile. A
+    delivery job goes out after the write, for a change made while it was written (the
+    scripts push none for that one)."""
+    latest = replies.stream_entries(await store.r.xrevrange(keys.task_events(record.id), count=1))
+    live = await store.get(record.id)
+    if live is None or live.terminal:
+        return False
+    subscribed = live.model_copy(update={"webhook": spec})
+    async with store.r.pipeline(transaction=True) as pipe:
+        pipe.set(keys.task_webhook_cursor(record.id), latest[0][0] if latest else "0-0")
+        pipe.hset(keys.task(record.id), "webhook", spec.model_dump_json(),
+                  items=_flat(subscription(subscribed, celery)))  # fmt: skip
+        await pipe.execute()
+    enqueue(celery, WebhookJob(task_id=record.id))
+    return True
+
+
+async def detach(store: TaskStore, task_id: str) -> None:
+    """Unsubscribe the task's webhook: nothing more is delivered to it."""
+    await store.r.hdel(keys.task(task_id), *_SUBSCRIPTION_FIELDS)
+
+
+_SUBSCRIPTION_FIELDS = ("webhook", "webhook_events", "webhook_queue", "webhook_message")
+
+
+def _flat(fields: dict[str, str]) -> list[str]:
+    return [part for pair in fields.items() for part in pair]
 
 
 def sign(secret: str, message_id: str, timestamp: int, body: bytes) -> str:
@@ -214,15 +254,12 @@ class Deliverer:
         attempts = before["attempts"] if before else 0
         if before and (wait := float(before["next_at"]) - time.time()) > 0:
             return wait
-        body = orjson.dumps({
-            "type": f"task.{data['status']}",
-            "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "data": {"task_id": record.id, "session_id": record.session_id, **data},
-        })  # fmt: skip
+        body = orjson.dumps(_BODIES[record.webhook.format](record, event_id, data))
         now = int(time.time())
         signature = sign(await tenant_secret(self.store, record.tenant), event_id, now, body)
         headers = {"content-type": "application/json", "webhook-id": event_id,
-                   "webhook-timestamp": str(now), "webhook-signature": signature}  # fmt: skip
+                   "webhook-timestamp": str(now), "webhook-signature": signature,
+                   **_asked_headers(record.webhook)}  # fmt: skip
         entry = {"event_id": event_id, "type": f"task.{data['status']}",
                  "attempts": attempts + 1, "at": time.time(), "next_at": 0.0}  # fmt: skip
         try:
@@ -271,3 +308,34 @@ class Deliverer:
 
     async def close(self) -> None:
         await self.http.aclose()
+
+
+def _standard_body(record: TaskRecord, event_id: str, data: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": f"task.{data['status']}",
+        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "data": {"task_id": record.id, "session_id": record.session_id, **data},
+    }
+
+
+def _a2a_body(record: TaskRecord, event_id: str, data: dict[str, Any]) -> dict[str, Any]:
+    """A2A's push notification: a `StreamResponse` holding the status update, in the JSON of
+    the protocol's protobuf messages; a reason the task gives rides as the status message."""
+    at = event_time(event_id).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    status: dict[str, Any] = {"state": A2A_STATES[TaskStatus(data["status"])], "timestamp": at}
+    if reason := data.get("error") or data.get("reason"):
+        status["message"] = {
+            "messageId": event_id, "contextId": record.session_id, "taskId": record.id,
+            "role": "ROLE_AGENT", "parts": [{"text": str(reason)}],
+        }  # fmt: skip
+    update = {"taskId": record.id, "contextId": record.session_id, "status": status}
+    return {"statusUpdate": update}
+
+
+_BODIES = {"standard": _standard_body, "a2a": _a2a_body}
+
+
+def _asked_headers(spec: WebhookSpec) -> dict[str, str]:
+    """The headers the subscriber asked for (A2A's `authentication` and `token`)."""
+    asked = {"authorization": spec.authorization, "x-a2a-notification-token": spec.token}
+    return {name: value for name, value in asked.items() if value is not None}

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,45 +16,18 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from redis_group import RedisGroup, start_redis_group
 
-from devstack.procs import free_port
+from devstack.procs import Processes, free_port
+from devstack.redis_server import start as start_redis
 from shared.settings import Settings
 
 
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real redis-server on a free loopback port; yields its URL without a database number."""
-    binary = shutil.which("redis-server")
-    assert binary, "redis-server missing: `make test` installs it"
-    port = free_port()
-    data_dir: Path = tmp_path_factory.mktemp("redis")
-    proc = subprocess.Popen(
-        [
-            binary,
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--dir",
-            str(data_dir),
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ],
-        stdout=subprocess.DEVNULL,
-    )
-    url = f"redis://127.0.0.1:{port}"
-    client = redis.Redis.from_url(url)
-    for _ in range(100):
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    yield url
-    client.close()
-    proc.terminate()
-    proc.wait(timeout=10)
+    port, run_dir = free_port(), tmp_path_factory.mktemp("redis")
+    with Processes(log_dir=run_dir) as processes:
+        start_redis(processes, "redis", port, run_dir / "data")
+        yield f"redis://127.0.0.1:{port}"
 
 
 @pytest.fixture

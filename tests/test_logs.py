@@ -125,3 +125,26 @@ def test_greenlets_and_the_loop_thread_log_at_once_without_a_deadlock() -> None:
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert result.stdout.strip() == "done", result.stderr[-2000:]
+
+
+@pytest.mark.parametrize("wanted", [False, True])
+def test_celerys_per_job_lines_only_when_asked_for(lines: io.StringIO, wanted: bool) -> None:
+    from celery.app import trace
+    from celery.worker import strategy
+
+    from shared.celery_app import make_celery
+    from shared.settings import Settings
+
+    make_celery(Settings(celery_job_logs=wanted))
+    try:
+        job = {"id": "j1", "name": "agent.step", "runtime": 0.001, "return_value": None}
+        trace.info(trace.LOG_SUCCESS, job)
+        strategy.logger.info(trace.LOG_RECEIVED, job)
+        trace.info(trace.LOG_RETRY, {**job, "exc": "Retry in 2s"})
+        strategy.logger.error("Received invalid task message")
+    finally:
+        make_celery(Settings())  # the default again
+    said = [line["msg"] for line in _read(lines)]
+    per_job = ["Task agent.step[j1] succeeded in 0.001s: None", "Task agent.step[j1] received"]
+    kept = ["Task agent.step[j1] retry: Retry in 2s", "Received invalid task message"]
+    assert said == (per_job + kept if wanted else kept)

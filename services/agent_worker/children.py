@@ -43,17 +43,14 @@ class ChildStarter:
         parent = await self.store.get(job.task_id)
         if parent is None or parent.terminal or parent.step != job.step + 1:
             return  # ended, or this step's calls are done with
-        next_step = envelope(self.celery, AgentStepJob(task_id=parent.id, step=parent.step,
-                                                       tenant=parent.tenant,
-                                                       session_id=parent.session_id))  # fmt: skip
+        next_step = envelope(self.celery, AgentStepJob.again(parent))
         task, session, problem = _asked(job.call)
         if problem is not None:
             await self.store.put_tool_result(parent.id, job.step, job.call.id,
                                              _refusal(job.call, problem), next_step)  # fmt: skip
             return
         child = _child(parent, job, task, session)
-        first = envelope(self.celery, AgentStepJob(task_id=child.id, step=0, tenant=child.tenant,
-                                                   session_id=child.session_id))  # fmt: skip
+        first = envelope(self.celery, AgentStepJob.first(child))
         extra = {
             "parent_step": str(job.step),
             "parent_call_id": job.call.id,

@@ -138,7 +138,7 @@ class Compactor:
         memory.reset(session)
         memory.add([summary, *messages[cut:]], session)
         live.mark()
-        await self.store.save_compaction(live.tenant, session, upto, summary)
+        await self.store.save_compaction(start.record, upto, summary)  # refused once it ended
         after = self._count(live, start)
         data = {"upto": upto, "before_tokens": before, "after_tokens": after, "window": window}
         await self.store.publish(start.record.id, EventKind.MEMORY_COMPACTED, data)

@@ -3,6 +3,7 @@
 TaskyardError (shared.errors)
 └── AgentWorkerError
     ├── StepCancelled          the task was cancelled while its step ran
+    ├── McpToolsUnavailable    an MCP server of the task's spec could not be listed
     └── ModelCallOutsideStep   a model call no step owns (also a RuntimeError)
 """
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 
@@ -25,12 +26,13 @@ from shared.memory import MemoryManager, SessionMemory
 from shared.memory.base import from_state
 from shared.schema import AgentMessage
 from shared.spec import AgentSpec
-from shared.store import MemoryTail, StepStart, TaskStore
+from shared.store import StepStart, TaskStore
 from shared.task import TaskRecord
 
 __all__ = ["LiveAgents", "LiveSession"]
 
 BuildAgent = Callable[[AgentSpec], AsyncAgent]
+ToolEntry = dict[str, Any]  # an OpenAI ``tools`` entry
 
 
 @dataclass(slots=True)
@@ -103,17 +105,24 @@ class LiveAgents:
             return {"memory": 0}, "0"
         return dict(live.offsets), live.epoch
 
-    async def acquire(self, start: StepStart, store: TaskStore) -> LiveSession:
-        """The session's agent with its memory up to date for this step; `release` it after."""
+    async def acquire(
+        self, start: StepStart, store: TaskStore, mcp_tools: Sequence[ToolEntry] = ()
+    ) -> LiveSession:
+        """The session's agent with its memory up to date for this step; `release` it after.
+        `mcp_tools`: the task's MCP servers' tools, offered besides the spec's own (an agent
+        is kept per spec and tools: a server's tools may change between listings)."""
         record = start.record
         key = (record.tenant, record.session_id)
         spec_key = record.spec.model_dump_json(exclude_unset=True)
+        if mcp_tools:
+            spec_key += "\n" + orjson.dumps(list(mcp_tools)).decode()
         live = self._sessions.get(key)
-        if live is not None and not live.busy and _fits(live, spec_key, start.memories):
+        if live is not None and not live.busy and _fits(live, start, spec_key):
             _apply_tails(live, start)
             self._sessions.move_to_end(key)
         else:
-            live = await self._load(start, store, spec_key, duplicate=bool(live and live.busy))
+            duplicate = bool(live and live.busy)
+            live = await self._load(start, store, spec_key, mcp_tools, duplicate)
         live.load_values(start.values)
         live.busy = True
         live.mark()
@@ -133,13 +142,21 @@ class LiveAgents:
         live.values.update(live.staged)
 
     async def _load(
-        self, start: StepStart, store: TaskStore, spec_key: str, duplicate: bool
+        self,
+        start: StepStart,
+        store: TaskStore,
+        spec_key: str,
+        mcp_tools: Sequence[ToolEntry],
+        duplicate: bool,
     ) -> LiveSession:
         record = start.record
         key = (record.tenant, record.session_id)
         if not duplicate:
             self._drop(key)
-        agent = self.build(record.spec) if duplicate else self._agent(record, spec_key)
+        if duplicate:
+            agent = self._build(record.spec, mcp_tools)
+        else:
+            agent = self._agent(record, spec_key, mcp_tools)
         agent.reset(record.session_id)
         offsets: dict[str, int] = {}
         main = start.memories.get("memory")
@@ -162,14 +179,22 @@ class LiveAgents:
             self._evict()
         return live
 
-    def _agent(self, record: TaskRecord, spec_key: str) -> AsyncAgent:
+    def _agent(
+        self, record: TaskRecord, spec_key: str, mcp_tools: Sequence[ToolEntry]
+    ) -> AsyncAgent:
         key = (record.tenant, spec_key)
         agent = self._agents.get(key)
         if agent is None:
-            agent = self._agents[key] = self.build(record.spec)
+            agent = self._agents[key] = self._build(record.spec, mcp_tools)
             while len(self._agents) > self.max_agents:
                 self._agents.popitem(last=False)
         self._agents.move_to_end(key)
+        return agent
+
+    def _build(self, spec: AgentSpec, mcp_tools: Sequence[ToolEntry]) -> AsyncAgent:
+        agent = self.build(spec)
+        if mcp_tools:
+            agent.tools = [*(agent.tools or []), *mcp_tools]
         return agent
 
     def _drop(self, key: tuple[str, str]) -> None:
@@ -187,10 +212,12 @@ class LiveAgents:
                 return
 
 
-def _fits(live: LiveSession, spec_key: str, tails: Mapping[str, MemoryTail]) -> bool:
-    """The warm session can take this step's tails (a tail from 0: Redis was rewritten, so
-    the session is loaded again, compaction and all)."""
+def _fits(live: LiveSession, start: StepStart, spec_key: str) -> bool:
+    """The warm session can take this step's tails (a tail from 0, or a new epoch: Redis was
+    rewritten, by a rollback say, so the session is loaded again, compaction and all)."""
+    tails = start.memories
     same = live.spec_key == spec_key and set(tails) == set(live.offsets)
+    same = same and live.epoch == start.epoch
     return same and all(t.offset > 0 or live.offsets[p] == 0 for p, t in tails.items())
 
 

@@ -13,12 +13,14 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import aclosing
+from dataclasses import replace
 
 from celery import Celery
 
 from services.agent_worker.compaction import Compactor, PromptSize
 from services.agent_worker.errors import AgentWorkerError
 from services.agent_worker.live_agents import LiveAgents, LiveSession
+from services.agent_worker.mcp_tools import McpTools, McpToolsUnavailable
 from services.agent_worker.metrics import count_tokens
 from services.agent_worker.model_calls import StepCalls, open_step_calls
 from services.agent_worker.tokens import TokenBuffer
@@ -50,6 +52,7 @@ class StepRunner:
         cancels: CancelWatch,
         celery: Celery,
         compactor: Compactor | None = None,
+        mcp: McpTools | None = None,
     ) -> None:
         self.store = store
         self.settings = settings
@@ -57,6 +60,7 @@ class StepRunner:
         self.cancels = cancels
         self.celery = celery  # builds the envelopes of the jobs a commit pushes
         self.compactor = compactor or Compactor(store, settings)
+        self.mcp = mcp or McpTools(store, settings, celery)
 
     async def run(self, job: AgentStepJob) -> list[Job]:
         """Run the step `job` names; returns the jobs to send next."""
@@ -70,7 +74,11 @@ class StepRunner:
             return await self._not_current(start.record)
         if (limit := self._limit_reached(start.record)) is not None:
             return await self.end(start.record, *limit)
-        live = await self.agents.acquire(start, self.store)
+        try:
+            mcp_tools = await self.mcp.schemas(start.record)
+        except McpToolsUnavailable as exc:
+            return await self.end(start.record, TaskStatus.FAILED, str(exc))
+        live = await self.agents.acquire(start, self.store, mcp_tools)
         committed: dict[str, list[AgentMessage]] | None = None
         spent = open_step_calls(start.record)  # every model call of the step, and its tokens
         try:
@@ -138,12 +146,9 @@ class StepRunner:
         new = live.new_messages()
         published = [reply]  # the user's message went out with the task, tool results as they came
         tokens = {"delta": unsent, "sender": live.agent.name} if unsent else None
-        commit = StepCommit(record, TaskStatus.SUCCEEDED, new, published, spent.usage,
-                            tokens=tokens, values=live.new_values())  # fmt: skip
-        if calls:
-            self._send_or_hold(commit, calls)
-        else:
-            commit.fields = commit.shown = {"result": _text(reply)}
+        written = StepCommit(record, TaskStatus.SUCCEEDED, new, published, spent.usage,
+                             tokens=tokens, values=live.new_values())  # fmt: skip
+        commit = self._send_or_hold(written, calls) if calls else _answered(written, reply)
         applied, following = await self.store.commit_step(commit)
         if not applied:
             log.info("step already committed", extra={"task_id": record.id, "step": record.step})
@@ -151,19 +156,20 @@ class StepRunner:
         count_tokens(record.tenant, spent.usage)
         return new, _first_step(record, following)
 
-    def _send_or_hold(self, commit: StepCommit, calls: list[ToolCall]) -> None:
-        """The calls go out as tool jobs, but those the spec's approval policy names wait for
-        a person (the task then waits in `waiting_approval`)."""
-        record, policy = commit.record, commit.record.spec.approval
+    def _send_or_hold(self, written: StepCommit, calls: list[ToolCall]) -> StepCommit:
+        """`written` with the calls going out as tool jobs, but those the spec's approval
+        policy names waiting for a person (the task then waits in `waiting_approval`)."""
+        record, policy = written.record, written.record.spec.approval
         held = [c for c in calls if policy is not None and policy.needs(c.name)]
-        commit.status = TaskStatus.WAITING_APPROVAL if held else TaskStatus.WAITING_TOOLS
-        commit.fields = {"pending_calls": [c.model_dump(mode="json") for c in calls]}
-        commit.jobs = [envelope(self.celery, _job(record, c)) for c in calls if c not in held]
-        if held and policy is not None:
-            commit.held, commit.approval_timeout_s = held, policy.timeout_s
-            asked = [{"id": c.id, "tool": c.name, "arguments": c.parameters} for c in held]
-            data = {"step": record.step, "calls": asked, "timeout_s": policy.timeout_s}
-            commit.events = [(EventKind.APPROVAL_REQUESTED, data)]
+        pending = {"pending_calls": [c.model_dump(mode="json") for c in calls]}
+        jobs = [envelope(self.celery, _job(record, c)) for c in calls if c not in held]
+        if not held or policy is None:
+            return replace(written, status=TaskStatus.WAITING_TOOLS, fields=pending, jobs=jobs)
+        asked = [{"id": c.id, "tool": c.name, "arguments": c.parameters} for c in held]
+        data = {"step": record.step, "calls": asked, "timeout_s": policy.timeout_s}
+        return replace(written, status=TaskStatus.WAITING_APPROVAL, fields=pending, jobs=jobs,
+                       held=held, approval_timeout_s=policy.timeout_s,
+                       events=[(EventKind.APPROVAL_REQUESTED, data)])  # fmt: skip
 
     # -- steps that are not to run -----------------------------------------------------------
 
@@ -212,14 +218,19 @@ def _over_budget(record: TaskRecord, size: PromptSize) -> str | None:
 
 def _job(record: TaskRecord, call: ToolCall) -> Job:
     """A call's job: a tool run, or a child task for an agent offered as a tool."""
-    return job_for_call(record.id, record.step, record.tenant, record.session_id, call)
+    return job_for_call(record.id, record.step, record.tenant, record.session_id, call, record.spec)
 
 
 def _first_step(record: TaskRecord, following: str | None) -> list[Job]:
     if following is None:
         return []
-    return [AgentStepJob(task_id=following, step=0, tenant=record.tenant,
-                         session_id=record.session_id)]  # fmt: skip
+    return [AgentStepJob.next_in_session(record, following)]
+
+
+def _answered(written: StepCommit, reply: AgentMessage) -> StepCommit:
+    """`written` as the task's end: the reply is its final answer."""
+    result = {"result": _text(reply)}
+    return replace(written, status=TaskStatus.SUCCEEDED, fields=result, shown=result)
 
 
 def _text(message: AgentMessage) -> str:

@@ -123,11 +123,9 @@ class Sweeper:
         """What the task waits for, sent again."""
         if record.status == TaskStatus.QUEUED:
             holder = await self.store.session_holder(record.tenant, record.session_id)
-            return (
-                [_step(record, record.id, 0)] if holder == record.id else await self._heal(record)
-            )
+            return [AgentStepJob.first(record)] if holder == record.id else await self._heal(record)
         if record.status == TaskStatus.RUNNING:
-            return [_step(record, record.id, record.step)]
+            return [AgentStepJob.again(record)]
         if record.status in (TaskStatus.WAITING_TOOLS, TaskStatus.WAITING_APPROVAL):
             return await self._missing_results(record)
         return []
@@ -140,16 +138,16 @@ class Sweeper:
         answered = {m.tool_call_id for m in done}
         missing = [c for c in record.pending_calls if c.id not in answered]
         if not missing:  # every result is in: the next step's job was lost
-            return [_step(record, record.id, record.step)]
+            return [AgentStepJob.again(record)]
         held = await self.store.approvals(record.id, step)
         calls = [_as_approved(c, held.get(c.id)) for c in missing]
-        return [job_for_call(record.id, step, record.tenant, record.session_id, c)
+        return [job_for_call(record.id, step, record.tenant, record.session_id, c, record.spec)
                 for c in calls if c]  # fmt: skip
 
     async def _heal(self, record: TaskRecord) -> list[Job]:
         """Give a session nobody live holds to its next waiting task."""
         taker = await self.store.heal_session(record.tenant, record.session_id)
-        return [_step(record, taker, 0)] if taker else []
+        return [AgentStepJob.next_in_session(record, taker)] if taker else []
 
 
 def _as_approved(call: ToolCall, held: dict[str, Any] | None) -> ToolCall | None:
@@ -157,8 +155,3 @@ def _as_approved(call: ToolCall, held: dict[str, Any] | None) -> ToolCall | None
     if held is None:
         return call
     return ToolCall.model_validate(held["call"]) if held["state"] == "approved" else None
-
-
-def _step(record: TaskRecord, task_id: str, step: int) -> AgentStepJob:
-    return AgentStepJob(task_id=task_id, step=step, tenant=record.tenant,
-                        session_id=record.session_id)  # fmt: skip

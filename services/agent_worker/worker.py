@@ -25,7 +25,7 @@ from services.agent_worker.retries import GiveUp, after_model_error
 from services.agent_worker.runtime import AgentRuntime
 from shared import keys
 from shared.celery_app import JobTask, make_celery
-from shared.jobs import AgentStepJob, ChildJob, Job, WebhookJob, enqueue
+from shared.jobs import AgentStepJob, ChildJob, Job, WebhookJob
 from shared.llms import LLMError
 from shared.logs import bind_job, setup_logging
 from shared.metrics import serve_metrics
@@ -38,13 +38,20 @@ setup_logging("agent_worker")
 setup_tracing("agent_worker", settings)
 load_plugins(settings.plugin_modules)
 app = make_celery(settings)
-# Celery beat (`celery -A services.agent_worker.worker beat`) sends the sweep.
+# Celery beat (`celery -A services.agent_worker.worker beat`) sends the sweep and the
+# schedules' tick. A tick that expires unrun is no loss: the next one finds the same runs due
+# (and a run whose time passed its grace meanwhile follows its schedule's `missed` policy).
 app.conf.beat_schedule = {
     "sweep": {
         "task": keys.SWEEP_TASK,
         "schedule": settings.sweep_interval_s,
         "options": {"queue": keys.AGENT_QUEUE, "expires": settings.sweep_interval_s},
-    }
+    },
+    "schedules": {
+        "task": keys.SCHEDULE_TASK,
+        "schedule": settings.schedule_tick_s,
+        "options": {"queue": keys.AGENT_QUEUE, "expires": settings.schedule_tick_s},
+    },
 }
 log = logging.getLogger("taskyard.agent_worker")
 
@@ -109,9 +116,14 @@ def sweep() -> None:
     send(runtime().sweep())
 
 
+@app.task(name=keys.SCHEDULE_TASK)
+def run_schedules() -> None:
+    """Submit the tasks of the cron schedules that are due (see shared/schedules/runner.py)."""
+    runtime().run_schedules()
+
+
 def send(jobs: list[Job]) -> None:
-    for job in jobs:
-        enqueue(app, job)
+    runtime().send(jobs)
 
 
 def _retry_or_fail(task: JobTask, job: AgentStepJob, exc: Exception) -> list[Job]:

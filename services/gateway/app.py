@@ -1,6 +1,7 @@
 """The gateway's FastAPI app: wiring only. Run: uvicorn services.gateway.app:app
 
-It also serves the dashboard (`/ui`, static files) and its Prometheus metrics (`/metrics`)."""
+It also serves the dashboard (`/ui`, static files), its Prometheus metrics (`/metrics`) and
+MCP (`/mcp`, each deployed agent a tool: `mcp_endpoint`)."""
 
 from __future__ import annotations
 
@@ -26,13 +27,16 @@ from services.gateway.errors import (
     validation_error,
 )
 from services.gateway.guard import Guard
+from services.gateway.mcp_endpoint import MCP_PATH, McpEndpoint
 from services.gateway.metrics import RequestMetrics
 from services.gateway.openapi import openapi_document
 from services.gateway.routes import (
+    a2a,
     artifacts,
     files,
     health,
     metrics,
+    schedules,
     sessions,
     system,
     tasks,
@@ -56,7 +60,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     app.state.store = app.state.hub = app.state.system = app.state.transfer = None
     # The artifact store is made at start: a backend that cannot be made stops the gateway.
     app.state.artifacts = make_artifact_store(app.state.settings)
-    yield
+    async with app.state.mcp.run():
+        yield
     state = app.state
     for used in (state.system, state.hub, state.transfer, state.store, state.artifacts):
         if used is not None:
@@ -103,13 +108,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(Exception, server_error)
     app.include_router(tasks.router)
     app.include_router(sessions.router)
+    app.include_router(schedules.router)
     app.include_router(webhooks.router)
     app.include_router(system.router)
     app.include_router(artifacts.router)
     app.include_router(files.router)
     app.include_router(health.router)
     app.include_router(metrics.router)
+    app.include_router(a2a.router)
     app.mount("/ui", StaticFiles(directory=UI_DIR, html=True), name="ui")
+    app.state.mcp = McpEndpoint(settings)
+    app.add_route(MCP_PATH, app.state.mcp.asgi, methods=["GET", "POST", "DELETE"])
     if tracing:
         # Each request a span; not one per SSE chunk sent.
         FastAPIInstrumentor.instrument_app(

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fastapi import Request
+from fastapi import HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
@@ -19,6 +19,7 @@ from starlette.routing import Match
 
 from shared.errors import TaskyardError
 from shared.store import NotReplicated
+from shared.submission import SubmissionRefused
 
 __all__ = [
     "ErrorBody",
@@ -29,6 +30,7 @@ __all__ = [
     "http_error",
     "issue",
     "not_replicated",
+    "refused",
     "responses",
     "server_error",
     "store_unavailable",
@@ -94,6 +96,12 @@ def responses(*codes: int, why: Mapping[int, str] | None = None) -> dict[int | s
 def issue(loc: Sequence[str | int], msg: str) -> dict[str, Any]:
     """A 422 detail item for a check made after validation (unknown tool, reused key)."""
     return {"loc": loc, "msg": msg, "type": "value_error"}
+
+
+def refused(exc: SubmissionRefused, *within: str) -> HTTPException:
+    """A 422 for a submission this deployment refuses, at its field (inside the body's
+    `within`, for a task nested in another request)."""
+    return HTTPException(422, detail=[issue(["body", *within, *exc.loc], exc.reason)])
 
 
 async def validation_error(request: Request, exc: Exception) -> JSONResponse:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import orjson
 import redis.asyncio as aioredis
+from redis.exceptions import RedisError
 from redis.typing import EncodableT, KeyT, StreamIdT
 from redis.utils import HIREDIS_AVAILABLE
 
@@ -220,7 +221,10 @@ class EventHub:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
-        await self.client.delete(self.wake_key)
+        try:
+            await self.client.delete(self.wake_key)
+        except RedisError as exc:  # Redis down at shutdown: the rest is closed all the same
+            log.warning("event hub: could not remove its wake-up stream: %s", exc)
         await self.reader.aclose()
 
 

@@ -15,9 +15,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.gateway.errors import GatewayError
 
-__all__ = ["AUTH_PREFIX", "BodyTooLarge", "Guard", "LargeBodies"]
+__all__ = ["AUTH_PATHS", "AUTH_PREFIX", "BodyTooLarge", "Guard", "LargeBodies"]
 
 AUTH_PREFIX = "/v1/"  # every route under it needs a key; health and docs do not
+AUTH_PATHS = (AUTH_PREFIX, "/mcp")  # and MCP's endpoint (`mcp_endpoint`)
 _UNAUTHORIZED = "missing or invalid API key (Authorization: Bearer <key>)"
 
 
@@ -61,7 +62,7 @@ class Guard:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         authorization, length = _headers(scope)
-        if scope["path"].startswith(AUTH_PREFIX):
+        if scope["path"].startswith(AUTH_PATHS):
             tenant = self.tenants.get(_bearer(authorization))
             if tenant is None:
                 reply = _error(401, _UNAUTHORIZED, {"WWW-Authenticate": "Bearer"})

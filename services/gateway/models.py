@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from shared.sandbox.kernel.files import MAX_PATH_CHARS, path_parts
 from shared.schema import AgentMessage
-from shared.spec import AgentSpec, WebhookSpec
+from shared.spec import WebhookSpec
 from shared.store.sessions import SessionOverview
-from shared.task import SESSION_ID_MAX, SESSION_ID_PATTERN, TaskRecord, TaskStatus
+from shared.submission import TaskRequest
+from shared.task import TaskRecord, TaskStatus
 
 _INPUT_PREVIEW = 200  # characters of a task's input a summary shows
 
@@ -28,36 +29,20 @@ __all__ = [
     "TaskPublic",
     "TaskSummary",
     "WebhookDelivery",
+    "WebhookPublic",
     "WebhookSecret",
 ]
 
 
-class TaskCreate(BaseModel):
+class TaskCreate(TaskRequest):
     """`POST /v1/tasks` body."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    input: str = Field(min_length=1, max_length=200_000, description="The user's message.")
-    session_id: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=SESSION_ID_MAX,
-        pattern=SESSION_ID_PATTERN,
-        description="Tasks of one session share memory and interpreter; a new one if unset.",
-    )
     files: list[Annotated[str, Field(min_length=1, max_length=MAX_PATH_CHARS)]] = Field(
         default_factory=list,
         max_length=32,
         description="Files uploaded to the session (`POST /v1/sessions/{session_id}/files`) "
         "that the task works on, by path; the model is told they are in its working "
         "directory. Needs `session_id`.",
-    )
-    agent: AgentSpec = Field(default_factory=AgentSpec)
-    if_session_busy: Literal["wait", "reject"] = Field(
-        default="wait", description="When the session runs another task: queue behind it, or 409."
-    )
-    webhook: WebhookSpec | None = Field(
-        default=None, description="POST its state changes there (Standard Webhooks, signed)."
     )
 
     @field_validator("files")
@@ -122,6 +107,26 @@ class ApprovalDecided(BaseModel):
     state: Literal["approved", "denied"]
 
 
+class WebhookPublic(BaseModel):
+    """A task's webhook as the API shows it: the headers it asked to send (an A2A push
+    config's token and authorization: credentials of the receiver's) are named, not repeated."""
+
+    url: str
+    events: list[TaskStatus]
+    format: Literal["standard", "a2a"]
+    id: str | None = Field(description="The subscriber's name for it (A2A's push config id).")
+    sends: list[str] = Field(description="The headers of its own each delivery carries.")
+
+    @classmethod
+    def of(cls, spec: WebhookSpec | None) -> WebhookPublic | None:
+        if spec is None:
+            return None
+        asked = {"authorization": spec.authorization, "x-a2a-notification-token": spec.token}
+        sends = [name for name, value in asked.items() if value is not None]
+        events = [TaskStatus(event) for event in spec.events]
+        return cls(url=spec.url, events=events, format=spec.format, id=spec.id, sends=sends)
+
+
 class WebhookDelivery(BaseModel):
     """One state change told (or being told) to the task's webhook."""
 
@@ -156,7 +161,7 @@ class TaskPublic(BaseModel):
     )
     parent_id: str | None = Field(description="The task whose agent tool call started this one.")
     children: list[TaskSummary] = Field(description="The tasks its agent tool calls started.")
-    webhook: WebhookSpec | None
+    webhook: WebhookPublic | None
     webhook_deliveries: list[WebhookDelivery] = Field(
         description="Its webhook deliveries so far, oldest first."
     )
@@ -188,7 +193,7 @@ class TaskPublic(BaseModel):
             approvals=[ApprovalPublic.of(k, v) for k, v in (approvals or {}).items()],
             parent_id=record.parent_id,
             children=[TaskSummary.of(c) for c in children or []],
-            webhook=record.webhook,
+            webhook=WebhookPublic.of(record.webhook),
             webhook_deliveries=[WebhookDelivery.model_validate(d) for d in deliveries or []],
         )
 

@@ -25,7 +25,8 @@ CODE_TOOL = "IPythonInterpreter"
 _LABEL = "(scripted model)"
 _ERROR_MARKERS = ("Traceback", "Error")
 _ECHO_LIMIT = 200
-# A user message may script any offered tool's call: ```tool {"name": ..., "arguments": {...}}```
+# A user message may script any offered tool's call: ```tool {"name": ..., "arguments": {...}}```;
+# several such fences, one call a turn in order.
 _TOOL_FENCE = re.compile(r"```tool\s*\n(.*?)```", re.DOTALL)
 # "repeat N times" in the user's message: call the code tool N times before answering (long
 # workflows for tests and benchmarks).
@@ -58,7 +59,11 @@ def chat_turn(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
     role = last.get("role")
     offered = _tool_names(tools)
     if role == "tool":
-        return _repeat_call(messages, offered) or _after_tool(messages, offered)
+        return (
+            _next_fenced_call(messages, offered)
+            or _repeat_call(messages, offered)
+            or _after_tool(messages, offered)
+        )
     scripted = _fenced_tool_call(message_text(last), offered)
     if role == "user" and scripted is not None:
         return ScriptedTurn(tool_call=scripted)
@@ -131,8 +136,22 @@ def _called_tool(messages: list[dict[str, Any]], call_id: Any) -> str | None:
     return None
 
 
+def _next_fenced_call(messages: list[dict[str, Any]], offered: set[str]) -> ScriptedTurn | None:
+    """The user's next scripted call, where their message spelt out several (one a turn, in
+    order, each after the last one's result)."""
+    users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
+    if not users:
+        return None
+    fences = _TOOL_FENCE.findall(message_text(messages[users[-1]]))
+    made = sum(m.get("role") == "tool" for m in messages[users[-1] :])
+    if made >= len(fences):
+        return None
+    call = _fenced_tool_call(f"```tool\n{fences[made]}```", offered)
+    return None if call is None else ScriptedTurn(tool_call=call)
+
+
 def _fenced_tool_call(text: str, offered: set[str]) -> ToolCallTurn | None:
-    """The call a ```tool fence spells out, if it names an offered tool."""
+    """The call the first ```tool fence spells out, if it names an offered tool."""
     match = _TOOL_FENCE.search(text)
     if match is None:
         return None

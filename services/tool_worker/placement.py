@@ -3,13 +3,18 @@
 The worker's own queue is named after its Celery node name; it beats while it runs, so jobs
 of the sessions it holds are pushed to that queue. Before a call uses a session's
 interpreter, the worker claims the session: it runs the call if the session is (now) its,
-forwards the job to the live worker holding it otherwise, and where that worker is gone
-starts afresh with the reason the model will read. Interpreters it ends (idle expiry) and,
-when it stops, all it holds are marked lost with why, and its queue goes back to the pool.
+forwards the job to the live worker holding it otherwise, takes over an interpreter another
+worker handed it, and where that worker is gone starts afresh with the reason the model will
+read. Interpreters it ends (idle expiry) are marked lost with why. When it stops on purpose,
+it hands its idle interpreters with state over, running, to the other workers whose sandboxes
+run in the same place (round robin), or to whichever of them gets the session's next call;
+the rest (busy, or a backend whose kernels end with their worker) are marked lost; its queue
+goes back to the pool.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 from collections.abc import Mapping
@@ -21,7 +26,8 @@ from services.tool_worker.runner import ToolRunner
 from shared.jobs import FILES_TOOL, Envelope
 from shared.keys import tool_queue
 from shared.loop import LoopThread
-from shared.store.sandboxes import SandboxDirectory, SessionClaim, ToolWorkerId
+from shared.sandbox import SandboxError, SandboxProvider
+from shared.store.sandboxes import Handover, SandboxDirectory, SessionClaim, ToolWorkerId
 
 __all__ = ["Placement"]
 
@@ -40,6 +46,7 @@ class Placement:
         tools: ToolRunner,
         beat_s: float,
         dead_s: float,
+        handoff_lease_s: float = 600.0,
     ) -> None:
         self.directory = directory
         self.loop = loop
@@ -47,18 +54,33 @@ class Placement:
         self.tools = tools
         self.beat_s = beat_s
         self.dead_s = dead_s
+        # How long a handed-over interpreter waits for a taker: an idle session's lifetime.
+        self.handoff_lease_s = handoff_lease_s
         self._stop = threading.Event()
 
     def claim(self, session_key: str) -> SessionClaim:
         """Claim the session's interpreter for a call about to run here (see module doc)."""
-        claim = self.loop.run(self.directory.claim(self.me, session_key))
+        place = self.tools.sandboxes().place
+        claim = self.loop.run(self.directory.claim(self.me, session_key, place))
         if claim.verdict != "mine" and self.tools.has_sandbox(session_key):
             # This worker's copy is stale: another holds the session now, or held it since.
             self.tools.release(session_key)
+        if claim.verdict == "adopt":
+            self._take_over(session_key, claim)
         if claim.verdict == "lost":
             log.warning("session's interpreter state lost: %s", claim.detail)
             self.tools.sandboxes().forget(session_key, claim.detail)
         return claim
+
+    def _take_over(self, session_key: str, claim: SessionClaim) -> None:
+        try:
+            self.tools.sandboxes().take_over(session_key, claim.handle)
+        except SandboxError as exc:
+            reason = f"{claim.detail}; taking its interpreter over failed: {exc}"
+            log.warning("session's interpreter state lost: %s", reason)
+            self.tools.sandboxes().forget(session_key, reason)
+        else:
+            log.info("took over a session's interpreter (%s)", claim.handle)
 
     def forward(self, job: Envelope) -> None:
         """Send the job on to the worker that holds its session (the pool if none does)."""
@@ -77,12 +99,13 @@ class Placement:
         beating.start()
 
     def leave(self) -> None:
-        """The worker stops: its sessions' records say so, its heartbeat goes, and the jobs
-        waiting on its queue move to the pool (those it took and did not finish, kombu
-        restores there itself)."""
+        """The worker stops: it hands its interpreters over where it can, its other sessions'
+        records say it stopped, its heartbeat goes, and the jobs waiting on its queue move to
+        the pool (those it took and did not finish, kombu restores there itself)."""
         self._stop.set()
         why = f"its tool worker {self.me.node} was stopped (scaled in, or redeployed)"
         try:
+            self._hand_over(why)
             self.loop.run(self.directory.end(self.me, dict.fromkeys(self.tools.sessions(), why)))
             self.loop.run(self.directory.stop_beating(self.me))
             fallback = tool_queue(FILES_TOOL)
@@ -91,8 +114,24 @@ class Placement:
         except _REDIS_DOWN:  # the sweep moves them once the heartbeat lapses
             log.warning("could not hand the worker's queue back; the sweep will")
 
+    def _hand_over(self, why: str) -> None:
+        sandboxes, place = self.tools.made_sandboxes, self._place()
+        if sandboxes is None or place is None:
+            return
+        peers = self.loop.run(self.directory.peers(self.me, place))
+        handles = sandboxes.hand_off(self.handoff_lease_s)
+        takers = itertools.cycle(peers or [None])
+        handed = {key: Handover(handle, next(takers)) for key, handle in handles.items()}
+        held = self.loop.run(self.directory.hand_over(self.me, handed, why))
+        log.info("left: %d interpreters handed over (%d held here), to %d workers",
+                 len(handed), held, len(peers))  # fmt: skip
+
     def _beat(self) -> None:
-        self.loop.run(self.directory.beat(self.me, self.dead_s))
+        self.loop.run(self.directory.beat(self.me, self.dead_s, self._place()))
+
+    def _place(self) -> str | None:
+        sandboxes: SandboxProvider | None = self.tools.made_sandboxes
+        return sandboxes.place if sandboxes is not None else None
 
     def _beat_until_stopped(self) -> None:
         while not self._stop.wait(self.beat_s):

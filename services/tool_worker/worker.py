@@ -4,7 +4,9 @@ also consumes a queue of its own, named after its Celery node name (`-n tools@%h
 per container or host): the jobs of the sessions whose interpreters it holds
 (`services.tool_worker.placement`).
 
-Run: celery -A services.tool_worker.worker worker -Q tools.IPythonInterpreter --pool threads -c 4
+Run: celery -A services.tool_worker.worker worker -Q tools.IPythonInterpreter,tools.mcp \
+    --pool threads -c 4
+(`tools.mcp`: calls and listings of remote MCP servers; a local one's go with the interpreter)
 """
 
 from __future__ import annotations
@@ -21,11 +23,13 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from services.tool_worker.artifacts import ArtifactKeeper
+from services.tool_worker.cells import RedisCellLog
 from services.tool_worker.files import FileLimits, serve
 from services.tool_worker.metrics import TOOL_CALL_SECONDS, watch_sandboxes
 from services.tool_worker.placement import Placement
 from services.tool_worker.runner import ToolRunner
 from shared import keys
+from shared.actions.mcp.listing import ListingExchange
 from shared.cancel import CancelWatch
 from shared.celery_app import JobTask, make_celery
 from shared.files.artifacts import ArtifactStore, ArtifactStoreUnavailable, make_artifact_store
@@ -33,6 +37,7 @@ from shared.files.transfer import FileTransfer
 from shared.jobs import (
     AgentStepJob,
     Envelope,
+    McpListJob,
     SessionFilesJob,
     ToolRunJob,
     envelope,
@@ -80,9 +85,13 @@ class _Store:
         self.loop.run(_listen(self.cancels))
         self.artifact_store: ArtifactStore = self.loop.run(_open_artifacts(redis))
         self.artifacts = ArtifactKeeper(self.artifact_store, self.store.publish)
+        self.listings = ListingExchange(self.store.r, settings.mcp_tools_ttl_s)
+        self.cells = RedisCellLog(self.store.r, self.loop, _RECORD_TTL_S)
         directory = SandboxDirectory(self.store, _RECORD_TTL_S)
         beat_s, dead_s = settings.tool_worker_beat_s, settings.tool_worker_dead_s
-        self.placement = Placement(directory, self.loop, _me, tools, beat_s, dead_s)
+        self.placement = Placement(
+            directory, self.loop, _me, tools, beat_s, dead_s, settings.sandbox_idle_s
+        )
 
 
 async def _open_store(redis: Settings) -> TaskStore:
@@ -141,9 +150,7 @@ def _run_job(task: JobTask, job: ToolRunJob) -> None:
     shared = _shared_store()
     if sticky_session(job) and _forwarded(shared, job):
         return
-    next_step = envelope(app, AgentStepJob(
-        task_id=job.task_id, step=job.step + 1, tenant=job.tenant, session_id=job.session_id
-    ))  # fmt: skip
+    next_step = envelope(app, AgentStepJob.after_tools(job))
     claimed = _claim(shared, job)
     if claimed == "busy":  # a duplicate of this job runs it now, and will store its result
         log.info("tool call already running elsewhere; not run again")
@@ -167,7 +174,7 @@ def _run_claimed(task: JobTask, job: ToolRunJob) -> AgentMessage:
         return _keep_artifacts(shared, job, _timed_call(task, job))
 
 
-def _forwarded(shared: _Store, job: ToolRunJob | SessionFilesJob) -> bool:
+def _forwarded(shared: _Store, job: ToolRunJob | SessionFilesJob | McpListJob) -> bool:
     """Whether the job belongs to the live worker holding its session, and went there."""
     claim = shared.placement.claim(job.session_key)
     if claim.verdict != "forward":
@@ -214,7 +221,7 @@ def _timed_call(task: JobTask, job: ToolRunJob) -> AgentMessage:
 def _run_call(task: JobTask, job: ToolRunJob) -> AgentMessage:
     log.info("tool call %s", job.call.name)
     try:
-        return tools.run(job.call, job.session_key)
+        return tools.run_job(job)
     except Exception as exc:  # the worker's own trouble: retry, then tell the model
         if task.request.retries < _MAX_RETRIES:
             log.warning("tool call failed, retrying: %s", exc)
@@ -226,11 +233,11 @@ def _run_call(task: JobTask, job: ToolRunJob) -> AgentMessage:
 def _keep_artifacts(shared: _Store, job: ToolRunJob, message: AgentMessage) -> AgentMessage:
     """The result with its artifacts in the artifact store; if that fails, without them
     (their bytes never go into the task's messages) and the model is told."""
+    if not isinstance(message.content, ActionReturn) or not message.content.artifacts:
+        return message  # nothing to keep: no trip to the store's loop
     try:
         return shared.loop.run(shared.artifacts.keep(job, message))
     except Exception as exc:
-        if not isinstance(message.content, ActionReturn) or not message.content.artifacts:
-            raise
         log.exception("artifacts could not be kept")
         note = f"[its figures and tables could not be kept ({type(exc).__name__})]"
         ret = message.content.model_copy(update={"artifacts": None})
@@ -254,6 +261,25 @@ def session_files(payload: dict[str, Any]) -> None:
         return
     reply, data = serve(job, tools.sandboxes(), upload, FileLimits.from_settings(settings))
     shared.loop.run(transfer.answer(job.request_id, reply, data))
+
+
+@app.task(name=keys.MCP_LIST_TASK)
+def mcp_list(payload: dict[str, Any]) -> None:
+    """List an MCP server's tools for the agent worker waiting on the answer (a local server
+    in the session's sandbox, so on the worker holding it)."""
+    job = McpListJob.model_validate(payload)
+    shared = _shared_store()
+    if sticky_session(job) and _forwarded(shared, job):
+        return
+    if job.expired:
+        log.info("MCP listing %s expired unserved", job.request_id)
+        return
+    with bind_job(tenant=job.tenant, session_id=job.session_id, tool=job.server.name):
+        listing = tools.mcp().list(job)
+    if listing.error is not None:
+        log.warning("MCP server not listed: %s", listing.error)
+    answer = shared.listings.answer(job.request_id, job.tenant, job.session_id, job.server, listing)
+    shared.loop.run(answer)
 
 
 def _store_result(
@@ -313,6 +339,8 @@ def _consume_own_queue(sender: str, instance: Any, **_: object) -> None:
 def _start_sandboxes(**_: object) -> None:
     """Fail fast: a worker whose sandboxes cannot run must not take tool jobs."""
     backend = settings.sandbox_backend
+    shared = _shared_store()
+    tools.keep_cells(shared.cells)  # before the actions are made
     try:
         removed = tools.start(_me.node)
     except (SandboxError, ValueError) as exc:
@@ -320,7 +348,6 @@ def _start_sandboxes(**_: object) -> None:
         message = f"tool worker: the {backend!r} sandbox backend cannot run here: {exc}"
         raise SystemExit(message) from exc
     log.info("sandboxes (%s) ready; removed %d left by an earlier run", backend, removed)
-    shared = _shared_store()
     freed = shared.loop.run(shared.store.release_worker_claims(_me.node))
     log.info("freed %d tool-call claims held by an earlier run", freed)
 

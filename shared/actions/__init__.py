@@ -6,9 +6,9 @@ FinishAction. User actions register with `register_action` in a plugin module.
 
 from shared.actions.api import ToolApi, tool_api
 from shared.actions.base import ActionError, ActionResources, BaseAction, text_result
+from shared.actions.cells import CellLog
 from shared.actions.executor import ActionExecutor, AsyncActionExecutor
 from shared.actions.finish import FinishAction
-from shared.actions.hooks import ActionHook
 from shared.actions.ipython import IPythonInterpreter
 from shared.actions.processors import ActionProcessor, InternLMActionProcessor
 from shared.actions.registry import (
@@ -31,6 +31,7 @@ from shared.actions.web import (
     SearxngClient,
     WebBrowser,
 )
+from shared.hooks import ActionHook
 
 __all__ = [
     "ACTIONS",
@@ -42,6 +43,7 @@ __all__ = [
     "AddressPolicy",
     "AsyncActionExecutor",
     "BaseAction",
+    "CellLog",
     "FinishAction",
     "IPythonInterpreter",
     "InternLMActionProcessor",

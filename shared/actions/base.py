@@ -11,6 +11,7 @@ from typing import Any, ClassVar, Self
 from pydantic import ValidationError
 
 from shared.actions.api import ToolApi, describe_api, is_tool_api
+from shared.actions.cells import CellLog
 from shared.actions.docstrings import parse_docstring
 from shared.errors import TaskyardError
 from shared.sandbox import SandboxProvider
@@ -34,6 +35,7 @@ class ActionResources:
 
     settings: Settings
     sandboxes: SandboxProvider | None = None
+    cells: CellLog | None = None  # where interpreter cells are kept for a replay, if anywhere
 
 
 class BaseAction:

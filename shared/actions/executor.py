@@ -18,10 +18,9 @@ from collections.abc import Iterable
 from typing import Any, Self
 
 from shared.actions.base import ActionResources, BaseAction
-from shared.actions.hooks import ActionHook
 from shared.actions.registry import build_actions, split_call_name
 from shared.errors import TaskyardError
-from shared.hooks import RemovableHandle
+from shared.hooks import ActionHook, RemovableHandle
 from shared.parsers.native import decode_arguments
 from shared.schema import (
     ActionReturn,

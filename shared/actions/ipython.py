@@ -4,27 +4,34 @@ A cell's rich outputs (figures, images, HTML tables) come back as the result's `
 each described to the model in a line of text (`Artifact.describe`, with a table's text form
 under it); in the services the tool worker keeps them as files of the task
 (`services/tool_worker/artifacts.py`).
+
+Given a `CellLog` (the tool worker's), it keeps the cells that ran without error; once the
+session's interpreter has lost its state, the model is offered ``%replay``: those cells run
+again, in order, in the fresh interpreter (`shared/actions/cells.py`).
 """
 
 from __future__ import annotations
 
 import base64
 import re
+import time
 from collections.abc import Sequence
 from typing import Self
 
 from shared.actions.base import ActionResources, BaseAction, text_result
+from shared.actions.cells import CellLog
 from shared.actions.registry import register_action
 from shared.files.artifacts import artifact_name
 from shared.sandbox import ExecutionResult, SandboxProvider
 from shared.sandbox.base import DisplayOutput
 from shared.schema import ActionReturn, ActionStatusCode, Artifact
 
-__all__ = ["IPythonInterpreter", "artifact_of", "format_execution"]
+__all__ = ["IPythonInterpreter", "artifact_of", "format_execution", "state_lost_note"]
 
 # Models often wrap code in a Markdown fence; the fence itself is not Python.
 _FENCED = re.compile(r"^\s*```(?:python|py|ipython)?[ \t]*\n(.*?)\n?```\s*$", re.DOTALL)
 
+REPLAY = "%replay"
 STATE_LOST = (
     "Note: the interpreter lost its state and is restarted: variables, imports and files "
     "from earlier cells are gone."
@@ -38,15 +45,18 @@ class IPythonInterpreter(BaseAction):
 
     session_bound = True
 
-    def __init__(self, sandboxes: SandboxProvider, timeout: float = 30.0) -> None:
+    def __init__(
+        self, sandboxes: SandboxProvider, timeout: float = 30.0, cells: CellLog | None = None
+    ) -> None:
         self.sandboxes = sandboxes
         self.timeout = timeout
+        self.cells = cells
 
     @classmethod
     def build(cls, resources: ActionResources) -> Self:
         if resources.sandboxes is None:
             raise ValueError("IPythonInterpreter needs a sandbox provider")
-        return cls(resources.sandboxes, resources.settings.sandbox_timeout_s)
+        return cls(resources.sandboxes, resources.settings.sandbox_timeout_s, resources.cells)
 
     def run(self, command: str, session_id: str) -> ActionReturn:
         """Run Python code.
@@ -54,15 +64,73 @@ class IPythonInterpreter(BaseAction):
         Args:
             command: the Python source to run
         """
+        code = strip_fence(command)
+        if code.strip() == REPLAY and self.cells is not None:
+            return self._replay(session_id)
         # One interpreter per session: sessions never see each other's state.
-        outcome = self.sandboxes.get(session_id).run(strip_fence(command), self.timeout)
+        outcome = self.sandboxes.get(session_id).run(code, self.timeout)
+        kept = self._record(session_id, code, outcome)
         artifacts = [artifact_of(output) for output in outcome.display]
         text = format_execution(outcome, self.timeout, outcome.display)
+        if kept:  # right under the note on the lost state, the cell's own output after it
+            note, _, rest = text.partition("\n")
+            text = "\n".join(part for part in (note, _replay_offer(kept), rest) if part)
         if outcome.error or outcome.timed_out:
             return ActionReturn(
                 errmsg=text, state=ActionStatusCode.API_ERROR, artifacts=artifacts or None
             )
         return ActionReturn(result=text_result(text), artifacts=artifacts or None)
+
+    def _record(self, session_key: str, code: str, outcome: ExecutionResult) -> int:
+        """Keep the cell if it ran cleanly; if the interpreter was replaced first, set the
+        earlier ones aside for a replay: how many were."""
+        if self.cells is None:
+            return 0
+        kept = self.cells.restarted(session_key) if outcome.state_lost else 0
+        if not (outcome.error or outcome.timed_out or outcome.cancelled):
+            self.cells.ran(session_key, code)
+        return kept
+
+    def _replay(self, session_key: str) -> ActionReturn:
+        """Run the cells set aside at the last loss again, in order, within one call's time;
+        stop at the first that fails."""
+        assert self.cells is not None
+        cells = self.cells.take_replay(session_key)
+        if not cells:
+            return ActionReturn(
+                errmsg="Nothing to replay: no cells were recorded before this session's "
+                "interpreter last lost its state.",
+                state=ActionStatusCode.API_ERROR,
+            )
+        sandbox, deadline = self.sandboxes.get(session_key), time.monotonic() + self.timeout
+        for done, code in enumerate(cells):
+            outcome = sandbox.run(code, max(0.1, deadline - time.monotonic()))
+            if outcome.error or outcome.timed_out or outcome.state_lost:
+                text = format_execution(outcome, self.timeout)
+                return ActionReturn(
+                    errmsg=f"Replay stopped: recorded cell {done + 1} of {len(cells)} failed "
+                    f"when run again ({done} ran again before it; the rest did not run):\n{text}",
+                    state=ActionStatusCode.API_ERROR,
+                )
+            self.cells.ran(session_key, code)
+        said = (
+            f"Replayed the {len(cells)} cells recorded before the interpreter lost its state: "
+            "each ran again, in order, without an error. Their variables, imports and files "
+            "are rebuilt as running them again rebuilds them (time, randomness and outside "
+            "data may differ); nothing was restored from a snapshot."
+        )
+        return ActionReturn(result=text_result(said))
+
+
+def _replay_offer(kept: int) -> str:
+    cells = "1 earlier cell that ran without an error is" if kept == 1 else (
+        f"{kept} earlier cells that ran without an error are"
+    )  # fmt: skip
+    return (
+        f"The session's {cells} recorded: call this tool with `{REPLAY}` as the whole command "
+        "to run them again, in order, in this interpreter (a re-run, not a restore: time, "
+        "randomness and outside data may differ)."
+    )
 
 
 def strip_fence(command: str) -> str:
@@ -86,7 +154,7 @@ def format_execution(
 ) -> str:
     """One cell's outcome as the text the model reads: its rich outputs each as a line naming
     the artifact (and, but for images, their text form), before the last value."""
-    parts = [_state_lost(outcome.state_lost_reason)] if outcome.state_lost else []
+    parts = [state_lost_note(outcome.state_lost_reason)] if outcome.state_lost else []
     parts += [text.rstrip("\n") for text in (outcome.stdout, outcome.stderr) if text]
     for output in outputs:
         parts.append(artifact_of(output).describe())
@@ -101,7 +169,8 @@ def format_execution(
     return "\n".join(parts) if parts else "(no output)"
 
 
-def _state_lost(reason: str | None) -> str:
+def state_lost_note(reason: str | None) -> str:
+    """What the model reads first when the session's interpreter lost its state (and why)."""
     if reason is None:
         return STATE_LOST
     return (

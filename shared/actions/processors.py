@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.actions.executor import AsyncActionExecutor
-from shared.actions.hooks import ActionHook
+from shared.hooks import ActionHook, HookedExecutor
 from shared.parsers.base import ToolStatusCode
 from shared.schema import ActionReturn, ActionStatusCode, AgentMessage, FunctionCall
 
@@ -23,12 +22,12 @@ class ActionProcessor(ActionHook):
     text, which the executor answers with an ARGS_ERROR the model can read."""
 
     def before_action(
-        self, executor: AsyncActionExecutor, message: AgentMessage, session_id: str
+        self, executor: HookedExecutor, message: AgentMessage, session_id: str
     ) -> AgentMessage:
         return message.model_copy(update={"content": self.call_of(message.formatted)})
 
     def after_action(
-        self, executor: AsyncActionExecutor, message: AgentMessage, session_id: str
+        self, executor: HookedExecutor, message: AgentMessage, session_id: str
     ) -> AgentMessage:
         ret = message.content
         if not isinstance(ret, ActionReturn):

@@ -1,5 +1,7 @@
-"""Hooks around agent and action calls, and the handle that removes one."""
+"""Hooks around agent calls (`Hook`) and tool calls (`ActionHook`), and the handle that
+removes one."""
 
+from shared.hooks.action_hook import ActionHook, HookedExecutor
 from shared.hooks.hook import Hook, RemovableHandle
 
-__all__ = ["Hook", "RemovableHandle"]
+__all__ = ["ActionHook", "Hook", "HookedExecutor", "RemovableHandle"]

@@ -1,4 +1,4 @@
-"""Agent hooks: code that runs around every agent call (executors have `ActionHook`).
+"""Agent hooks: code that runs around every agent call (executors have `ActionHook`, beside).
 
 A hook method may be a plain function or a coroutine function; async agents await it, and
 sync agents run it to completion (a coroutine that truly suspends there raises a clear error).

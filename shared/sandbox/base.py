@@ -110,3 +110,20 @@ class SandboxProvider(Protocol):
     def lost_reason(self, session_key: str) -> str | None:
         """Why the session's state was lost, if its next call is to say so."""
         ...
+
+    @property
+    def place(self) -> str | None:
+        """Where another worker could take this one's kernels over from (the docker
+        backend: its engine), or None when they end with this worker."""
+        ...
+
+    def hand_off(self, lease_s: float) -> dict[str, str]:
+        """Let idle sessions' kernels with state outlive this worker for `lease_s`, for
+        another worker to `take_over`: their handles by session key (none where `place` is
+        None). For a planned exit."""
+        ...
+
+    def take_over(self, session_key: str, handle: str) -> None:
+        """Make a kernel another worker handed off the session's, state and all; raises
+        `SandboxUnavailable` saying why it cannot."""
+        ...

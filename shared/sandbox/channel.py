@@ -155,6 +155,8 @@ def wait_readable(fd: int, deadline: float) -> bool:
 
     poll, not select: a busy worker holds more than select's 1024 descriptors.
     """
+    if fd < 0:  # a socket closed meanwhile says -1
+        raise KernelGone("the kernel's channel was closed")
     poller = select.poll()
     poller.register(fd, select.POLLIN)
     return bool(poller.poll(max(0.0, deadline - time.monotonic()) * 1000))

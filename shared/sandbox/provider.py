@@ -198,6 +198,54 @@ class KernelSandboxProvider:
                     "try again when one of them finishes"
                 )
 
+    @property
+    def place(self) -> str | None:
+        """Where another worker could take this provider's kernels over from (`hand_off`), or
+        None: here kernels end with their worker."""
+        return None
+
+    def hand_off(self, lease_s: float) -> dict[str, str]:
+        """Let each idle session's kernel that holds state outlive this provider for up to
+        `lease_s`, for another worker to `take_over`: their handles by session key. Busy and
+        stateless sessions, and the warm pool, stay (`close_all` ends them). Backends whose
+        kernels cannot outlive their worker hand off none."""
+        return {}
+
+    def take_over(self, session_key: str, handle: str) -> None:
+        """Make a kernel another worker handed off (`handle`) the session's, state and all.
+        Raises `SandboxUnavailable` saying why it cannot (here: never)."""
+        raise SandboxUnavailable("this sandbox backend cannot take a kernel over from another")
+
+    def _detach_idle(self) -> dict[str, KernelChannel]:
+        """Every idle session's kernel with state, taken out of this provider, running."""
+        with self._lock:
+            detached = {
+                key: channel
+                for key, sandbox in self._sessions.items()
+                if (channel := sandbox.detach_if_idle()) is not None
+            }
+            for key in detached:
+                del self._sessions[key]
+        return detached
+
+    def _attach(self, session_key: str, channel: KernelChannel) -> None:
+        """Give the session `channel`, a running kernel holding its state; room is made for
+        it as for a new one (`SandboxLimitReached` if none can be)."""
+        sandbox = KernelSandbox(lambda: self._start_for(session_key), self._grace)
+        sandbox.adopt(channel)
+        evicted: list[KernelChannel] = []
+        try:
+            with self._lock:
+                self._make_room(session_key, evicted)
+                replaced = self._sessions.pop(session_key, None)
+                self._sessions[session_key] = sandbox
+                self._forgotten.pop(session_key, None)
+        finally:
+            for stale in evicted:
+                stale.close()
+        if replaced is not None:
+            replaced.close()
+
     def forget(self, session_key: str, reason: str) -> None:
         with self._lock:
             self._remember(session_key, reason)

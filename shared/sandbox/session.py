@@ -232,6 +232,29 @@ class KernelSandbox:
         finally:
             self._lock.release()
 
+    def detach_if_idle(self) -> KernelChannel | None:
+        """Refuse further calls and hand the kernel over, running and with its state, if no
+        cell runs and it has state (the caller passes it on, e.g. to another worker); else
+        None, and the session is left as it was. Non-blocking, like `retire_if_idle`."""
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            if self._closed or self._channel is None or not self._has_state:
+                return None
+            channel, self._channel = self._channel, None
+            self._closed, self._has_state = True, False
+            return channel
+        finally:
+            self._lock.release()
+
+    def adopt(self, channel: KernelChannel) -> None:
+        """Take a running kernel that holds this session's state (it ran the session's cells
+        elsewhere): it answers the next call, and losing it now loses state."""
+        with self._lock:
+            if self._channel is not None:
+                raise RuntimeError("this session already has a kernel")
+            self._channel, self._has_state = channel, True
+
     def write_file(self, path: str, data: bytes) -> FileInfo:
         """Put `data` at `path` in the working directory, replacing a file there (atomically);
         the kernel starts if the session has none. Raises `FileRefused` (a path that leaves

@@ -8,10 +8,16 @@ so (`owner_queue` in prelude.lua), else to the tool's pool queue; the worker tha
 session's call from the pool claims the session (`claim_session.lua`), or forwards the job to
 the live holder, or, when the holder is gone, starts afresh and says why the state was lost.
 The sweep moves the jobs left on a gone worker's queue back to the pool (`redrive`).
+
+A worker stopping on purpose hands its running interpreters over (`hand_over`): to a live
+worker whose sandboxes run in the same place (its Docker engine: `beat` keeps each worker's
+place beside its heartbeat), or to whichever worker there gets the session's next call; that
+worker's claim says `adopt`, with the interpreter's handle.
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,7 +28,7 @@ from shared.jobs import Envelope
 from shared.store import replies
 from shared.store.store import TaskStore
 
-__all__ = ["SandboxDirectory", "SessionClaim", "ToolWorkerId"]
+__all__ = ["Handover", "SandboxDirectory", "SessionClaim", "ToolWorkerId"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,11 +47,22 @@ class ToolWorkerId:
 @dataclass(frozen=True, slots=True)
 class SessionClaim:
     """What a worker about to use a session's interpreter learnt: it held it already (`mine`),
-    holds it now (`new`, or `lost` with why the state the session had is gone), or must send
-    the job to `forward`'s queue, the live worker's that holds it."""
+    holds it now (`new`, or `lost` with why the state the session had is gone, or `adopt`: it
+    is to take over the running interpreter `handle`), or must send the job to `forward`'s
+    queue, the live worker's that holds it."""
 
-    verdict: Literal["new", "mine", "forward", "lost"]
-    detail: str = ""  # forward: the queue; lost: the reason
+    verdict: Literal["new", "mine", "forward", "lost", "adopt"]
+    detail: str = ""  # forward: the queue; lost: the reason; adopt: the reason if it fails
+    handle: str = ""  # adopt: the interpreter handed over (`SandboxProvider.hand_off`)
+
+
+@dataclass(frozen=True, slots=True)
+class Handover:
+    """One interpreter a leaving worker hands over: its handle, and the worker chosen to take
+    it over (None: whichever gets the session's next call where the interpreter runs)."""
+
+    handle: str
+    to: ToolWorkerId | None = None
 
 
 class SandboxDirectory:
@@ -57,11 +74,45 @@ class SandboxDirectory:
         self.store = store
         self.record_ttl_s = max(1, int(record_ttl_s))
 
-    async def claim(self, worker: ToolWorkerId, session_key: str) -> SessionClaim:
+    async def claim(
+        self, worker: ToolWorkerId, session_key: str, place: str | None = None
+    ) -> SessionClaim:
+        """See `claim_session.lua`; `place`: where the worker's sandboxes run (None: it can
+        take no interpreter over)."""
         record = keys.session_sandbox(session_key)
-        args = [worker.node, worker.incarnation, worker.queue, self.record_ttl_s]
-        verdict, detail = await self.store._run("claim_session", [record], args)
-        return SessionClaim(verdict, detail)
+        args = [worker.node, worker.incarnation, worker.queue, self.record_ttl_s, place or ""]
+        verdict, detail, handle = await self.store._run("claim_session", [record], args)
+        return SessionClaim(verdict, detail, handle)
+
+    async def hand_over(
+        self, worker: ToolWorkerId, handed: Mapping[str, Handover], reason: str
+    ) -> int:
+        """The worker, leaving, hands these sessions' running interpreters over; `reason`
+        (why) is what a session's next call says if nobody can take its interpreter over. How
+        many records it held."""
+        if not handed:
+            return 0
+        records = [keys.session_sandbox(key) for key in handed]
+        documents = [_handover_document(one) for one in handed.values()]
+        args = [worker.node, worker.incarnation, reason, *documents]
+        return int(await self.store._run("hand_over", records, args))
+
+    async def peers(self, worker: ToolWorkerId, place: str) -> list[ToolWorkerId]:
+        """The other live workers whose sandboxes run in `place` (as their heartbeats say)."""
+        nodes = sorted(replies.set_members(await self.store.r.smembers(keys.TOOL_WORKERS)))
+        nodes = [node for node in nodes if node != worker.node]
+        async with self.store.r.pipeline(transaction=False) as pipe:
+            for node in nodes:
+                pipe.get(keys.tool_worker_alive(node))
+                pipe.get(keys.tool_worker_place(node))
+            found = await pipe.execute()
+        runs = [replies.text(run) for run in found[::2]]
+        places = [replies.text(at) for at in found[1::2]]
+        return [
+            ToolWorkerId(node, run)
+            for node, run, at in zip(nodes, runs, places, strict=True)
+            if run is not None and at == place
+        ]
 
     async def end(self, worker: ToolWorkerId, ended: Mapping[str, str | None]) -> int:
         """The worker's interpreters of these sessions ended: each record it holds keeps why
@@ -77,10 +128,14 @@ class SandboxDirectory:
         """The session's record as stored (empty when no worker holds its interpreter)."""
         return replies.fields(await self.store.r.hgetall(keys.session_sandbox(session_key)))
 
-    async def beat(self, worker: ToolWorkerId, ttl_s: float) -> None:
-        """The worker lives for `ttl_s` more; it is listed for the sweep."""
+    async def beat(self, worker: ToolWorkerId, ttl_s: float, place: str | None = None) -> None:
+        """The worker lives for `ttl_s` more, its sandboxes in `place` (if it can hand them
+        over); it is listed for the sweep."""
+        ttl_ms = int(ttl_s * 1000)
         async with self.store.r.pipeline(transaction=True) as pipe:
-            pipe.set(keys.tool_worker_alive(worker.node), worker.incarnation, px=int(ttl_s * 1000))
+            pipe.set(keys.tool_worker_alive(worker.node), worker.incarnation, px=ttl_ms)
+            if place is not None:
+                pipe.set(keys.tool_worker_place(worker.node), place, px=ttl_ms)
             pipe.sadd(keys.TOOL_WORKERS, worker.node)
             await pipe.execute()
 
@@ -112,5 +167,14 @@ class SandboxDirectory:
 
     async def push(self, jobs: Sequence[Envelope]) -> None:
         """Push jobs onto the broker, each bound to a session to its holder's queue."""
-        parts = [part for job in jobs for part in job.parts()]
-        await self.store._run("push_jobs", [], [self.store.db, self.store.broker_db, *parts])
+        await self.store.push(jobs)
+
+
+def _handover_document(handover: Handover) -> str:
+    to = handover.to
+    return json.dumps({
+        "handle": handover.handle,
+        "node": to.node if to else "",
+        "incarnation": to.incarnation if to else "",
+        "queue": to.queue if to else "",
+    })  # fmt: skip

@@ -16,14 +16,17 @@ __all__ = ["SCRIPTS", "source"]
 
 _DIR = Path(__file__).with_name("lua")
 SCRIPTS = (
+    "advance_schedule",
     "begin_step",
     "claim_call",
     "claim_session",
     "commit_step",
+    "create_schedule",
     "create_task",
     "decide_approval",
     "end_sessions",
     "end_task",
+    "hand_over",
     "heal_session",
     "publish_live",
     "push_jobs",
@@ -31,6 +34,7 @@ SCRIPTS = (
     "redrive_queue",
     "release_claims",
     "release_session",
+    "save_compaction",
 )
 
 
@@ -55,6 +59,7 @@ _NAMES = {
     "{webhooks_due}": keys.WEBHOOKS_DUE,
     "{sandbox_key}": keys.session_sandbox("%s"),
     "{worker_alive_key}": keys.tool_worker_alive("%s"),
+    "{session_before_key}": keys.task_session_before("%s"),
 }
 
 

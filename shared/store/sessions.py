@@ -101,13 +101,14 @@ async def session_state(
 
 def _interpreter(record: dict[str, str]) -> dict[str, Any]:
     """The session's sandbox record as the API shows it: which worker holds the interpreter,
-    whether it lives, its last use, why its state was lost if it was."""
-    live = record.get("state") == "live"
+    whether it lives (a handed-over one too: it runs, waiting for the worker that takes it
+    over), its last use, why its state was lost if it was."""
+    lost = record.get("state") == "lost"
     return {
-        "alive": live,
+        "alive": not lost,
         "last_used": float(record.get("last_used") or 0),
         "worker": record.get("node"),
-        "lost": None if live else record.get("reason") or None,
+        "lost": record.get("reason") or None if lost else None,
     }
 
 
@@ -136,6 +137,7 @@ async def forget_session(store: TaskStore, tenant: str, session_id: str) -> None
         keys.session_memory(tenant, session_id), names, *written,
         keys.session_values(tenant, session_id),
         keys.browser_results(session_key), keys.session_sandbox(session_key),
+        keys.session_cells(session_key), keys.session_replay(session_key),
         keys.session_compaction(tenant, session_id), keys.session_tasks(tenant, session_id),
     ]  # fmt: skip
     async with store.r.pipeline(transaction=True) as pipe:

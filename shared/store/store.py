@@ -26,6 +26,7 @@ from shared.jobs import Envelope
 from shared.redis_clients import SentinelSpec, async_client
 from shared.schema import AgentMessage, ToolCall
 from shared.settings import Settings, broker_database
+from shared.spec import BusyPolicy
 from shared.store import replies
 from shared.store.scripts import SCRIPTS, source
 from shared.task import RETENTION_S, TERMINAL, TaskRecord, TaskStatus
@@ -69,13 +70,15 @@ class CallClaim:
 
 @dataclass(frozen=True, slots=True)
 class Created:
-    """What `create` did: made the task (and whether it holds its session now), found the
-    task an idempotency key made before, or refused a busy session."""
+    """What `create` did: made the task (and whether it holds its session now, and the task
+    it cancelled to take it), found the task an idempotency key made before, or refused a
+    busy session."""
 
     outcome: str  # "created", "existing", "busy" or "parent_ended"
-    task_id: str = ""
+    task_id: str = ""  # made, found, or (busy) the one running the session
     holds_session: bool = False
     fingerprint: str = ""
+    displaced: str | None = None  # the session's task it interrupted or rolled back
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +113,7 @@ class StepStart:
         return [self.results[c.id] for c in record.pending_calls if c.id in self.results]
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class StepCommit:
     """One step's writes: new messages per memory, changed session values, events, the
     task's new state."""
@@ -225,23 +228,25 @@ class TaskStore:
         first_step: Envelope | None = None,
         idempotency_key: str | None = None,
         fingerprint: str = "",
-        reject_if_busy: bool = False,
+        busy: BusyPolicy = "enqueue",
         deadline_s: float = 24 * 3600,
         extra: Mapping[str, str] | None = None,
         replicas: int = 0,
         replicas_timeout_ms: int = 500,
     ) -> Created:
-        """Store a new task and claim its session, pushing `first_step` then (or queue the
-        task behind the session's current one), in one atomic step. With `replicas`, a task
-        made or found is answered only once that many replicas hold it (`NotReplicated`
-        if they do not within `replicas_timeout_ms`)."""
+        """Store a new task and claim its session, pushing `first_step` then (or, while
+        another task runs the session, do as `busy` says: see `create_task.lua`), in one
+        atomic step. With `replicas`, a task made or found is answered only once that many
+        replicas hold it (`NotReplicated` if they do not within `replicas_timeout_ms`)."""
         idem = keys.idempotency(record.tenant, idempotency_key) if idempotency_key else ""
+        tenant, session_id = record.tenant, record.session_id
         keys_ = [*_task_keys(record.id), *_session_keys(record), idem or keys.task(record.id),
-                 keys.tenant_tasks(record.tenant),
-                 keys.session_tasks(record.tenant, record.session_id),
-                 keys.tenant_sessions(record.tenant)]  # fmt: skip
+                 keys.tenant_tasks(tenant), keys.session_tasks(tenant, session_id),
+                 keys.tenant_sessions(tenant), keys.session_paths(tenant, session_id),
+                 keys.session_values(tenant, session_id),
+                 keys.session_compaction(tenant, session_id),
+                 keys.session_epoch(tenant, session_id)]  # fmt: skip
         mark = (fingerprint or "-") if idem else ""  # '' tells the script there is no key
-        busy = "1" if reject_if_busy else "0"
         queued = dumps({"status": "queued"})
         job = [first_step.queue, first_step.message] if first_step else ["", ""]
         asked = dumps(record.user_message().model_dump(mode="json"))
@@ -251,9 +256,11 @@ class TaskStore:
         reply = await self._replicated("create_task", keys_, args, replicas, replicas_timeout_ms)
         if reply[0] == "existing":
             return Created("existing", reply[1], fingerprint=reply[2])
-        if reply[0] in ("busy", "parent_ended"):
+        if reply[0] == "busy":
+            return Created("busy", reply[1])  # the task running the session
+        if reply[0] == "parent_ended":
             return Created(reply[0])
-        return Created("created", record.id, holds_session=reply[1] == "1")
+        return Created("created", record.id, reply[1] == "1", displaced=reply[2] or None)
 
     async def get(self, task_id: str) -> TaskRecord | None:
         fields_ = replies.fields(await self.r.hgetall(keys.task(task_id)))
@@ -297,7 +304,8 @@ class TaskStore:
         keys_ = [*_task_keys(task_id), keys.task_tool_results(task_id, step - 1),
                  keys.session_epoch(tenant, session_id),
                  keys.session_compaction(tenant, session_id),
-                 keys.session_values(tenant, session_id), *memories]  # fmt: skip
+                 keys.session_values(tenant, session_id), keys.session_paths(tenant, session_id),
+                 keys.task_session_before(task_id), *memories]  # fmt: skip
         running = dumps({"status": "running"})
         args = [str(step), running, _now(), epoch, self.db, self.broker_db,
                 *(offsets[p] for p in paths)]  # fmt: skip
@@ -361,6 +369,13 @@ class TaskStore:
 
     # -- events ------------------------------------------------------------------------------
 
+    async def push(self, jobs: Sequence[Envelope]) -> None:
+        """Push jobs onto the broker from outside any other write, as the commits push theirs
+        (a job bound to a session to the queue of the tool worker holding it): one round trip."""
+        if jobs:
+            parts = [part for job in jobs for part in job.parts()]
+            await self._run("push_jobs", [], [self.db, self.broker_db, *parts])
+
     async def publish(self, task_id: str, kind: EventKind, data: dict[str, Any]) -> str | None:
         """Add an event while the task is live; None (nothing added) once it has ended."""
         entry_id: str | None = await self._run(
@@ -396,11 +411,10 @@ class TaskStore:
         saved = replies.fields(await self.r.hgetall(keys.session_compaction(tenant, session_id)))
         return _compaction(saved) if saved else None
 
-    async def save_compaction(
-        self, tenant: str, session_id: str, upto: int, summary: AgentMessage
-    ) -> None:
-        key = keys.session_compaction(tenant, session_id)
-        await self.r.hset(key, mapping={"upto": str(upto), "summary": summary.model_dump_json()})
+    async def save_compaction(self, record: TaskRecord, upto: int, summary: AgentMessage) -> bool:
+        """Save the compaction a step of `record` made, unless the task ended meanwhile."""
+        keys_ = [keys.task(record.id), keys.session_compaction(record.tenant, record.session_id)]
+        return bool(await self._run("save_compaction", keys_, [upto, summary.model_dump_json()]))
 
     async def session_holder(self, tenant: str, session_id: str) -> str | None:
         """The id of the task holding the session, if any."""

@@ -163,3 +163,65 @@ def test_a_chart_and_a_table_for_the_model(sandbox_image: str) -> None:
         assert text.count("x  y") == 1  # the table's text once, as the cell's value
     finally:
         provider.close_all()
+
+
+class _Cells:
+    """A `CellLog` in memory, as the tool worker keeps one in Redis."""
+
+    def __init__(self) -> None:
+        self.current: dict[str, list[str]] = {}
+        self.set_aside: dict[str, list[str]] = {}
+
+    def ran(self, session_key: str, code: str) -> None:
+        self.current.setdefault(session_key, []).append(code)
+
+    def restarted(self, session_key: str) -> int:
+        self.set_aside[session_key] = self.current.pop(session_key, [])
+        return len(self.set_aside[session_key])
+
+    def take_replay(self, session_key: str) -> list[str]:
+        return self.set_aside.pop(session_key, [])
+
+
+def test_after_a_lost_state_the_model_may_replay_the_cells_that_ran(
+    provider: SandboxProvider,
+) -> None:
+    cells = _Cells()
+    executor = ActionExecutor([IPythonInterpreter(provider, timeout=5, cells=cells)])
+    key = session()
+    run(executor, "x = 40", key)
+    run(executor, "oops", key)  # a NameError: not kept
+    run(executor, "```python\nx += 1\nopen('f.txt', 'w').write('kept')\n```", key)
+    provider.forget(key, "its tool worker tools@h stopped answering")
+    provider.release(key)
+    lost = run(executor, "print(globals().get('x'))", key)
+    said = lost.format_result()
+    note, offer, output = said.split("\n")  # the offer under the note, the cell's output last
+    assert note.startswith("Note: state lost (its tool worker tools@h stopped answering)")
+    assert "2 earlier cells that ran without an error are recorded" in offer and "%replay" in offer
+    assert output == "None"
+    replayed = run(executor, "%replay", key)
+    assert replayed.state == ActionStatusCode.SUCCESS
+    assert replayed.format_result().startswith("Replayed the 2 cells recorded before")
+    after = run(executor, "print(x + 1, open('f.txt').read())", key)
+    assert after.format_result() == "42 kept"
+    again = run(executor, "%replay", key)  # one replay per loss
+    assert again.state == ActionStatusCode.API_ERROR and "Nothing to replay" in (again.errmsg or "")
+
+
+def test_a_replay_stops_at_the_first_cell_that_fails_again(provider: SandboxProvider) -> None:
+    cells = _Cells()
+    executor = ActionExecutor([IPythonInterpreter(provider, timeout=5, cells=cells)])
+    key = session()
+    run(executor, "import os\nos.makedirs('d')", key)  # fails when run again: d exists
+    run(executor, "y = 1", key)
+    cells.restarted(key)  # as if the interpreter had been replaced (its files kept here)
+    ret = run(executor, "%replay", key)
+    assert ret.state == ActionStatusCode.API_ERROR
+    assert (ret.errmsg or "").startswith("Replay stopped: recorded cell 1 of 2 failed")
+    assert "FileExistsError" in (ret.errmsg or "")
+
+
+def test_without_a_cell_log_replay_is_just_code(executor: ActionExecutor) -> None:
+    ret = run(executor, "%replay", session())
+    assert ret.state == ActionStatusCode.API_ERROR  # IPython magics are not Python here

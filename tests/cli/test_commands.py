@@ -144,13 +144,30 @@ def test_get_and_tasks_print_the_gateways_json(taskyard: Taskyard, client: Tasky
 def test_submit_refuses_a_busy_session_when_asked_and_takes_a_webhook(
     taskyard: Taskyard, client: TaskyardClient
 ) -> None:
-    client.submit("holds it", session_id="one-at-a-time")
+    holder = client.submit("holds it", session_id="one-at-a-time")["id"]
     refused = taskyard("submit", "next", "--session", "one-at-a-time", "--if-busy", "reject")
     assert refused.returncode == 5
-    assert _one_line(refused) == "taskyard: session is running another task"
+    said = f"taskyard: session one-at-a-time is running task {holder} (if_session_busy=reject)"
+    assert _one_line(refused) == said
     hooked = taskyard("submit", "tell me", "--no-follow", "--webhook", "http://127.0.0.1:9/hook")
     task_id = _lines(hooked)[0].split()[1]
     assert client.get(task_id)["webhook"]["url"] == "http://127.0.0.1:9/hook"
+
+
+@pytest.mark.parametrize(
+    ("policy", "verb"), [("interrupt", "interrupted by"), ("rollback", "rolled back for")]
+)
+def test_submit_may_take_a_busy_session_now(
+    taskyard: Taskyard, client: TaskyardClient, policy: str, verb: str
+) -> None:
+    running = client.submit("holds it", session_id=f"take-{policy}")["id"]
+    taken = taskyard("submit", "mine now", "--session", f"take-{policy}", "--if-busy", policy,
+                     "--no-follow")  # fmt: skip
+    task_id = _lines(taken)[0].split()[1]
+    assert client.get(running)["error"] == f"{verb} task {task_id}"
+    assert client.session(f"take-{policy}")["running"] == task_id
+    wrong = taskyard("submit", "x", "--if-busy", "later")
+    assert wrong.returncode == 2 and "invalid choice: 'later'" in wrong.stderr
 
 
 def _with_artifact(redis_server: str, task_id: str) -> str:
@@ -279,9 +296,11 @@ async def test_the_async_twin_has_the_same_calls(gateway: str, client: TaskyardC
         assert await twin.list_sessions(limit=5) == client.list_sessions(limit=5)
         assert await twin.session("twin", memory="memory") == client.session("twin")
         assert (await twin.system())["queues"] == client.system()["queues"]
-        with pytest.raises(InvalidRequest, match="session is running another task"):
+        with pytest.raises(InvalidRequest, match=f"session twin is running task {task_id}"):
             await twin.submit("b", session_id="twin", if_session_busy="reject")
-        assert (await twin.cancel(task_id))["status"] == "cancelled"
+        taken = await twin.submit("c", session_id="twin", if_session_busy="rollback")
+        assert client.get(task_id)["error"] == f"rolled back for task {taken['id']}"
+        assert (await twin.cancel(taken["id"]))["status"] == "cancelled"
         await twin.delete_session("twin")
         with pytest.raises(NotFound, match="no such session"):
             await twin.session("twin")

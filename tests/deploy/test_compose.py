@@ -65,7 +65,11 @@ def test_workers_consume_the_queues_tasks_are_sent_to() -> None:
     tools = _command("tool_worker")
     assert agent[agent.index("-Q") + 1].split(",") == [keys.AGENT_QUEUE, keys.WEBHOOK_QUEUE]
     queues = tools[tools.index("-Q") + 1].split(",")
-    assert queues == [action_queue("IPythonInterpreter"), action_queue("WebBrowser.search")]
+    assert queues == [
+        action_queue("IPythonInterpreter"),
+        action_queue("WebBrowser.search"),
+        keys.MCP_QUEUE,
+    ]
 
 
 def test_vllm_replicas_have_gpus_and_are_in_the_pool() -> None:

@@ -167,6 +167,15 @@ def busy_tasks(stack: LocalStack) -> list[str]:
 
 
 @pytest.fixture(scope="module")
+def busy_schedule(stack: LocalStack) -> dict:
+    """A schedule with a long name, input and session (it never fires during the tests)."""
+    with TaskyardClient(stack.gateway_url, stack.api_key) as client:
+        return client.create_schedule(
+            "0 9 * * 1-5", LEDGER_TASK, session_id=LEDGER_SESSION, name=CAPACITY_SESSION
+        )
+
+
+@pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserContext]:
     profile = tmp_path_factory.mktemp("chromium-profile")  # a fresh user-data-dir
     with sync_playwright() as playwright:
@@ -224,9 +233,23 @@ def test_a_task_submitted_through_the_api_streams_into_the_page(
     expect(page.locator("#replicas")).to_contain_text("healthy")
 
 
+def test_the_tenants_schedules_are_listed(page: Page, client: TaskyardClient) -> None:
+    made = client.create_schedule("*/30 * * * *", "Summarise the night's alerts", name="alerts")
+    row = page.locator(f'#schedules tr[data-schedule-id="{made["id"]}"]')
+    expect(row).to_be_visible(timeout=WAIT_MS)  # the list refreshes by itself
+    expect(row.locator(".cron")).to_have_text("*/30 * * * *")
+    expect(row.locator(".cron")).to_have_attribute("title", "alerts: */30 * * * * (UTC)")
+    expect(row.locator(".input")).to_have_text(
+        "Summarise the night's alerts (a fresh session each run)"
+    )
+    expect(row.locator(".next")).to_contain_text("in ")
+    client.delete_schedule(made["id"])
+    expect(row).to_have_count(0, timeout=WAIT_MS)
+
+
 @pytest.mark.parametrize("viewport", [LAPTOP, PHONE], ids=["laptop", "phone"])
 def test_nothing_overflows_or_overlaps_on_a_laptop_or_a_phone(
-    page: Page, busy_tasks: list[str], viewport: ViewportSize, tmp_path: Path
+    page: Page, busy_tasks: list[str], busy_schedule: dict, viewport: ViewportSize, tmp_path: Path
 ) -> None:
     page.set_viewport_size(viewport)
     _open(page, busy_tasks[0])
@@ -237,6 +260,9 @@ def test_nothing_overflows_or_overlaps_on_a_laptop_or_a_phone(
         badge = page.locator(f'#tasks tr[data-task-id="{task_id}"] .badge')
         expect(badge).to_have_text("succeeded", timeout=WAIT_MS)
     expect(page.locator(f'#sessions li[data-session="{CAPACITY_SESSION}"]')).to_be_attached()
+    expect(
+        page.locator(f'#schedules tr[data-schedule-id="{busy_schedule["id"]}"]')
+    ).to_be_attached()
     expect(page.locator("#queues tbody tr")).not_to_have_count(0)
     replicas = page.locator("#replicas tbody tr")
     expect(replicas).to_have_count(4, timeout=WAIT_MS)

@@ -48,6 +48,7 @@ def _block(page: str, heading: str, language: str = "") -> str:
 
 
 SHELL = _block(README, "One task through curl")
+MCP = _block(README, "MCP, both ways")
 CLI = _block(README, "The CLI")
 # (source, where it is written): the sync client's, then the async one's
 PYTHON = [
@@ -120,8 +121,19 @@ def test_the_python_client_examples(stack: LocalStack, example: int) -> None:
         assert lines[-1] == "succeeded"
 
 
+def test_the_mcp_example(stack: LocalStack) -> None:
+    address = stack.gateway_url.removeprefix("http://")
+    answered = _run(MCP.strip().replace("localhost:8000", address), stack)
+    assert answered.returncode == 0, answered.stderr
+    # One server-sent event: the JSON-RPC answer, the deployed agents (none in this stack).
+    data = [line for line in answered.stdout.splitlines() if line.startswith("data: ")]
+    assert [json.loads(line.removeprefix("data: ")) for line in data] == [
+        {"jsonrpc": "2.0", "id": 1, "result": {"tools": []}}
+    ]
+
+
 def test_every_readme_example_is_run_or_named() -> None:
-    run = {SHELL, CLI, PYTHON[0][0]}
+    run = {SHELL, CLI, PYTHON[0][0], MCP}
     blocks = re.findall(r"```(?:python)?\n(.*?)```", README, re.DOTALL)
     others = {block.split("\n", 1)[0] for block in blocks if block not in run}
     assert others == set(NOT_RUN)

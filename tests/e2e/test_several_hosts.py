@@ -197,6 +197,7 @@ def test_a_tool_host_taken_away_costs_its_own_sessions_their_state_once(
     for session in victims:  # told once, and why
         said = next(o for o in outputs[session] if LOST in o)
         assert f"its tool worker {node} stopped answering" in said
+        assert "call this tool with `%replay`" in said  # its cells, kept in Redis, may re-run
     kept = {s: out for s, out in outputs.items() if s not in victims}
     assert {s: out for s, out in kept.items() if not _kept(out, s) or notes[s]} == {}
 

@@ -1,6 +1,6 @@
-"""A webhook receiver as a process of its own (a host of its own in
-test_several_hosts.py): it answers every POST with 200 and prints each delivery as one JSON
-line, its headers and its body, after a first "listening on <url>" line."""
+"""A webhook receiver as a process of its own (a host of its own in test_several_hosts.py): it
+answers every POST with 200 and prints each delivery as one JSON line, its headers and its body,
+after a first "listening on <url>" line."""
 
 from __future__ import annotations
 

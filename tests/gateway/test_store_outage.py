@@ -49,3 +49,26 @@ def test_a_route_needing_redis_answers_503_with_retry_after(
 def test_readiness_says_redis_is_unreachable(client: TestClient) -> None:
     ready = client.get("/readyz")
     assert (ready.status_code, ready.json()) == (503, {"detail": "Redis unreachable"})
+
+
+MESSAGE = {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}
+
+
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [
+        ("SendMessage", {"message": MESSAGE}),
+        ("SendStreamingMessage", {"message": MESSAGE}),
+        ("GetTask", {"id": TASK}),
+        ("CancelTask", {"id": TASK}),
+        ("SubscribeToTask", {"id": TASK}),
+    ],
+)
+def test_an_a2a_call_needing_redis_is_an_internal_error_saying_what_to_do(
+    client: TestClient, method: str, params: dict
+) -> None:
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    resp = client.post("/v1/a2a", json=body, headers={**AUTH, "A2A-Version": "1.0"})
+    error = resp.json()["error"]
+    assert error["code"] == -32603 and "send the request again shortly" in error["message"]
+    assert "127.0.0.1" not in resp.text  # not the exception's text: the store's address

@@ -111,7 +111,71 @@ def test_busy_session_waits_or_rejects(client: TestClient, settings: Settings) -
     )
     assert first.status_code == waiting.status_code == 202
     assert rejected.status_code == 409
+    assert (
+        rejected.json()["detail"]
+        == f"session s is running task {first.json()['id']} (if_session_busy=reject)"
+    )
     assert _queued_steps(settings) == [(first.json()["id"], 0)]  # b waits its turn
+
+
+def _submit(client: TestClient, **body: object) -> dict:
+    resp = client.post("/v1/tasks", json={"input": "x", "session_id": "busy", **body}, headers=AUTH)
+    assert resp.status_code == 202, resp.text
+    return resp.json()
+
+
+@pytest.mark.parametrize(
+    ("asked", "said"), [("interrupt", "interrupted"), ("rollback", "rolled_back")]
+)
+def test_a_task_may_take_its_busy_session_now(
+    client: TestClient, settings: Settings, asked: str, said: str
+) -> None:
+    running = _submit(client)
+    waiting = _submit(client, if_session_busy="wait")  # the old name of enqueue
+    now = _submit(client, if_session_busy=asked)
+    assert now["status"] == "queued"
+    assert _queued_steps(settings) == [(running["id"], 0), (now["id"], 0)]  # no wait
+    ended = client.get(f"/v1/tasks/{running['id']}", headers=AUTH).json()
+    verb = "interrupted by" if asked == "interrupt" else "rolled back for"
+    assert (ended["status"], ended["error"]) == ("cancelled", f"{verb} task {now['id']}")
+    assert client.get(f"/v1/tasks/{waiting['id']}", headers=AUTH).json()["status"] == "queued"
+    session = client.get("/v1/sessions/busy", headers=AUTH).json()
+    assert (session["running"], session["waiting"]) == (now["id"], [waiting["id"]])
+    with client.stream("GET", f"/v1/tasks/{running['id']}/events", headers=AUTH) as events:
+        last = [line for line in events.iter_lines() if line.startswith("data:")][-1]
+    assert json.loads(last.removeprefix("data:")) == {
+        "status": "cancelled",
+        "error": ended["error"],
+    }
+    assert _first_status(settings, now["id"]) == {
+        "status": "queued", said: running["id"],
+    }  # fmt: skip
+
+
+def test_the_agents_default_applies_unless_the_task_says_otherwise(
+    client: TestClient, settings: Settings
+) -> None:
+    rejecting = {"if_session_busy": "reject"}
+    _submit(client, agent=rejecting)
+    refused = client.post(
+        "/v1/tasks", json={"input": "y", "session_id": "busy", "agent": rejecting}, headers=AUTH
+    )
+    assert refused.status_code == 409
+    _submit(client, agent=rejecting, if_session_busy="enqueue")  # the task's own wins
+    bad = client.post("/v1/tasks", json={"input": "z", "if_session_busy": "later"}, headers=AUTH)
+    assert bad.status_code == 422
+    assert bad.json()["detail"][0]["loc"][:2] == ["body", "if_session_busy"]
+
+
+def _first_status(settings: Settings, task_id: str) -> dict:
+    async def read() -> dict:
+        store = TaskStore.from_url(settings.redis_url, settings.broker_url)
+        try:
+            return (await store.events(task_id))[0].data
+        finally:
+            await store.close()
+
+    return asyncio.run(read())
 
 
 def test_other_tenants_task_is_404(client: TestClient) -> None:

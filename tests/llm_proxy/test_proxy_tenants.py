@@ -3,7 +3,6 @@ tenant tokens; tenant tokens that do not hold are refused in the OpenAI error sh
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,7 +19,8 @@ from proxy_support import (
     wait_until,
 )
 
-from devstack.procs import free_port
+from devstack.procs import Processes, free_port
+from devstack.redis_server import start as start_redis
 from shared.keys import proxy_ratelimit
 from shared.tenant_tokens import TenantTokens
 
@@ -101,59 +101,24 @@ def test_budgets_are_shared_between_proxies_through_redis(
             chat(client)
 
 
-def _start_redis(port: int, data_dir: Path) -> subprocess.Popen[bytes]:
-    process = subprocess.Popen(
-        [
-            "redis-server",
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--dir",
-            str(data_dir),
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ],
-        stdout=subprocess.DEVNULL,
-    )
-    client = redis.Redis(port=port)
-    wait_until(lambda: _pings(client))
-    client.close()
-    return process
-
-
-def _pings(client: redis.Redis) -> bool:
-    try:
-        return bool(client.ping())
-    except redis.ConnectionError:
-        return False
-
-
 def test_spending_survives_a_redis_outage(
     replicas: ReplicaFactory, proxy: ProxyFactory, tmp_path: Path
 ) -> None:
-    port = free_port()
-    server = _start_redis(port, tmp_path)
-    url = f"redis://127.0.0.1:{port}/0"
-    px = proxy(upstreams_of(replicas(1)), env=_with_redis(url))
-    client = _client(px.base_url, "k-shared")
-    server.terminate()
-    server.wait()
-    for _ in range(2):  # spent while Redis is away
-        chat(client)
-    failed = 'taskyard_proxy_errors_total{kind="redis_sync"}'
-    wait_until(lambda: metric(px, failed, absent=0) >= 1)  # a sync failed with it in hand
-    server = _start_redis(port, tmp_path)
-    try:
-        check = redis.Redis.from_url(url, decode_responses=True)
-        window_keys = proxy_ratelimit("shared", 0).rsplit(":", 1)[0] + ":*"
-        wait_until(lambda: [check.hget(k, "req") for k in check.keys(window_keys)] == ["2"])
-        check.close()
-    finally:
-        server.terminate()
-        server.wait()
+    port, data = free_port(), tmp_path / "redis"
+    with Processes(log_dir=tmp_path) as processes:
+        start_redis(processes, "redis", port, data)
+        url = f"redis://127.0.0.1:{port}/0"
+        px = proxy(upstreams_of(replicas(1)), env=_with_redis(url))
+        client = _client(px.base_url, "k-shared")
+        processes.stop("redis")
+        for _ in range(2):  # spent while Redis is away
+            chat(client)
+        failed = 'taskyard_proxy_errors_total{kind="redis_sync"}'
+        wait_until(lambda: metric(px, failed, absent=0) >= 1)  # a sync failed with it in hand
+        start_redis(processes, "redis", port, data)
+        with redis.Redis.from_url(url, decode_responses=True) as check:
+            window_keys = proxy_ratelimit("shared", 0).rsplit(":", 1)[0] + ":*"
+            wait_until(lambda: [check.hget(k, "req") for k in check.keys(window_keys)] == ["2"])
 
 
 # -- tenant tokens ----------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from shared.sandbox import LocalSandboxProvider
 from shared.sandbox.docker import DockerSandboxProvider
 from shared.sandbox.provider import KernelSandboxProvider
 from shared.settings import Settings
+from tests.sandbox.gvisor_support import summarize
 
 ProviderFactory = Callable[..., KernelSandboxProvider]
 
@@ -84,3 +85,7 @@ def make_provider(
 def provider(make_provider: ProviderFactory) -> KernelSandboxProvider:
     """Every backend in turn: the behaviours a session promises hold for each."""
     return make_provider()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    summarize(terminalreporter.write_line)

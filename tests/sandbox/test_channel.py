@@ -16,20 +16,23 @@ import docker
 import pytest
 
 from shared.sandbox.base import ExecutionResult
-from shared.sandbox.channel import KernelChannel
+from shared.sandbox.channel import KernelChannel, wait_readable
 from shared.sandbox.docker import OWNER_LABEL, ContainerSpec, DockerChannel
-from shared.sandbox.errors import KernelProtocolError
+from shared.sandbox.errors import KernelGone, KernelProtocolError
 from shared.sandbox.kernel import DISPLAY_MAX_OUTPUTS, MAX_LINE_BYTES, MAX_TEXT_CHARS
 from shared.sandbox.local import LocalChannel
 from shared.sandbox.session import KernelSandbox
 
-# A "kernel" that says it is ready, reads one request, then does `misbehave` (a statement
-# using `request` and `out`, its stdout as bytes).
+# A "kernel" that says it is ready, reads one request (past the lease lines a docker channel
+# sends, which want no reply), then does `misbehave` (a statement using `request` and `out`,
+# its stdout as bytes).
 _KERNEL = """
 import json, sys, time
 out = sys.stdout.buffer
 out.write(b'{"ready": true}\\n'); out.flush()
-request = json.loads(sys.stdin.readline())
+request = {"lease": 0}
+while "lease" in request:
+    request = json.loads(sys.stdin.readline())
 try:
 MISBEHAVE
 except BrokenPipeError:
@@ -182,3 +185,26 @@ def test_a_reply_past_the_supervisors_caps_is_refused(
 ) -> None:
     result, _, _ = _run_against(against, forged)
     assert result.state_lost and result.result is None and why in (result.error or "")
+
+
+def test_a_closed_docker_channel_is_gone_not_a_crash(sandbox_image: str) -> None:
+    """A channel closed under a reader (a hand-off, a reap, the pool's close) reads as a kernel
+    gone: not alive, KernelGone on read, a lease renewal skipped; never the socket's -1 passed
+    to poll (ValueError)."""
+    client = docker.from_env()
+    spec = ContainerSpec(
+        sandbox_image, command=("python3", "-c", _KERNEL.replace("MISBEHAVE", "    pass"))
+    )
+    channel = DockerChannel.start(client.api, spec, {OWNER_LABEL: uuid.uuid4().hex})
+    try:
+        assert channel.alive()
+        channel.close()
+        assert not channel.alive()
+        channel.renew(10.0)  # no-op once closed
+        with pytest.raises(KernelGone):
+            channel.receive(time.monotonic() + 1)
+        with pytest.raises(KernelGone):
+            wait_readable(-1, time.monotonic() + 1)
+    finally:
+        channel.close()
+        client.close()

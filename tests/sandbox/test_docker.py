@@ -4,10 +4,7 @@ writes nothing to the host."""
 from __future__ import annotations
 
 import contextlib
-import os
 import socket
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -28,6 +25,7 @@ from shared.sandbox.docker import (
 )
 from shared.sandbox.provider import KernelSandboxProvider
 from shared.settings import Settings
+from tests.sandbox.crash import crash_a_worker
 
 ProviderFactory = Callable[..., KernelSandboxProvider]
 ROOT = Path(__file__).resolve().parents[2]
@@ -138,21 +136,7 @@ def test_a_crashed_workers_containers_end_and_its_restart_removes_them(
     sandbox_image: str,
 ) -> None:
     label = f"crash-{uuid.uuid4().hex[:8]}"
-    crash = (
-        "import os, threading, time\n"
-        "from shared.sandbox.docker import DockerSandboxProvider\n"
-        "p = DockerSandboxProvider(pool_size=0)\n"
-        "busy = threading.Thread(target=p.get('t:busy').run, args=('while True: pass', 60))\n"
-        "busy.start()\n"
-        "assert p.get('t:idle').run('1', 20).result == '1'\n"
-        "time.sleep(1)\n"
-        "os._exit(9)\n"
-    )
-    env = {**os.environ, "TASKYARD_SANDBOX_WORKER_LABEL": label}
-    worker = subprocess.run(
-        [sys.executable, "-c", crash], capture_output=True, text=True, cwd=ROOT, env=env
-    )
-    assert worker.returncode == 9, worker.stderr
+    crash_a_worker("docker", label, then="assert p.get('t:idle').run('1', 20).result == '1'\n")
     labelled = {"label": f"{WORKER_LABEL}={label}"}
 
     def left() -> list[Container]:

@@ -233,3 +233,20 @@ def test_a_line_buffer_refuses_an_endless_line_early() -> None:
     assert lines.pop_line() == b"short"
     with pytest.raises(TooLong):
         lines.feed(b"x" * 200)
+
+
+def test_a_lease_not_renewed_ends_the_kernel_even_mid_cell(kernel: Kernel) -> None:
+    kernel.send(json.dumps({"lease": 1.5}))
+    kernel.start("while True: pass")  # stdin stays open: only the lease can end it
+    started = time.monotonic()
+    assert kernel.process.wait(timeout=60) == 0  # ended, whatever the machine's load
+    assert time.monotonic() - started > 1.4  # not before its lease ran out
+
+
+def test_a_renewed_lease_keeps_the_kernel_and_none_means_stdin_alone(kernel: Kernel) -> None:
+    assert kernel.run("x = 1")["error"] is None
+    time.sleep(1.5)  # no lease given yet: silence ends nothing
+    for _ in range(4):
+        kernel.send(json.dumps({"lease": 1.0}))
+        time.sleep(0.5)
+    assert kernel.run("x + 1")["result"] == "2"  # alive, state kept, no reply to a lease

@@ -22,6 +22,7 @@ from shared.sandbox.launchers import LaunchSpec, bwrap, parse_size
 from shared.sandbox.local import LocalChannel, LocalSandboxProvider
 from shared.sandbox.provider import KernelSandboxProvider
 from shared.settings import Settings
+from tests.sandbox.crash import crash_a_worker
 
 ProviderFactory = Callable[..., KernelSandboxProvider]
 ROOT = Path(__file__).resolve().parents[2]
@@ -161,19 +162,7 @@ def test_a_crashed_workers_cgroups_are_removed_at_restart(
     tree, why_not = find_cgroups()
     assert tree is not None, f"this test needs writable cgroups, as `make test` has: {why_not}"
     label = f"crash-{uuid.uuid4().hex[:8]}"
-    crash = (
-        "import os, threading, time\n"
-        "from shared.sandbox.local import LocalSandboxProvider\n"
-        "p = LocalSandboxProvider(pool_size=0)\n"
-        "threading.Thread(target=p.get('t:crash').run, args=('while True: pass', 60)).start()\n"
-        "time.sleep(1)\n"
-        "os._exit(9)\n"
-    )
-    env = {**os.environ, "TASKYARD_SANDBOX_WORKER_LABEL": label}
-    worker = subprocess.run(
-        [sys.executable, "-c", crash], capture_output=True, text=True, cwd=ROOT, env=env
-    )
-    assert worker.returncode == 9, worker.stderr
+    crash_a_worker("local", label)
 
     def left() -> list[Path]:
         return [p for parent in tree.parents.values() for p in parent.glob(f"taskyard-{label}*")]

@@ -43,3 +43,18 @@ def test_repeat_n_times_calls_the_code_tool_n_times_then_answers() -> None:
         assert turn.tool_call is not None and "print(1)" in turn.tool_call.arguments
         chat = [*chat, {"role": "assistant", "content": None}, {"role": "tool", "content": "1"}]
     assert chat_turn(chat, tools).text.startswith("The result is: 1")
+
+
+def test_several_fences_are_called_one_a_turn_in_order_then_the_last_result_quoted() -> None:
+    tools = [{"type": "function", "function": {"name": n}} for n in ("a.one", "b.two")]
+    first = {"name": "a.one", "arguments": {"x": 1}}
+    second = {"name": "b.two", "arguments": {"y": 2}}
+    chat = _user(f"```tool\n{json.dumps(first)}\n```\nthen\n```tool\n{json.dumps(second)}\n```")
+    made = []
+    for output in ("one done", "two done"):
+        turn = chat_turn(chat, tools)
+        assert turn.tool_call is not None
+        made.append((turn.tool_call.name, json.loads(turn.tool_call.arguments)))
+        chat = [*chat, {"role": "assistant", "content": None}, {"role": "tool", "content": output}]
+    assert made == [("a.one", {"x": 1}), ("b.two", {"y": 2})]
+    assert chat_turn(chat, tools).text.startswith("The result is: two done")

@@ -51,6 +51,10 @@ def _error(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> str:
         ("TASKYARD_REDIS_SENTINELS", "a:70000", "must be host:port entries separated by commas"),
         ("TASKYARD_REDIS_SENTINELS", "a:26379", "TASKYARD_REDIS_MASTER go together"),
         ("TASKYARD_REDIS_MASTER", "mymaster", "TASKYARD_REDIS_MASTER go together"),
+        ("TASKYARD_MCP_CREDENTIALS", "acme=tok", "MCP_CREDENTIALS must be JSON"),
+        ("TASKYARD_MCP_CREDENTIALS", '{"acme": "tok"}', "tenant 'acme' maps to no object"),
+        ("TASKYARD_MCP_CREDENTIALS", '{"acme": {"k": 1}}', "'acme'/'k' is not a non-empty string"),
+        ("TASKYARD_MCP_ALLOW_NETWORKS", "10.0.0.0/33", "not a valid IPv4 or IPv6 network"),
     ],
 )  # fmt: skip
 def test_a_malformed_value_says_what_the_format_is(
@@ -67,6 +71,8 @@ def test_a_malformed_value_says_what_the_format_is(
         ("TASKYARD_REDIS_URL", "localhost:6379?password=sk-secret-1"),
         ("TASKYARD_PROXY_KEYS", "sk-secret-1:x"),
         ("TASKYARD_LLM_TOKEN_SECRET", "sk-secret-1"),
+        ("TASKYARD_MCP_CREDENTIALS", "sk-secret-1"),
+        ("TASKYARD_MCP_CREDENTIALS", '{"acme": ["sk-secret-1"]}'),
     ],
 )
 def test_errors_never_repeat_a_secret(
@@ -81,7 +87,12 @@ def test_well_formed_values_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TASKYARD_REDIS_URL", "unix:///run/redis.sock")
     monkeypatch.setenv("TASKYARD_SANDBOX_MEMORY", "1g")
     monkeypatch.setenv("TASKYARD_PLUGIN_MODULES", "examples.custom_agent, examples.custom_action")
+    monkeypatch.setenv("TASKYARD_MCP_CREDENTIALS", '{"acme": {"weather-key": " tok-1 "}}')
+    monkeypatch.setenv("TASKYARD_MCP_ALLOW_NETWORKS", "127.0.0.1/32, 10.20.0.0/16")
     settings = Settings()
+    assert settings.mcp_credential("acme", "weather-key") == "tok-1"
+    assert settings.mcp_credential("other", "weather-key") is None
+    assert [str(n) for n in settings.mcp_allow_networks] == ["127.0.0.1/32", "10.20.0.0/16"]
     assert settings.tenants_by_key() == {"k1": "team-a", "k2": "team.b"}
     assert settings.sandbox_memory == "1g"
     proxy = ProxySettings()

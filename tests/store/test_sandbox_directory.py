@@ -13,7 +13,7 @@ import redis.asyncio as aioredis
 from shared import keys
 from shared.jobs import Envelope
 from shared.store import TaskStore
-from shared.store.sandboxes import SandboxDirectory, ToolWorkerId
+from shared.store.sandboxes import Handover, SandboxDirectory, SessionClaim, ToolWorkerId
 
 POOL = "tools.IPythonInterpreter"
 A, B = ToolWorkerId("tools@a"), ToolWorkerId("tools@b")
@@ -131,3 +131,76 @@ async def test_a_live_worker_is_not_gone(directory: SandboxDirectory) -> None:
     assert await directory.gone() == []
     await directory.stop_beating(A)
     assert await directory.gone() == [A.node]
+
+
+# Hand-overs: a worker stopping on purpose passes its running interpreters on.
+ENGINE, ELSEWHERE = "docker:E1", "docker:E2"
+HANDLE = f"{ENGINE}/c0ffee"
+C = ToolWorkerId("tools@c")
+
+
+async def test_peers_are_the_other_live_workers_in_the_same_place(
+    directory: SandboxDirectory,
+) -> None:
+    await directory.beat(A, 10, ENGINE)
+    await directory.beat(B, 10, ENGINE)
+    await directory.beat(C, 10, ELSEWHERE)
+    assert await directory.peers(A, ENGINE) == [B]
+    await directory.stop_beating(B)
+    assert await directory.peers(A, ENGINE) == []
+
+
+async def test_an_interpreter_handed_to_a_worker_routes_its_jobs_there_and_is_adopted(
+    directory: SandboxDirectory, broker: aioredis.Redis
+) -> None:
+    for worker in (A, B):
+        await directory.beat(worker, 10, ENGINE)
+    await directory.claim(A, "t:s", ENGINE)
+    await _used(directory, "t:s")
+    assert await directory.hand_over(A, {"t:s": Handover(HANDLE, B)}, "A stopped") == 1
+    await directory.stop_beating(A)
+    await directory.push([_job()])
+    assert await broker.llen(B.queue) == 1  # straight to the worker taking it over
+    assert await directory.claim(C, "t:s", ENGINE) == SessionClaim("forward", B.queue)
+    claim = await directory.claim(B, "t:s", ENGINE)
+    assert claim == SessionClaim("adopt", "A stopped", HANDLE)
+    assert (await directory.claim(B, "t:s", ENGINE)).verdict == "mine"
+    record = await directory.holder("t:s")
+    assert (record["node"], record["state"], record["last_used"]) == (B.node, "live", "1.0")
+
+
+async def test_a_parked_interpreter_goes_to_whoever_runs_where_it_runs(
+    directory: SandboxDirectory,
+) -> None:
+    await directory.beat(A, 10, ENGINE)
+    for key in ("t:here", "t:there"):
+        await directory.claim(A, key, ENGINE)
+    handed = {key: Handover(HANDLE) for key in ("t:here", "t:there")}
+    assert await directory.hand_over(A, handed, "A stopped") == 2
+    await directory.stop_beating(A)
+    assert await directory.claim(B, "t:here", ENGINE) == SessionClaim("adopt", "A stopped", HANDLE)
+    assert await directory.claim(C, "t:there", ELSEWHERE) == SessionClaim(
+        "lost", "A stopped, and no tool worker where its interpreter runs took it over"
+    )
+    assert await directory.claim(C, "t:there", None) == SessionClaim("mine")
+
+
+async def test_an_interpreter_whose_taker_died_goes_to_another_worker_there(
+    directory: SandboxDirectory,
+) -> None:
+    await directory.beat(A, 10, ENGINE)
+    await directory.beat(B, 0.05, ENGINE)
+    await directory.claim(A, "t:s", ENGINE)
+    await directory.hand_over(A, {"t:s": Handover(HANDLE, B)}, "A stopped")
+    await asyncio.sleep(0.1)  # B's heartbeat lapsed before it took the interpreter
+    assert (await directory.claim(C, "t:s", ENGINE)).verdict == "adopt"
+
+
+async def test_only_the_records_the_leaving_worker_holds_are_handed_over(
+    directory: SandboxDirectory,
+) -> None:
+    await directory.beat(A, 10, ENGINE)
+    await directory.beat(B, 10, ENGINE)
+    await directory.claim(B, "t:s", ENGINE)
+    assert await directory.hand_over(A, {"t:s": Handover(HANDLE, C)}, "A stopped") == 0
+    assert await directory.claim(B, "t:s", ENGINE) == SessionClaim("mine")

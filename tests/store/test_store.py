@@ -132,8 +132,8 @@ async def test_a_memory_read_whole_brings_the_sessions_compaction_along(
 ) -> None:
     _rpush(redis_client, [AgentMessage(content=f"m{i}") for i in range(5)])
     summary = AgentMessage(sender="system", content="what came before, in short")
-    await store.save_compaction("acme", "s1", 3, summary)
     record = await _created(store)
+    assert await store.save_compaction(record, 3, summary)
     whole = await store.begin_step(record.id, 0, "acme", "s1", {"memory": 0}, "0")
     assert whole is not None and whole.compaction == (3, summary)
     tail = await store.begin_step(record.id, 0, "acme", "s1", {"memory": 5}, "0")
@@ -181,7 +181,8 @@ async def test_session_is_held_by_one_task_and_handed_over(store: TaskStore) -> 
     first, second = _record(), _record()
     assert (await store.create(first)).holds_session
     assert not (await store.create(second)).holds_session
-    assert (await store.create(_record(), reject_if_busy=True)).outcome == "busy"
+    refused = await store.create(_record(), busy="reject")
+    assert refused.outcome == "busy" and refused.task_id == first.id  # who holds it, for the 409
     done = StepCommit(first, TaskStatus.SUCCEEDED, fields={"result": "x"})
     assert await store.commit_step(done) == (True, second.id)
     assert await store.session_holder("acme", "s1") == second.id
@@ -285,5 +286,5 @@ async def test_a_create_no_replica_confirms_is_refused_though_stored(store: Task
         await store.create(record, replicas=1, replicas_timeout_ms=50)
     assert (refused.value.wanted, refused.value.confirmed) == (1, 0)
     assert await store.get(record.id) == record  # on the primary: it may run
-    busy = await store.create(_record(), reject_if_busy=True, replicas=1, replicas_timeout_ms=50)
+    busy = await store.create(_record(), busy="reject", replicas=1, replicas_timeout_ms=50)
     assert busy.outcome == "busy"  # a refusal promises nothing: no wait is held against it

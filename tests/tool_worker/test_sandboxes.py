@@ -94,6 +94,27 @@ def test_a_worker_whose_sandbox_cannot_run_exits_at_start(redis_server: str, lab
     assert "ready." not in output  # it never took a job
 
 
+def test_a_worker_whose_runtime_is_missing_exits_at_start_saying_so(
+    redis_server: str, label: str
+) -> None:
+    env = {
+        **os.environ,
+        "TASKYARD_REDIS_URL": f"{redis_server}/0",
+        "TASKYARD_BROKER_URL": f"{redis_server}/1",
+        "TASKYARD_RESULT_BACKEND": f"{redis_server}/2",
+        "TASKYARD_SANDBOX_RUNTIME": "runsc-absent",
+        "TASKYARD_SANDBOX_WORKER_LABEL": label,
+        "TASKYARD_SANDBOX_WARM_POOL": "0",
+    }
+    argv = [sys.executable, "-m", "celery", "-A", "services.tool_worker.worker", "worker"]
+    argv += ["-Q", "tools.IPythonInterpreter", "--pool", "threads", "-c", "1", "-n", f"{label}@%h"]
+    worker = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert worker.returncode != 0
+    output = worker.stdout + worker.stderr
+    assert "the Docker engine has no runtime 'runsc-absent'" in output
+    assert "apt-get install runsc" in output and "ready." not in output
+
+
 def test_interrupt_stops_a_sessions_running_call(label: str, runners: list[ToolRunner]) -> None:
     settings = Settings(sandbox_backend="local", sandbox_warm_pool=0, sandbox_worker_label=label)
     runner = ToolRunner(settings)

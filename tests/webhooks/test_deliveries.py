@@ -1,7 +1,9 @@
 """Webhook deliveries on a real Redis to a real receiver on loopback: the store's scripts push
 a delivery job in the same write as each subscribed state change; deliveries are signed
 (Standard Webhooks), keep their id across retries, go out in order, back off between tries,
-give up after the retry window, and refuse private addresses unless allowed."""
+give up after the retry window, and refuse private addresses unless allowed. A subscription
+in A2A's format gets A2A's body and the headers it asked for, and one can be attached to a
+running task (the gateway's A2A push configs)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 import redis
+from a2a.types import StreamResponse, TaskState
+from a2a.utils.proto_utils import parse_lenient
 from aiohttp import web
 
 from shared import keys
@@ -24,7 +28,9 @@ from shared.task import TaskRecord, TaskStatus
 from shared.webhooks import (
     Deliverer,
     InvalidSignature,
+    attach,
     deliveries,
+    detach,
     sign,
     subscription,
     tenant_secret,
@@ -233,3 +239,65 @@ async def test_each_tenant_has_its_own_stable_secret(store: TaskStore) -> None:
     assert first.startswith("whsec_") and len(base64.b64decode(first[6:])) == 32
     assert await tenant_secret(store, "acme") == first
     assert await tenant_secret(store, "other") != first
+
+
+A2A_HOOK = {"format": "a2a", "events": ["failed", "succeeded"], "token": "tok-1",
+            "authorization": "Bearer receiver-secret"}  # fmt: skip
+
+
+async def test_an_a2a_subscription_gets_a2a_s_body_and_the_headers_it_asked_for(
+    store: TaskStore, deliverer: Deliverer, settings: Settings, receiver: tuple[Receiver, str]
+) -> None:
+    found, url = receiver
+    record = TaskRecord(tenant="acme", session_id="ctx-1", input="hi",
+                        webhook=WebhookSpec.model_validate({"url": url, **A2A_HOOK}))  # fmt: skip
+    assert (await store.create(record, extra=subscription(record, make_celery(settings)))).outcome
+    await store.end(record, TaskStatus.FAILED, error="the model is gone")
+    assert await _deliver_until_done(deliverer, record.id) == 1
+    [(headers, body)] = found.received
+    verify(await tenant_secret(store, "acme"), headers, body)  # still signed
+    assert headers["authorization"] == "Bearer receiver-secret"
+    assert headers["x-a2a-notification-token"] == "tok-1"
+    update = parse_lenient(json.loads(body), StreamResponse()).status_update
+    assert (update.task_id, update.context_id) == (record.id, "ctx-1")
+    assert update.status.state == TaskState.TASK_STATE_FAILED
+    assert update.status.message.parts[0].text == "the model is gone"
+    assert abs(update.status.timestamp.seconds - time.time()) < 60
+
+
+async def test_a_subscription_attached_to_a_running_task_hears_of_what_follows(
+    store: TaskStore, deliverer: Deliverer, settings: Settings, receiver: tuple[Receiver, str]
+) -> None:
+    found, url = receiver
+    celery = make_celery(settings)
+    record = TaskRecord(tenant="acme", session_id="ctx-2", input="hi")
+    assert (await store.create(record)).outcome == "created"
+    spec = WebhookSpec.model_validate({"url": url, **A2A_HOOK, "events": ["queued", "succeeded"]})
+    assert await attach(store, celery, record, spec)
+    assert [j[0][0]["task_id"] for j in await _delivery_jobs(settings)] == [record.id]
+    assert await _deliver_until_done(deliverer, record.id) == 1
+    assert found.received == []  # `queued` came before it: not told
+    await _succeed(store, record)
+    await _deliver_until_done(deliverer, record.id)
+    [body] = found.bodies()
+    assert body["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    stored = await store.get(record.id)
+    assert stored is not None and stored.webhook == spec
+    await detach(store, record.id)
+    stored = await store.get(record.id)
+    assert stored is not None and stored.webhook is None
+    assert await store.r.hget(keys.task(record.id), "webhook_events") is None
+
+
+async def test_nothing_is_attached_to_a_task_that_has_ended(
+    store: TaskStore, settings: Settings, receiver: tuple[Receiver, str]
+) -> None:
+    _, url = receiver
+    record = TaskRecord(tenant="acme", session_id="ctx-3", input="hi")
+    assert (await store.create(record)).outcome == "created"
+    await store.end(record, TaskStatus.CANCELLED, error="stopped")
+    spec = WebhookSpec.model_validate({"url": url, **A2A_HOOK})
+    assert not await attach(store, make_celery(settings), record, spec)
+    stored = await store.get(record.id)
+    assert stored is not None and stored.webhook is None
+    assert await _delivery_jobs(settings) == []

@@ -12,8 +12,8 @@ from fastapi.responses import Response
 
 from services.gateway.deps import OwnedTaskDep, StoreDep
 from services.gateway.errors import responses
-from services.gateway.file_deps import ArtifactStoreDep
-from services.gateway.file_models import ArtifactList, ArtifactPublic
+from services.gateway.files.deps import ArtifactStoreDep
+from services.gateway.files.models import ArtifactList, ArtifactPublic
 from shared.events import EventKind
 from shared.files.artifacts import ARTIFACT_NAME_PATTERN, MEDIA_TYPES, ArtifactBody
 

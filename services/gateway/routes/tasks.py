@@ -5,10 +5,8 @@ from __future__ import annotations
 import hashlib
 import re
 import uuid
-from functools import lru_cache
 from typing import Annotated, Literal
 
-from celery import Celery
 from fastapi import APIRouter, Header, HTTPException, Path, Query, status
 from opentelemetry import trace
 
@@ -20,8 +18,8 @@ from services.gateway.deps import (
     StoreDep,
     TenantDep,
 )
-from services.gateway.errors import issue, responses
-from services.gateway.file_deps import SessionFilesDep
+from services.gateway.errors import issue, refused, responses
+from services.gateway.files.deps import SessionFilesDep
 from services.gateway.json_route import JSONRoute
 from services.gateway.metrics import TASKS_ACCEPTED
 from services.gateway.models import (
@@ -33,21 +31,15 @@ from services.gateway.models import (
     TaskSummary,
 )
 from services.gateway.sse import EventStream
-from shared.actions.web import AddressPolicy
-from shared.agents import AGENTS
-from shared.agents.as_tool import tool_schemas
 from shared.approvals import Decision, Outcome, decide
 from shared.cancel import cancel
 from shared.events import EventKind
-from shared.jobs import AgentStepJob, envelope
-from shared.registry import RegistryError
-from shared.settings import Settings
-from shared.spec import AgentSpec
 from shared.store import TaskStore, listing
 from shared.store.listing import CURSOR_PATTERN
-from shared.task import SESSION_ID_PATTERN, TaskRecord, TaskStatus
+from shared.submission import SubmissionRefused, check_offered, submit
+from shared.task import SESSION_ID_PATTERN, TaskStatus
 from shared.tracing import job_attributes
-from shared.webhooks import deliveries, refusal, subscription
+from shared.webhooks import deliveries
 
 _NOT_STORED = (
     "Redis does not answer, no replica confirmed the task in time (the task may exist: send it "
@@ -96,48 +88,29 @@ async def create_task(
     files: SessionFilesDep,
     idempotency_key: Annotated[str | None, Header(min_length=1, max_length=256)] = None,
 ) -> TaskAccepted:
-    """Accept a task: store it and enqueue its first step (or queue it behind its session),
-    answering once as many replicas hold it as the settings ask (`accept_replicas`). The
-    `files` it names must be in the session's sandbox (asked of its tool worker)."""
-    _check_registered(body.agent)
-    session_id = body.session_id or uuid.uuid4().hex
-    record = TaskRecord(
-        tenant=tenant,
-        session_id=session_id,
-        input=body.input,
-        spec=body.agent,
-        webhook=body.webhook,
-        files=await files.attached(tenant, session_id, body.files),
-    )
-    fingerprint = hashlib.sha256(body.model_dump_json().encode()).hexdigest()
-    reject = body.if_session_busy == "reject"
-    first = AgentStepJob(task_id=record.id, step=0, tenant=tenant, session_id=record.session_id)
-    # The first step's job goes onto the broker with the task, atomically (if it holds the
-    # session; else it waits its turn).
-    webhook = await _webhook_fields(record, celery, settings)
-    trace.get_current_span().set_attributes(job_attributes(record.id, record.session_id, tenant))
-    created = await store.create(
-        record, envelope(celery, first), idempotency_key, fingerprint, reject_if_busy=reject,
-        deadline_s=settings.task_deadline_s, extra=webhook, replicas=settings.accept_replicas,
-        replicas_timeout_ms=settings.gateway_accept_wait_ms,
-    )  # fmt: skip
+    """Accept a task: store it and enqueue its first step (or, while its session runs
+    another task, do as `if_session_busy` says), answering once as many replicas hold it as
+    the settings ask (`accept_replicas`). The `files` it names must be in the session's
+    sandbox (asked of its tool worker)."""
+    try:
+        check_offered(body.agent)
+        session_id = body.session_id or uuid.uuid4().hex
+        attached = await files.attached(tenant, session_id, body.files)
+        record = body.record(tenant, session_id, attached)
+        fingerprint = hashlib.sha256(body.model_dump_json().encode()).hexdigest()
+        trace.get_current_span().set_attributes(job_attributes(record.id, session_id, tenant))
+        created = await submit(
+            store, celery, settings, record, body.busy_policy(), idempotency_key, fingerprint
+        )
+    except SubmissionRefused as exc:
+        raise refused(exc) from exc
     TASKS_ACCEPTED.labels(_ACCEPTED[created.outcome, created.holds_session]).inc()
     if created.outcome == "busy":
-        raise HTTPException(status.HTTP_409_CONFLICT, detail="session is running another task")
+        detail = f"session {session_id} is running task {created.task_id} (if_session_busy=reject)"
+        raise HTTPException(status.HTTP_409_CONFLICT, detail=detail)
     if created.outcome == "existing":
         return await _existing(store, created.task_id, created.fingerprint == fingerprint)
     return TaskAccepted(id=record.id, status=record.status, session_id=record.session_id)
-
-
-async def _webhook_fields(record: TaskRecord, celery: Celery, settings: Settings) -> dict[str, str]:
-    """The task's webhook subscription, once its URL passes the address policy."""
-    if record.webhook is None:
-        return {}
-    policy = AddressPolicy(allow_private=settings.webhook_allow_private)
-    if why := await refusal(record.webhook.url, policy):
-        detail = [issue(["body", "webhook", "url"], why)]
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=detail)
-    return subscription(record, celery)
 
 
 async def _existing(store: TaskStore, task_id: str, same_body: bool) -> TaskAccepted:
@@ -235,23 +208,3 @@ async def decide_call(
         raise HTTPException(status.HTTP_409_CONFLICT, detail="this call was decided already")
     state: Literal["approved", "denied"] = "approved" if outcome == Outcome.APPROVED else "denied"
     return ApprovalDecided(call_id=call_id, state=state)
-
-
-def _check_registered(spec: AgentSpec) -> None:
-    """Unknown tool or agent names are the caller's error (422), not a task that fails later."""
-    try:
-        _offered(tuple(spec.tools))
-        if spec.agent is not None:
-            AGENTS.get(spec.agent)
-    except RegistryError as exc:
-        field = "agent" if spec.agent is not None and spec.agent not in AGENTS else "tools"
-        detail = [issue(["body", "agent", field], str(exc))]
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=detail) from exc
-
-
-@lru_cache(maxsize=1024)
-def _offered(tools: tuple[str, ...]) -> None:
-    """Raises `RegistryError` unless every name is offered. Building the tools' schemas took
-    over a quarter of a submission's CPU; plugins register at start-up, so a list that passed
-    once passes again (a failure, an exception, is not cached)."""
-    tool_schemas(list(tools))

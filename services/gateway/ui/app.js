@@ -1,11 +1,13 @@
 // The dashboard: sign in with an API key, the tenant's tasks live (status and age), a task's
-// transcript as it streams, sessions, the queues, the workers and the model replicas.
+// transcript as it streams, sessions, cron schedules, the queues, the workers and the model
+// replicas.
 
 import { ApiError, api, credentials, follow } from "./api.js";
 import { Transcript } from "./transcript.js";
 
 const TASKS_EVERY_MS = 2000;
 const SYSTEM_EVERY_MS = 3000;
+const SCHEDULES_EVERY_MS = 5000;
 const $ = (selector) => document.querySelector(selector);
 
 const state = { session: null, following: null, timers: [] };
@@ -82,6 +84,25 @@ function pickSession(session) {
   refreshTasks().catch(showError);
 }
 
+// Each schedule: its cron (its name on hover), when it runs next, how many runs it made (and
+// missed), its task's input and session (or a fresh session each run).
+async function refreshSchedules() {
+  const { schedules } = await api("/v1/schedules");
+  const now = Date.now() / 1000;
+  $("#schedules tbody").replaceChildren(...schedules.map((schedule) => {
+    const row = document.createElement("tr");
+    row.dataset.scheduleId = schedule.id;
+    const next = new Date(schedule.next_run_at * 1000).toISOString();
+    const session = schedule.task.session_id ?? "a fresh session each run";
+    const task = `${schedule.task.input.split("\n")[0]} (${session})`;
+    cell(row, schedule.cron, "cron", `${schedule.name ?? schedule.id}: ${schedule.cron} (UTC)`);
+    cell(row, `in ${age(schedule.next_run_at - now)}`, "next", next);
+    cell(row, String(schedule.runs), "number", `${schedule.runs} runs, ${schedule.missed_runs} missed`);
+    cell(row, task, "input", task);
+    return row;
+  }));
+}
+
 async function refreshSystem() {
   const view = await api("/v1/system");
   $("#queues tbody").replaceChildren(...view.queues.map((queue) => {
@@ -154,6 +175,7 @@ function signIn(key) {
   $("#app").hidden = false;
   every(TASKS_EVERY_MS, refreshTasks);
   every(SYSTEM_EVERY_MS, refreshSystem);
+  every(SCHEDULES_EVERY_MS, refreshSchedules);
 }
 
 function signOut() {

@@ -24,7 +24,13 @@ import httpx
 from shared.actions.web.addresses import AddressPolicy, IPAddress
 from shared.actions.web.errors import BlockedAddress
 
-__all__ = ["GuardedNetwork", "GuardedTransport", "Resolver", "SystemResolver"]
+__all__ = [
+    "GuardedNetwork",
+    "GuardedTransport",
+    "Resolver",
+    "SystemResolver",
+    "checked_addresses",
+]
 
 
 class Resolver(Protocol):
@@ -40,6 +46,19 @@ class SystemResolver:
     async def resolve(self, host: str, port: int) -> list[IPAddress]:
         infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
         return list(dict.fromkeys(ip_address(info[4][0]) for info in infos))
+
+
+async def checked_addresses(
+    policy: AddressPolicy, resolver: Resolver, host: str, port: int
+) -> list[IPAddress]:
+    """Every address `host` resolves to, once the policy allows them all; raises
+    `BlockedAddress` if it refuses one (it may be the one picked), `OSError` if none resolve."""
+    addresses = await resolver.resolve(host, port)
+    for address in addresses:
+        reason = policy.refusal(address)
+        if reason is not None:
+            raise BlockedAddress(host, address, reason)
+    return addresses
 
 
 class GuardedNetwork(httpcore.AsyncNetworkBackend):
@@ -76,14 +95,9 @@ class GuardedNetwork(httpcore.AsyncNetworkBackend):
 
     async def _checked(self, host: str, port: int) -> list[IPAddress]:
         try:
-            addresses = await self.resolver.resolve(host, port)
+            return await checked_addresses(self.policy, self.resolver, host, port)
         except OSError as exc:
             raise httpcore.ConnectError(f"cannot resolve {host}: {exc}") from exc
-        for address in addresses:  # one refused address refuses the name: it may be picked
-            reason = self.policy.refusal(address)
-            if reason is not None:
-                raise BlockedAddress(host, address, reason)
-        return addresses
 
     async def connect_unix_socket(
         self,

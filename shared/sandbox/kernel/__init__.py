@@ -35,6 +35,10 @@ Protocol with the worker, one JSON object per line (`wire.py`):
 - interrupt: ``{"interrupt": id}``, when call `id` runs, kills every process the cells started
   and sends SIGINT to the executor, which stops the cell and keeps its namespace; the reply then
   says ``"interrupted": true``. For any other id it does nothing;
+- lease: ``{"lease": seconds}`` (no reply): from then on, a kernel that hears nothing from
+  the worker (a lease, or any other line) for that long stops everything, as at EOF. A
+  container whose stdin outlives its worker's attach (the docker backend, so that a planned
+  exit can hand it to another worker) needs it; without one, nothing changes;
 - end: stdin's EOF stops everything at once, mid-cell too. If the executor dies, the supervisor
   kills what is left and exits with the executor's status (128 + signal when it was killed).
 """

@@ -19,6 +19,7 @@ import signal
 import socket
 import struct
 import sys
+import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,7 @@ _MAX_FRAME_BYTES = 16 << 20  # an honest reply is at most about 5 MB of JSON
 _SEND_TIMEOUT_S = 5.0  # an executor that does not take its request in this long is broken
 _CREDS = struct.Struct("iII")  # struct ucred: pid, uid, gid
 _BROKEN = 70  # exit status when the executor broke its channel
+_LONGEST_LEASE_S = 7 * 86400.0
 
 
 @dataclass
@@ -134,6 +136,8 @@ class Supervisor:
         self._call: _Call | None = None
         self._wakeup = self._watch_children()
         self._files = WorkDir()
+        self._lease_s: float | None = None  # once given, a worker silent this long is gone
+        self._lease_ends = 0.0
 
     def serve(self) -> NoReturn:
         self._await_ready()
@@ -150,6 +154,7 @@ class Supervisor:
                 else:
                     self._read_executor()
             self._reap()
+            self._check_lease()
 
     @staticmethod
     def _watch_children() -> int:
@@ -172,6 +177,7 @@ class Supervisor:
         chunk = os.read(self._in, 1 << 16)
         if not chunk:
             self._stop(0)  # the worker is gone: so is everything here, mid-cell or not
+        self._heard()
         try:
             self._requests.feed(chunk)
             while (line := self._requests.pop_line()) is not None:
@@ -183,7 +189,9 @@ class Supervisor:
     def _handle(self, line: bytes) -> None:
         try:
             request = json.loads(line)
-            if "interrupt" in request:
+            if "lease" in request:
+                self._renew(float(request["lease"]))
+            elif "interrupt" in request:
                 self._interrupt(request["interrupt"])
             elif "file_op" in request:
                 self._answer({"id": request["id"], "nonce": request.get("nonce"),
@@ -192,6 +200,23 @@ class Supervisor:
                 self._start_call(request["id"], request.get("nonce"), str(request["code"]))
         except (ValueError, KeyError, TypeError) as exc:
             self._answer({"id": None, "nonce": None, "error": f"bad request: {exc!r}"})
+
+    def _renew(self, seconds: float) -> None:
+        """The worker vouches for itself `seconds` longer, and again with each line it sends.
+        Where its attach can close without closing stdin (a container handed from one worker
+        to the next), its silence is how the kernel learns that nobody holds it any more."""
+        if 0 <= seconds <= _LONGEST_LEASE_S:
+            self._lease_s = seconds
+            self._heard()
+
+    def _heard(self) -> None:
+        if self._lease_s is not None:
+            self._lease_ends = time.monotonic() + self._lease_s
+
+    def _check_lease(self) -> None:
+        if self._lease_s is not None and time.monotonic() > self._lease_ends:
+            sys.stderr.write("kernel: the worker did not renew its lease\n")
+            self._stop(0)
 
     def _start_call(self, call_id: Any, nonce: Any, code: str) -> None:
         if self._call is not None:

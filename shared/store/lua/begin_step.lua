@@ -2,9 +2,11 @@
 -- needs: the task, the previous step's tool results, each memory's messages after the offset
 -- the caller already holds (all of them if the session was rewritten meanwhile), the
 -- session's values (the agent tree's state that is not messages) and, when a memory is read
--- whole, the session's compaction (what a summary replaces for the model).
+-- whole, the session's compaction (what a summary replaces for the model). A task's first
+-- step marks what the session held before it (`mark_session`), for a rollback.
 -- KEYS: task, events, previous step's results, session epoch, session compaction,
---       session values, memory lists...
+--       session values, the session's memory list names, the task's session mark,
+--       memory lists...
 -- ARGV: step, running event data, updated_at, cached epoch, store db, broker db, then one
 --       offset per memory list
 local fields = redis.call('HGETALL', KEYS[1])
@@ -20,10 +22,11 @@ if status ~= 'running' then
   began = '1'
 end
 moved(KEYS[1])
+if ARGV[1] == '0' then mark_session(KEYS[8], KEYS[7], KEYS[6], KEYS[5]) end
 local epoch = redis.call('GET', KEYS[4]) or '0'
 local memories, whole = {}, false
-for i = 7, #KEYS do
-  local offset = tonumber(ARGV[i])
+for i = 9, #KEYS do
+  local offset = tonumber(ARGV[i - 2])
   if epoch ~= ARGV[4] or offset > redis.call('LLEN', KEYS[i]) then offset = 0 end
   whole = whole or offset == 0
   memories[#memories + 1] = {offset, redis.call('LRANGE', KEYS[i], offset, -1)}

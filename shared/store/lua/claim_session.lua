@@ -1,28 +1,41 @@
 -- A tool worker about to run a call in a session's interpreter asks whether it holds it:
 -- 'new' (nobody did: now this worker does), 'mine', 'forward' with the queue of the live
--- worker that holds it (the job goes there), or 'lost' with why the state the session had
--- is gone (now this worker holds it, fresh): its holder ended it (idle, evicted), stopped,
--- restarted or stopped answering.
+-- worker that holds it (the job goes there), 'adopt' with the handle of the interpreter a
+-- worker stopping on purpose handed over (now this worker holds it: it takes the running
+-- interpreter over, state and all; the reason is what the model reads if that fails), or
+-- 'lost' with why the state the session had is gone (now this worker holds it, fresh): its
+-- holder ended it (idle, evicted), stopped, restarted or stopped answering.
 -- KEYS: the session's sandbox record
--- ARGV: this worker's node name, incarnation, own queue, the record's lifetime (s)
+-- ARGV: this worker's node name, incarnation, own queue, the record's lifetime (s), where its
+--       sandboxes run ('' where it can take none over: see SandboxProvider.place)
 local f = redis.call('HMGET', KEYS[1], 'node', 'incarnation', 'state', 'reason', 'queue',
-                     'last_used')
-local function take(verdict, why)
+                     'last_used', 'sandbox')
+local function take(verdict, why, handle)
   redis.call('HSET', KEYS[1], 'node', ARGV[1], 'incarnation', ARGV[2], 'queue', ARGV[3],
-             'state', 'live', 'reason', '')
+             'state', 'live', 'reason', '', 'sandbox', handle or '')
   redis.call('EXPIRE', KEYS[1], ARGV[4])
-  return {verdict, why}
+  return {verdict, why, handle or ''}
 end
 if not f[1] then return take('new', '') end
 local same_node, same_run = f[1] == ARGV[1], f[2] == ARGV[2]
+local holder_lives = redis.call('GET', string.format(WORKER_ALIVE_KEY, f[1])) == f[2]
 if same_node and same_run and f[3] == 'live' then
   redis.call('EXPIRE', KEYS[1], ARGV[4])
-  return {'mine', ''}
+  return {'mine', '', ''}
+end
+-- Handed over to the worker it names (or, parked, to none in particular): taken over here if
+-- it runs where this worker's sandboxes run, unless it waits for another live worker.
+if f[3] == 'handed' or f[3] == 'parked' then
+  if f[3] == 'handed' and not same_node and holder_lives then return {'forward', f[5], ''} end
+  local handle, place = f[7] or '', ARGV[5]
+  if place ~= '' and string.sub(handle, 1, #place + 1) == place .. '/' then
+    return take('adopt', f[4] or '', handle)
+  end
+  return take('lost', (f[4] or '') .. ', and no tool worker where its interpreter runs took ' ..
+              'it over')
 end
 if f[3] ~= 'live' then return take('lost', f[4] or '') end
-if not same_node and redis.call('GET', string.format(WORKER_ALIVE_KEY, f[1])) == f[2] then
-  return {'forward', f[5]}
-end
+if not same_node and holder_lives then return {'forward', f[5], ''} end
 -- Its holder is gone: if no call ever finished in it, there was no state to lose.
 if not f[6] then return take('new', '') end
 if same_node then return take('lost', 'its tool worker ' .. f[1] .. ' restarted') end

@@ -1,17 +1,25 @@
 -- Store a new task and take its session (pushing its first step's job), or queue it behind
 -- the session's current task; an idempotency key already used returns the task it created.
+-- While the session runs another task, the busy policy decides: 'enqueue' (wait its turn),
+-- 'reject' (refused), 'interrupt' (that task ends cancelled, its committed steps kept, and
+-- this one takes the session now) or 'rollback' (as interrupt, and the session is put back
+-- as that task found it: `roll_back`).
 -- KEYS: task, events, session lock, session waiting list, idempotency key, the tenant's
---       task index, the session's task index, the tenant's session index
--- ARGV: task id, queued event data, fingerprint ('' without a key), key ttl,
---       '1' to refuse a busy session, store db, broker db, first step's queue and message,
---       the user's message event data, its deadline (seconds from now), its parent task's
---       id ('' for none), then the task's fields as name, value pairs
+--       task index, the session's task index, the tenant's session index, the session's
+--       memory list names, its values, its compaction, its epoch
+-- ARGV: task id, queued event data, fingerprint ('' without a key), key ttl, busy policy,
+--       store db, broker db, first step's queue and message, the user's message event
+--       data, its deadline (seconds from now), its parent task's id ('' for none), then the
+--       task's fields as name, value pairs
+-- Returns {'created', '1' if it holds the session, the task it displaced or ''}, or
+-- {'existing', task id, fingerprint}, {'busy', the session's task} or {'parent_ended'}.
 -- An answer for a task made before writes too (the same value again): a WAIT after this
 -- script counts the replicas holding this connection's writes, and so then covers the
 -- task's first write, made perhaps on another connection (`TaskStore.create`'s `replicas`).
 if redis.call('EXISTS', KEYS[1]) == 1 then  -- a retried call whose first try went through
   redis.call('HSET', KEYS[1], 'id', ARGV[1])
-  return {'created', redis.call('GET', KEYS[3]) == ARGV[1] and '1' or '0'}
+  return {'created', redis.call('GET', KEYS[3]) == ARGV[1] and '1' or '0',
+          redis.call('HGET', KEYS[1], 'displaced') or ''}
 end
 if ARGV[3] ~= '' then
   local existing = redis.call('GET', KEYS[5])
@@ -29,10 +37,39 @@ if parent ~= '' then  -- a child task: only while its parent lives, and the pare
   add_event(string.format(EVENTS_KEY, parent), 'child',
             cjson.encode({task_id = ARGV[1], status = 'queued'}))
 end
-local holder = redis.call('GET', KEYS[3])
-if ARGV[5] == '1' and holder and holder ~= ARGV[1] then return {'busy'} end
+local holder, policy = redis.call('GET', KEYS[3]), ARGV[5]
+if policy == 'reject' and holder and holder ~= ARGV[1] then return {'busy', holder} end
+
+-- The live holder ends cancelled, saying for which task (a rollback first puts the session
+-- back: the mark it reads goes with the task's end).
+local function displace(holder_id)
+  local reason = (policy == 'rollback' and 'rolled back for task ' or 'interrupted by task ')
+                 .. ARGV[1]
+  if policy == 'rollback' then
+    roll_back(string.format(SESSION_BEFORE_KEY, holder_id), KEYS[9], KEYS[10], KEYS[11], KEYS[12])
+  end
+  local key = TASK_PREFIX .. holder_id
+  redis.call('HSET', key, 'status', 'cancelled', 'error', reason,
+             'updated_at', string.format('%.6f', now()))
+  close_ended(key, 'cancelled', cjson.encode({status = 'cancelled', error = reason}),
+              ARGV[6], ARGV[7], 'the agent\'s task ended cancelled: ' .. reason)
+end
+
 redis.call('HSET', KEYS[1], unpack(ARGV, 13))
-add_event(KEYS[2], 'status', ARGV[2])
+local queued, displaced = ARGV[2], ''
+if holder and (policy == 'interrupt' or policy == 'rollback') then
+  local status = redis.call('HGET', TASK_PREFIX .. holder, 'status')
+  if status and not TERMINAL[status] then
+    displace(holder)
+    displaced = holder
+    local said = {status = 'queued'}
+    said[policy == 'rollback' and 'rolled_back' or 'interrupted'] = holder
+    queued = cjson.encode(said)
+    redis.call('HSET', KEYS[1], 'displaced', holder)
+  end
+  holder = false  -- the session is this task's at once (a holder that ended needs it no more)
+end
+add_event(KEYS[2], 'status', queued)
 add_event(KEYS[2], 'message', ARGV[10])
 notify(KEYS[1], 'queued', ARGV[6], ARGV[7])
 moved(KEYS[1])
@@ -45,7 +82,7 @@ if ARGV[3] ~= '' then redis.call('SET', KEYS[5], ARGV[1] .. ' ' .. ARGV[3], 'EX'
 if not holder then
   redis.call('SET', KEYS[3], ARGV[1])
   push_jobs(ARGV[6], ARGV[7], {ARGV[8], '', ARGV[9]})
-  return {'created', '1'}
+  return {'created', '1', displaced}
 end
 redis.call('RPUSH', KEYS[4], ARGV[1])
-return {'created', '0'}
+return {'created', '0', ''}

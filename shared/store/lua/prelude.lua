@@ -25,6 +25,7 @@ local RESULTS_KEY, ADVANCED_KEY = '{results_key}', '{advanced_key}'
 local EVENTS_KEY, CHILDREN_KEY = '{events_key}', '{children_key}'
 local WEBHOOKS_DUE = '{webhooks_due}'
 local SANDBOX_KEY, WORKER_ALIVE_KEY = '{sandbox_key}', '{worker_alive_key}'
+local SESSION_BEFORE_KEY = '{session_before_key}'
 
 local function now()
   local t = redis.call('TIME')
@@ -43,19 +44,21 @@ local function ended(task_key)
   local task_id = task_id_of(task_key)
   redis.call('ZREM', LIVE, task_id)
   redis.call('ZREM', DEADLINES, task_id)
+  redis.call('DEL', string.format(SESSION_BEFORE_KEY, task_id))  -- nothing left to roll back
 end
 
 local function add_event(events, kind, data)
   return redis.call('XADD', events, '*', 'kind', kind, 'data', data)
 end
 
--- The queue of the tool worker holding the session's interpreter while that worker lives
--- (its heartbeat key holds the incarnation the record names), else nil.
+-- The queue of the tool worker holding the session's interpreter (or chosen to take it over:
+-- 'handed') while that worker lives (its heartbeat key holds the incarnation the record
+-- names), else nil.
 local function owner_queue(session_key)
   if session_key == '' then return nil end
   local f = redis.call('HMGET', string.format(SANDBOX_KEY, session_key),
                        'node', 'incarnation', 'state', 'queue')
-  if not f[1] or f[3] ~= 'live' then return nil end
+  if not f[1] or (f[3] ~= 'live' and f[3] ~= 'handed') then return nil end
   if redis.call('GET', string.format(WORKER_ALIVE_KEY, f[1])) ~= f[2] then return nil end
   return f[4]
 end
@@ -146,4 +149,60 @@ local function notify(task_key, status, store_db, broker_db)
   message['properties']['correlation_id'] = tag
   message['properties']['delivery_tag'] = tag
   push_jobs(store_db, broker_db, {f[2], '', cjson.encode(message)})
+end
+
+-- Close a task whose status was just set to a final one: its status event, out of the
+-- sweep's view, its parent and webhook told, a child's end handed to its parent's call.
+local function close_ended(task_key, status, data, store_db, broker_db, why)
+  add_event(string.format(EVENTS_KEY, task_id_of(task_key)), 'status', data)
+  ended(task_key)
+  tell_parent(task_key, status)
+  notify(task_key, status, store_db, broker_db)
+  deliver_to_parent(task_key, store_db, broker_db, nil, why)
+end
+
+-- What a task found in its session as it began, for a rollback: each memory list's length,
+-- the session's values and its compaction (fields 'len:<list>', 'value:<path>',
+-- 'compaction:<field>'). A task only appends to the lists and rewrites the values and the
+-- compaction, so these are enough to put the session back.
+local function mark_session(before, paths, values, compaction)
+  if redis.call('EXISTS', before) == 1 then return end
+  redis.call('HSET', before, 'marked', '1')
+  for _, list in ipairs(redis.call('SMEMBERS', paths)) do
+    redis.call('HSET', before, 'len:' .. list, redis.call('LLEN', list))
+  end
+  for prefix, source in pairs({['value:'] = values, ['compaction:'] = compaction}) do
+    local found = redis.call('HGETALL', source)
+    for j = 1, #found, 2 do redis.call('HSET', before, prefix .. found[j], found[j + 1]) end
+  end
+end
+
+-- Put the session back as `mark_session` found it: each memory list cut to its length then
+-- (a list made since, gone), the values and the compaction as they were; the epoch moves on,
+-- so workers holding a warm copy read it afresh. A task that never began changed nothing.
+local function roll_back(before, paths, values, compaction, epoch)
+  local saved = redis.call('HGETALL', before)
+  if #saved == 0 then return end
+  local lengths, restored = {}, {[values] = {}, [compaction] = {}}
+  for j = 1, #saved, 2 do
+    local kind, name = string.match(saved[j], '^(%a+):(.*)$')
+    local into = (kind == 'value' and restored[values]) or
+                 (kind == 'compaction' and restored[compaction]) or nil
+    if kind == 'len' then lengths[name] = tonumber(saved[j + 1]) end
+    if into then into[#into + 1] = name; into[#into + 1] = saved[j + 1] end
+  end
+  for _, list in ipairs(redis.call('SMEMBERS', paths)) do
+    local length = lengths[list]
+    if not length then redis.call('SREM', paths, list) end
+    if (length or 0) == 0 then
+      redis.call('DEL', list)
+    else
+      redis.call('LTRIM', list, 0, length - 1)
+    end
+  end
+  for key, fields in pairs(restored) do
+    redis.call('DEL', key)
+    if #fields > 0 then redis.call('HSET', key, unpack(fields)) end
+  end
+  redis.call('INCR', epoch)
 end

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Mapping
+from typing import Any, Protocol
 
 from shared.schema import AgentMessage
 
-if TYPE_CHECKING:
-    from shared.actions.executor import AsyncActionExecutor
+__all__ = ["ActionHook", "HookedExecutor"]
 
-__all__ = ["ActionHook"]
+
+class HookedExecutor(Protocol):
+    """What an `ActionHook` is handed: the executor running the call (an
+    `AsyncActionExecutor`), named by what a hook may read of it, so hooks need no import of
+    the executor, which imports them."""
+
+    @property
+    def actions(self) -> Mapping[str, Any]: ...
+
+    def tool_schemas(self) -> list[dict[str, Any]]: ...
 
 
 class ActionHook:
@@ -18,13 +26,13 @@ class ActionHook:
     message as it is; an `AgentMessage` replaces it."""
 
     def before_action(
-        self, executor: AsyncActionExecutor, message: AgentMessage, session_id: str
+        self, executor: HookedExecutor, message: AgentMessage, session_id: str
     ) -> AgentMessage | Awaitable[AgentMessage | None] | None:
         """Rewrite the tool-call message before the executor reads it."""
         return None
 
     def after_action(
-        self, executor: AsyncActionExecutor, message: AgentMessage, session_id: str
+        self, executor: HookedExecutor, message: AgentMessage, session_id: str
     ) -> AgentMessage | Awaitable[AgentMessage | None] | None:
         """Rewrite the result message before the executor returns it."""
         return None

@@ -10,7 +10,7 @@ from fastapi import Depends, HTTPException, Path, Request, status
 
 from services.gateway.deps import CLIENT_NAME, CeleryDep, SettingsDep, StoreDep
 from services.gateway.errors import issue
-from services.gateway.session_files import SessionFiles
+from services.gateway.files.session_files import SessionFiles
 from shared.files.artifacts import ArtifactStore
 from shared.files.transfer import FileTransfer
 from shared.redis_clients import async_client
