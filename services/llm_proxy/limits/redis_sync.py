@@ -6,24 +6,20 @@ sync (logged); requests keep flowing on local budgets.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
-
-from redis.exceptions import RedisError
-
 from services.llm_proxy.accounting.metrics import Metrics
 from services.llm_proxy.limits.ratelimit import RateLimiter, Spending
+from services.llm_proxy.sync_loop import SyncLoop
 from shared.keys import proxy_ratelimit
-from shared.redis_clients import SentinelSpec, async_client
+from shared.redis_clients import SentinelSpec
 
 __all__ = ["RedisSync"]
 
-log = logging.getLogger(__name__)
 
-
-class RedisSync:
+class RedisSync(SyncLoop):
     """Pushes local spending to Redis and pulls the shared totals back."""
+
+    error_kind = "redis_sync"
+    while_failing = "will keep retrying"
 
     def __init__(
         self,
@@ -33,41 +29,9 @@ class RedisSync:
         interval_s: float,
         sentinel: SentinelSpec | None = None,
     ) -> None:
-        # Bounded timeouts: an unreachable Redis must not stall the loop or the shutdown.
-        self._redis = async_client(redis_url, sentinel, socket_connect_timeout=1, socket_timeout=2)
-        self._metrics = metrics
+        super().__init__(redis_url, metrics, interval_s, sentinel)
         self._limiter = limiter
-        self._interval = interval_s
-        self._task: asyncio.Task[None] | None = None
-        self._failing = False
         self._window_ttl = int(limiter.window_s * 2) + 1
-
-    def start(self) -> None:
-        """Sync in the background until `stop`."""
-        self._task = asyncio.get_running_loop().create_task(self._loop())
-
-    async def stop(self) -> None:
-        """Stop, after one last sync so no spending is lost."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        with contextlib.suppress(RedisError, OSError):
-            await self.sync_once()
-        await self._redis.aclose()
-
-    async def _loop(self) -> None:
-        while True:
-            await asyncio.sleep(self._interval)
-            try:
-                await self.sync_once()
-            except (RedisError, OSError) as exc:
-                self._metrics.errors["redis_sync"] += 1
-                if not self._failing:  # once per outage, not every interval
-                    log.warning("redis sync failing, will keep retrying: %s", exc)
-                self._failing = True
-            else:
-                self._failing = False
 
     async def sync_once(self) -> None:
         """One round trip: add local spending, read the shared totals."""

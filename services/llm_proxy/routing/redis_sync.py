@@ -19,15 +19,12 @@ live window.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import orjson
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
-from redis.exceptions import RedisError
 from redis.typing import EncodableT, FieldT
 
 from services.llm_proxy.accounting.metrics import Metrics
@@ -35,12 +32,11 @@ from services.llm_proxy.replicas.pool import Replica
 from services.llm_proxy.routing.fleet import FleetView, PeerLoad, RouteKey
 from services.llm_proxy.routing.placements import Placement
 from services.llm_proxy.routing.policies import ReplicaState
+from services.llm_proxy.sync_loop import SyncLoop
 from shared.keys import PROXY_LOAD, PROXY_PLACEMENTS
-from shared.redis_clients import SentinelSpec, async_client
+from shared.redis_clients import SentinelSpec
 
 __all__ = ["PlacementSync"]
-
-log = logging.getLogger(__name__)
 
 # Stream entries read per round: an instance that starts late catches up over a few rounds.
 _READ_COUNT = 500
@@ -62,8 +58,11 @@ class _Load(BaseModel):
     r: dict[str, float]
 
 
-class PlacementSync:
+class PlacementSync(SyncLoop):
     """Publishes this instance's placements and load; hands the others' to the view."""
+
+    error_kind = "placement_sync"
+    while_failing = "routing on local state"
 
     def __init__(
         self,
@@ -78,19 +77,14 @@ class PlacementSync:
         *,
         sentinel: SentinelSpec | None = None,
     ) -> None:
-        # Bounded timeouts: an unreachable Redis must not stall the loop or the shutdown.
-        self._redis = async_client(redis_url, sentinel, socket_connect_timeout=1, socket_timeout=2)
+        super().__init__(redis_url, metrics, interval_s, sentinel)
         self._view = view
         self._replicas = list(replicas)
         self._ids: dict[ReplicaState, str] = {r: r.shared_id for r in replicas}
         self._by_id: dict[str, ReplicaState] = {r.shared_id: r for r in replicas}
-        self._metrics = metrics
-        self._interval = interval_s
         self._ttl_s = ttl_s
         self._live_ms = int(live_s * 1000)
         self._clock = clock
-        self._task: asyncio.Task[None] | None = None
-        self._failing = False
         self._read_from: bytes = b"0-0"
         self._trim_below: str | None = None  # a stream id: Redis's clock, not ours
         self._silent: list[str] = []  # peers whose load field is past the TTL
@@ -99,36 +93,18 @@ class PlacementSync:
 
     def start(self) -> None:
         """Sync in the background until `stop`."""
-        loop = asyncio.get_running_loop()
-        now = loop.time()
+        now = asyncio.get_running_loop().time()
         self._busy = {r: (r.busy(now), now) for r in self._replicas}
-        self._task = loop.create_task(self._loop())
+        super().start()
 
-    async def stop(self) -> None:
-        """Stop, after publishing the last placements and withdrawing this instance's load."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        with contextlib.suppress(RedisError, OSError):
-            await self.sync_once()
-            await self._redis.hdel(PROXY_LOAD, self._view.instance)
-        await self._redis.aclose()
+    async def _last_round(self) -> None:
+        """The last placements out, and this instance's load withdrawn."""
+        await self.sync_once()
+        await self._redis.hdel(PROXY_LOAD, self._view.instance)
 
-    async def _loop(self) -> None:
-        while True:
-            await asyncio.sleep(self._interval)
-            try:
-                await self.sync_once()
-            except (RedisError, OSError) as exc:
-                self._metrics.errors["placement_sync"] += 1
-                if not self._failing:  # once per outage, not every interval
-                    log.warning("placement sync failing, routing on local state: %s", exc)
-                self._failing = True
-                self._view.expire_peers()
-                self._metrics.peers = self._view.peers
-            else:
-                self._failing = False
+    def _failed(self) -> None:
+        self._view.expire_peers()
+        self._metrics.peers = self._view.peers
 
     async def sync_once(self) -> None:
         """One round trip: publish placements and load, read the others'."""
