@@ -137,46 +137,39 @@ def job_for_call(
                       call=call, mcp=spec.mcp_server_for(call.name))  # fmt: skip
 
 
-class McpListJob(_Job):
+class _WaitedFor(_Job):
+    """A request a caller waits for, by `request_id`, about one session; found after
+    `expires_at` (Unix time: the caller stopped waiting) it does nothing."""
+
+    request_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    tenant: str
+    session_id: str
+    expires_at: float
+
+    @property
+    def session_key(self) -> str:
+        return keys.session_key(self.tenant, self.session_id)
+
+    @property
+    def expired(self) -> bool:
+        return time.time() > self.expires_at
+
+
+class McpListJob(_WaitedFor):
     """List an MCP server's tools for an agent worker, which waits for the answer on
     `keys.mcp_listing_reply(request_id)` (`shared.actions.mcp.listing`). A local server is
     listed in the session's sandbox, so the job goes where a call of it would."""
 
-    request_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
-    tenant: str
-    session_id: str
     server: McpServer
-    expires_at: float
-
-    @property
-    def session_key(self) -> str:
-        return keys.session_key(self.tenant, self.session_id)
-
-    @property
-    def expired(self) -> bool:
-        return time.time() > self.expires_at
 
 
-class SessionFilesJob(_Job):
+class SessionFilesJob(_WaitedFor):
     """Read or write a session's working directory for the gateway (see `shared.files.transfer`):
     ``write`` the upload staged under `request_id` to `path`, ``read`` the file at `path`,
-    ``list`` them all. It goes on the interpreter's queue, whose workers hold the sandboxes;
-    found after `expires_at` (Unix time: the gateway stopped waiting) it does nothing."""
+    ``list`` them all. It goes on the interpreter's queue, whose workers hold the sandboxes."""
 
-    request_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
-    tenant: str
-    session_id: str
     op: Literal["write", "read", "list"]
     path: str | None = None
-    expires_at: float
-
-    @property
-    def session_key(self) -> str:
-        return keys.session_key(self.tenant, self.session_id)
-
-    @property
-    def expired(self) -> bool:
-        return time.time() > self.expires_at
 
 
 Job = AgentStepJob | ToolRunJob | ChildJob | WebhookJob | SessionFilesJob | McpListJob
