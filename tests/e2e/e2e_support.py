@@ -8,8 +8,16 @@ import httpx
 
 from devstack.stack import LocalStack
 from shared.client import TaskyardClient
+from shared.schema import ActionReturn, AgentMessage
 
 ENDED = frozenset({"succeeded", "failed"})
+# For stacks whose tests stop or kill tool workers: a silent one is gone after 2 s, and the
+# sweep runs often and re-sends what stands.
+QUICK_RECOVERY = {
+    "TASKYARD_TOOL_WORKER_BEAT_S": "0.3", "TASKYARD_TOOL_WORKER_DEAD_S": "2",
+    "TASKYARD_SWEEP_INTERVAL_S": "0.5", "TASKYARD_STALL_S": "4",
+    "TASKYARD_VISIBILITY_TIMEOUT_S": "6",
+}  # fmt: skip
 
 
 def wait_status(
@@ -30,3 +38,18 @@ def configure_model(stack: LocalStack, **config: object) -> None:
     """Change the stack's scripted model on the fly (`latency_ms`, ...: /scripted/config)."""
     url = f"{stack.model_url}/scripted/config"
     httpx.post(url, json=config, timeout=5).raise_for_status()
+
+
+def tool_output(task: dict) -> str:
+    """What the task's one tool call printed, and its error if any (the third message)."""
+    content = AgentMessage.model_validate(task["messages"][2]).content
+    assert isinstance(content, ActionReturn)
+    return content.format_result() + (content.errmsg or "")
+
+
+def cell_output(client: TaskyardClient, code: str, session: str, timeout: float = 60) -> str:
+    """Run `code` as one task's cell in `session`; what it printed (and its error)."""
+    task = client.submit(f"```python\n{code}\n```", session_id=session)
+    done = wait_status(client, task["id"], timeout=timeout)
+    assert done["status"] == "succeeded", done
+    return tool_output(done)

@@ -11,11 +11,10 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from e2e_support import wait_status
+from e2e_support import QUICK_RECOVERY, cell_output
 
 from devstack.stack import LocalStack
 from shared.client import TaskyardClient
-from shared.schema import ActionReturn, AgentMessage
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -24,22 +23,9 @@ LOST = "Note: state lost ("
 
 @pytest.fixture(scope="module")
 def stack(sandbox_image: str) -> Iterator[LocalStack]:
-    env = {
-        "TASKYARD_TOOL_WORKER_BEAT_S": "0.3", "TASKYARD_TOOL_WORKER_DEAD_S": "2",
-        "TASKYARD_SWEEP_INTERVAL_S": "0.5", "TASKYARD_STALL_S": "4",
-        "TASKYARD_VISIBILITY_TIMEOUT_S": "6",
-    }  # fmt: skip
-    stack = LocalStack(sandbox_backend="docker", tool_workers=2, extra_env=env).start()
+    stack = LocalStack(sandbox_backend="docker", tool_workers=2, extra_env=QUICK_RECOVERY).start()
     yield stack
     stack.stop()
-
-
-def _output(client: TaskyardClient, code: str, session: str) -> str:
-    task = wait_status(client, client.submit(f"```python\n{code}\n```", session_id=session)["id"])
-    assert task["status"] == "succeeded", task
-    tool = AgentMessage.model_validate(task["messages"][2])
-    assert isinstance(tool.content, ActionReturn)
-    return tool.content.format_result() + (tool.content.errmsg or "")
 
 
 def _holder(client: TaskyardClient, session: str) -> str:
@@ -57,12 +43,12 @@ def test_a_stopped_workers_session_goes_on_with_its_state_on_the_other(
     stack: LocalStack, client: TaskyardClient
 ) -> None:
     session = f"handoff-{uuid.uuid4().hex[:6]}"
-    assert _output(client, "x = 41\nprint(x)", session).strip() == "41"
+    assert cell_output(client, "x = 41\nprint(x)", session).strip() == "41"
     node = _holder(client, session)
     name = _process(stack, node)
     stack.processes.stop(name)  # a warm shutdown, as scaling in with compose does
     try:
-        after = _output(client, "print(x + 1)", session)
+        after = cell_output(client, "print(x + 1)", session)
         assert after.strip() == "42" and LOST not in after
         assert _holder(client, session) not in (node, None)  # the other worker took it over
     finally:
@@ -75,14 +61,14 @@ def test_state_and_files_survive_and_the_stopped_workers_restart_leaves_them(
     sessions = [f"handoff-{uuid.uuid4().hex[:6]}-{n}" for n in range(6)]
     for n, session in enumerate(sessions):
         code = f"x = {n * 100}\nopen('mine.txt', 'w').write('{session}')\nprint(x)"
-        assert _output(client, code, session).strip() == str(n * 100)
+        assert cell_output(client, code, session).strip() == str(n * 100)
     holders = {session: _holder(client, session) for session in sessions}
     node = max(set(holders.values()), key=list(holders.values()).count)
     name = _process(stack, node)
     stack.processes.stop(name)
     stack.restart(name)  # its start removes what it left, but not what it handed over
     for n, session in enumerate(sessions):
-        after = _output(client, "print(x + 1, open('mine.txt').read())", session)
+        after = cell_output(client, "print(x + 1, open('mine.txt').read())", session)
         assert after.strip() == f"{n * 100 + 1} {session}", (session, holders[session], after)
 
 
@@ -90,20 +76,20 @@ def test_a_killed_workers_session_is_told_and_may_replay_its_cells(
     stack: LocalStack, client: TaskyardClient
 ) -> None:
     session = f"handoff-{uuid.uuid4().hex[:6]}"
-    assert _output(client, "x = 40\nprint(x)", session).strip() == "40"
-    assert _output(client, "x += 1\nprint(x)", session).strip() == "41"
+    assert cell_output(client, "x = 40\nprint(x)", session).strip() == "40"
+    assert cell_output(client, "x += 1\nprint(x)", session).strip() == "41"
     node = _holder(client, session)
     name = _process(stack, node)
     stack.kill(name)
     try:
         time.sleep(2.5)  # its heartbeat lapses: the next call goes to the other worker
-        lost = _output(client, "print(globals().get('x'))", session)
+        lost = cell_output(client, "print(globals().get('x'))", session)
         note, offer, output = lost.strip().split("\n")  # the offer under the note
         assert f"Note: state lost (its tool worker {node} stopped answering" in note
         assert "2 earlier cells that ran without an error are recorded" in offer
         assert output == "None"  # a fresh interpreter ran the cell
-        replayed = _output(client, "%replay", session)
+        replayed = cell_output(client, "%replay", session)
         assert replayed.startswith("Replayed the 2 cells recorded before"), replayed
-        assert _output(client, "print(x + 1)", session).strip() == "42"
+        assert cell_output(client, "print(x + 1)", session).strip() == "42"
     finally:
         stack.restart(name)

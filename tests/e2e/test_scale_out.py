@@ -14,11 +14,10 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from e2e_support import wait_status
+from e2e_support import QUICK_RECOVERY, tool_output, wait_status
 
 from devstack.stack import LocalStack
 from shared.client import TaskyardClient
-from shared.schema import ActionReturn, AgentMessage
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -29,10 +28,7 @@ LOST = "Note: state lost ("
 @pytest.fixture(scope="module")
 def stack(sandbox_image: str) -> Iterator[LocalStack]:
     env = {
-        # A silent worker is gone after 2 s; the sweep runs often and re-sends what stands.
-        "TASKYARD_TOOL_WORKER_BEAT_S": "0.3", "TASKYARD_TOOL_WORKER_DEAD_S": "2",
-        "TASKYARD_SWEEP_INTERVAL_S": "0.5", "TASKYARD_STALL_S": "4",
-        "TASKYARD_VISIBILITY_TIMEOUT_S": "6",
+        **QUICK_RECOVERY,
         # Room for every session's interpreter on whichever worker takes it (no evictions).
         "TASKYARD_SANDBOX_MAX_PER_TENANT": "64", "TASKYARD_SANDBOX_MAX_PER_WORKER": "64",
         "TASKYARD_SANDBOX_WARM_POOL": "2",
@@ -52,9 +48,7 @@ def _cell(value: int, index: int) -> str:
 def _output(client: TaskyardClient, task_id: str) -> str:
     task = wait_status(client, task_id, timeout=120)
     assert task["status"] == "succeeded", task
-    tool = AgentMessage.model_validate(task["messages"][2])
-    assert isinstance(tool.content, ActionReturn)
-    return tool.content.format_result() + (tool.content.errmsg or "")
+    return tool_output(task)
 
 
 def _holder(client: TaskyardClient, session_id: str) -> str | None:

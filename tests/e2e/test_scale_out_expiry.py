@@ -7,11 +7,10 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from e2e_support import wait_status
+from e2e_support import cell_output
 
 from devstack.stack import LocalStack
 from shared.client import TaskyardClient
-from shared.schema import ActionReturn, AgentMessage
 
 pytestmark = pytest.mark.e2e
 
@@ -26,25 +25,17 @@ def stack(sandbox_image: str) -> Iterator[LocalStack]:
     stack.stop()
 
 
-def _output(client: TaskyardClient, code: str, session: str) -> str:
-    task = wait_status(client, client.submit(f"```python\n{code}\n```", session_id=session)["id"])
-    assert task["status"] == "succeeded", task
-    tool = AgentMessage.model_validate(task["messages"][2])
-    assert isinstance(tool.content, ActionReturn)
-    return tool.content.format_result() + (tool.content.errmsg or "")
-
-
 def test_an_expired_interpreter_says_so_wherever_the_next_call_runs(
     client: TaskyardClient,
 ) -> None:
-    assert _output(client, "x = 5\nprint(x)", "expiring").strip() == "5"
+    assert cell_output(client, "x = 5\nprint(x)", "expiring").strip() == "5"
     deadline = time.monotonic() + 30
     while (interpreter := client.session("expiring", limit=1)["interpreter"])["alive"]:
         assert time.monotonic() < deadline, "the idle interpreter was never reaped"
         time.sleep(0.2)
     assert interpreter["lost"] == f"session expired: idle for over {IDLE_S:g} s"
-    after = _output(client, "print(globals().get('x'))", "expiring")
+    after = cell_output(client, "print(globals().get('x'))", "expiring")
     assert f"Note: state lost (session expired: idle for over {IDLE_S:g} s)" in after
     assert after.strip().endswith("None")
     # Told once: the next call is plain again.
-    assert _output(client, "print(1)", "expiring").strip() == "1"
+    assert cell_output(client, "print(1)", "expiring").strip() == "1"

@@ -9,11 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from e2e_support import wait_status
+from e2e_support import tool_output, wait_status
 
 from devstack.stack import LocalStack
 from shared.client import TaskyardClient
-from shared.schema import ActionReturn, AgentMessage
 
 pytestmark = pytest.mark.e2e
 
@@ -43,12 +42,6 @@ def _run(client: TaskyardClient, session: str, code: str, **kw: object) -> dict:
     return wait_status(client, task["id"])
 
 
-def _tool_output(task: dict) -> str:
-    content = AgentMessage.model_validate(task["messages"][2]).content
-    assert isinstance(content, ActionReturn)
-    return content.format_result() + (content.errmsg or "")
-
-
 def test_an_upload_is_listed_and_downloaded_as_sent(client: TaskyardClient) -> None:
     data = bytes(range(256)) * 100
     uploaded = client.upload("f-roundtrip", data, "data/bytes.bin")
@@ -76,7 +69,7 @@ def test_a_task_is_told_about_the_files_it_names(client: TaskyardClient) -> None
     asked = task["messages"][0]["content"]
     assert asked.endswith("Files uploaded for this task, in the working directory: "
                           "numbers.csv (6 B).")  # fmt: skip
-    assert _tool_output(task).strip() == "12"
+    assert tool_output(task).strip() == "12"
     body = {"input": "x", "session_id": "f-named", "files": ["numbers.csv", "nope.csv"]}
     missing = client.http.post("/v1/tasks", json=body)
     assert missing.status_code == 422

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from e2e_support import wait_status
+from e2e_support import QUICK_RECOVERY, wait_status
 
 from devstack.hosts import RANGE, Host, HostNetwork
 from devstack.procs import Child, Processes
@@ -36,10 +36,7 @@ from shared.webhooks import verify
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
 
 ENV = {
-    # A silent tool worker is gone after 2 s; the sweep runs often and re-sends what stands.
-    "TASKYARD_TOOL_WORKER_BEAT_S": "0.3", "TASKYARD_TOOL_WORKER_DEAD_S": "2",
-    "TASKYARD_SWEEP_INTERVAL_S": "0.5", "TASKYARD_STALL_S": "4",
-    "TASKYARD_VISIBILITY_TIMEOUT_S": "6",
+    **QUICK_RECOVERY,
     "TASKYARD_SANDBOX_MAX_PER_TENANT": "32", "TASKYARD_SANDBOX_WARM_POOL": "2",
 }  # fmt: skip
 SINK = Path(__file__).resolve().parent / "webhook_sink.py"
