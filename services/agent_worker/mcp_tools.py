@@ -22,7 +22,6 @@ from shared.jobs import McpListJob, envelope
 from shared.settings import Settings
 from shared.spec import McpServer
 from shared.store import TaskStore
-from shared.store.sandboxes import SandboxDirectory
 from shared.task import TaskRecord
 
 __all__ = ["McpTools", "McpToolsUnavailable"]
@@ -39,7 +38,7 @@ class McpTools:
 
     def __init__(self, store: TaskStore, settings: Settings, celery: Celery) -> None:
         self.listings = ListingExchange(store.r, settings.mcp_tools_ttl_s)
-        self.jobs = SandboxDirectory(store)  # pushes a local server's listing where it runs
+        self.store = store  # its pushes send a local server's listing where the server runs
         self.celery = celery
         self.wait_s = settings.mcp_timeout_s + _WAIT_MARGIN_S
         self._asked: dict[tuple[str, str, str], asyncio.Future[McpListing]] = {}
@@ -70,7 +69,7 @@ class McpTools:
     async def _ask(self, record: TaskRecord, server: McpServer) -> McpListing:
         job = McpListJob(tenant=record.tenant, session_id=record.session_id, server=server,
                          expires_at=time.time() + self.wait_s)  # fmt: skip
-        await self.jobs.push([envelope(self.celery, job)])
+        await self.store.push([envelope(self.celery, job)])
         answer = await self.listings.wait(job.request_id, self.wait_s)
         if answer is None:
             why = f"no tool worker answered within {self.wait_s:g} s (is one on its queue?)"

@@ -84,7 +84,7 @@ class Placement:
 
     def forward(self, job: Envelope) -> None:
         """Send the job on to the worker that holds its session (the pool if none does)."""
-        self.loop.run(self.directory.push([job]))
+        self.loop.run(self.directory.store.push([job]))
 
     def ended(self, reasons: Mapping[str, str | None]) -> None:
         """Interpreters ended here: why each lost its state (None: it had none)."""

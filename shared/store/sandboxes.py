@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
 from shared import keys
-from shared.jobs import Envelope
 from shared.store import replies
 from shared.store.store import TaskStore
 
@@ -164,10 +163,6 @@ class SandboxDirectory:
         if not left and not await store.r.exists(keys.tool_worker_alive(node)):
             await store.r.srem(keys.TOOL_WORKERS, node)
         return int(moved), int(left)
-
-    async def push(self, jobs: Sequence[Envelope]) -> None:
-        """Push jobs onto the broker, each bound to a session to its holder's queue."""
-        await self.store.push(jobs)
 
 
 def _handover_document(handover: Handover) -> str:

@@ -51,7 +51,7 @@ async def test_the_first_claim_takes_the_session_and_its_jobs_follow(
     await directory.beat(A, 10)
     assert (await directory.claim(A, "t:s")).verdict == "new"
     assert (await directory.claim(A, "t:s")).verdict == "mine"
-    await directory.push([_job(), _job(sticky="")])
+    await directory.store.push([_job(), _job(sticky="")])
     assert await broker.llen(A.queue) == 1  # bound to the session: to its holder
     assert await broker.llen(POOL) == 1  # not bound: the pool
 
@@ -70,7 +70,7 @@ async def test_a_holder_that_stopped_answering_loses_the_session_with_the_reason
     await directory.claim(A, "t:s")
     await _used(directory, "t:s")
     await asyncio.sleep(0.1)  # A's heartbeat lapsed
-    await directory.push([_job()])
+    await directory.store.push([_job()])
     assert await broker.llen(POOL) == 1  # its jobs go to the pool now
     claim = await directory.claim(B, "t:s")
     assert claim.verdict == "lost"
@@ -117,7 +117,7 @@ async def test_a_gone_workers_queue_goes_back_to_the_pool(
 ) -> None:
     await directory.beat(A, 0.05)
     await directory.claim(A, "t:s")
-    await directory.push([_job(), _job(routing_key=A.queue)])
+    await directory.store.push([_job(), _job(routing_key=A.queue)])
     assert await broker.llen(A.queue) == 2
     await asyncio.sleep(0.1)
     assert await directory.gone() == [A.node]
@@ -159,7 +159,7 @@ async def test_an_interpreter_handed_to_a_worker_routes_its_jobs_there_and_is_ad
     await _used(directory, "t:s")
     assert await directory.hand_over(A, {"t:s": Handover(HANDLE, B)}, "A stopped") == 1
     await directory.stop_beating(A)
-    await directory.push([_job()])
+    await directory.store.push([_job()])
     assert await broker.llen(B.queue) == 1  # straight to the worker taking it over
     assert await directory.claim(C, "t:s", ENGINE) == SessionClaim("forward", B.queue)
     claim = await directory.claim(B, "t:s", ENGINE)

@@ -14,7 +14,6 @@ from services.gateway.files.session_files import SessionFiles
 from shared.files.artifacts import ArtifactStore
 from shared.files.transfer import FileTransfer
 from shared.redis_clients import async_client
-from shared.store.sandboxes import SandboxDirectory
 from shared.task import SESSION_ID_MAX, SESSION_ID_PATTERN
 
 __all__ = ["ArtifactStoreDep", "NewSessionIdDep", "SessionFilesDep", "SessionIdDep"]
@@ -39,7 +38,7 @@ async def get_session_files(
             pool_timeout=settings.files_timeout_s, client_name=f"{CLIENT_NAME}-files",
         )  # fmt: skip
         state.transfer = FileTransfer(client, settings.files_timeout_s)
-    return SessionFiles(state.transfer, celery, SandboxDirectory(store), settings)
+    return SessionFiles(state.transfer, celery, store, settings)
 
 
 async def get_artifact_store(request: Request) -> ArtifactStore:

@@ -17,7 +17,7 @@ from shared.files.info import FileInfo, FileListing
 from shared.files.transfer import FilesReply, FileTransfer
 from shared.jobs import SessionFilesJob, envelope
 from shared.settings import Settings
-from shared.store.sandboxes import SandboxDirectory
+from shared.store import TaskStore
 
 __all__ = ["SessionFiles"]
 
@@ -27,18 +27,18 @@ FileOp = Literal["write", "read", "list"]
 
 class SessionFiles:
     """Upload, list and download a session's files through its tool worker (the one holding
-    its interpreter, where one does: `directory` routes the request there)."""
+    its interpreter, where one does: the store's push routes the request there)."""
 
     def __init__(
         self,
         transfer: FileTransfer,
         celery: Celery,
-        directory: SandboxDirectory,
+        store: TaskStore,
         settings: Settings,
     ) -> None:
         self.transfer = transfer
         self.celery = celery
-        self.directory = directory
+        self.store = store
         self.timeout_s = settings.files_timeout_s
         self.session_max_bytes = settings.files_session_max_bytes
 
@@ -92,7 +92,7 @@ class SessionFiles:
         )  # fmt: skip
 
     async def _ask(self, job: SessionFilesJob) -> tuple[FilesReply, bytes]:
-        await self.directory.push([envelope(self.celery, job)])
+        await self.store.push([envelope(self.celery, job)])
         answer = await self.transfer.wait(job.request_id, self.timeout_s)
         if answer is None:
             raise HTTPException(
