@@ -4,6 +4,7 @@ without a space, comments, events it does not know), resumes a dropped stream wi
 
 from __future__ import annotations
 
+import inspect
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -11,6 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from shared.client import AsyncTaskyardClient, NotFound, TaskyardClient
+from shared.client.core import ClientCore
 from shared.events import EventKind
 
 # The first connection: a comment, a status, a keep-alive after it (httpx-sse turns that one
@@ -93,3 +95,18 @@ async def test_async_twin_reads_the_same(server: _Server) -> None:
         _check([event async for event in client.events("t1")], server)
         with pytest.raises(NotFound, match="no such task"):
             await client.get("t2")
+
+
+async def test_the_sync_client_blocks_inside_a_running_event_loop_too(server: _Server) -> None:
+    # Its coroutines never suspend, so it needs no loop and leaves the running one alone.
+    with TaskyardClient(server.url, "key") as client:
+        _check(list(client.events("t1")), server)
+
+
+def test_the_sync_client_has_every_method_of_the_core_with_its_signature() -> None:
+    public = [name for name in vars(ClientCore) if not name.startswith("_")]
+    assert public and [n for n in public if not hasattr(TaskyardClient, n)] == []
+    for name in public:
+        core, blocking = getattr(ClientCore, name), getattr(TaskyardClient, name)
+        assert inspect.signature(blocking) == inspect.signature(core), name
+        assert blocking.__doc__ == core.__doc__, name
