@@ -14,10 +14,10 @@ import time
 from pydantic import ValidationError
 
 from devstack.stack import LocalStack, StackPorts
-from shared.cli import follow, settings_problems
-from shared.cli_commands import DEV_COMMANDS
 from shared.client import TaskyardClient
-from shared.settings import Settings
+from shared.client.cli import follow
+from shared.client.cli.contributed import DEV_COMMANDS
+from shared.settings import Settings, env_name
 
 __all__ = ["DEMO_TASK", "add_up", "local_stack"]
 
@@ -53,7 +53,7 @@ def _up(args: argparse.Namespace) -> int:
     try:
         settings = Settings()  # checked here, before any service starts with it
     except ValidationError as exc:
-        print(f"taskyard up: bad settings:\n{settings_problems(exc)}", file=sys.stderr)
+        print(f"taskyard up: bad settings:\n{_settings_problems(exc)}", file=sys.stderr)
         return 2
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _interrupt)
@@ -81,3 +81,12 @@ def _up(args: argparse.Namespace) -> int:
         return code
     finally:
         stack.stop()
+
+
+def _settings_problems(exc: ValidationError) -> str:
+    """Each bad setting on a line, named by its environment variable."""
+    lines = []
+    for error in exc.errors():
+        name, msg = env_name(str(error["loc"][0])), error["msg"].removeprefix("Value error, ")
+        lines.append(f"  {msg}" if name in msg else f"  {name}: {msg}")
+    return "\n".join(lines)

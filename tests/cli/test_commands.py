@@ -22,7 +22,6 @@ from gateway.gateway_support import GatewayProcess
 
 from services.tool_worker.artifacts import ArtifactKeeper
 from shared import keys
-from shared.cli import EXIT_CODES, main
 from shared.client import (
     AsyncTaskyardClient,
     InvalidRequest,
@@ -30,12 +29,14 @@ from shared.client import (
     TaskyardClient,
     Unauthorized,
 )
+from shared.client.cli import EXIT_CODES, main
 from shared.files.artifacts import ArtifactLimits, RedisArtifactStore, artifact_name
 from shared.jobs import ToolRunJob
 from shared.schema import ActionReturn, AgentMessage, Artifact, ToolCall
 from shared.store import TaskStore
 
 NO_TASK = "task_" + "0" * 32
+TASKYARD = [sys.executable, "-m", "shared.client.cli"]
 Taskyard = Callable[..., subprocess.CompletedProcess[str]]
 
 
@@ -64,7 +65,7 @@ def taskyard(gateway: str) -> Taskyard:
     """`taskyard ARGS` against the gateway, with key-a unless `key=` says otherwise."""
 
     def run(*args: str, key: str = "key-a") -> subprocess.CompletedProcess[str]:
-        argv = [sys.executable, "-m", "shared.cli", "--gateway", gateway, "--api-key", key]
+        argv = [*TASKYARD, "--gateway", gateway, "--api-key", key]
         return subprocess.run([*argv, *args], capture_output=True, text=True, timeout=60,
                               stdin=subprocess.DEVNULL)  # fmt: skip
 
@@ -344,7 +345,7 @@ def test_a_bad_key_is_one_line_and_exit_3(taskyard: Taskyard, args: tuple[str, .
 def _interrupt(gateway: str, *args: str) -> tuple[int, str, str]:
     """Run `taskyard ARGS`, send it SIGINT once it follows the task (its first status shown),
     and return its exit code, stdout and stderr."""
-    argv = [sys.executable, "-m", "shared.cli", "--gateway", gateway, "--api-key", "key-a", *args]
+    argv = [*TASKYARD, "--gateway", gateway, "--api-key", "key-a", *args]
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip

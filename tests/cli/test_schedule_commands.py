@@ -12,8 +12,8 @@ import pytest
 import redis
 from gateway.gateway_support import GatewayProcess
 
-from shared.cli import EXIT_CODES
 from shared.client import AsyncTaskyardClient, InvalidRequest, NotFound, TaskyardClient
+from shared.client.cli import EXIT_CODES
 
 Taskyard = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -34,7 +34,8 @@ def _fresh(redis_server: str) -> None:
 @pytest.fixture
 def taskyard(gateway: str) -> Taskyard:
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        argv = [sys.executable, "-m", "shared.cli", "--gateway", gateway, "--api-key", "key-a"]
+        cli = [sys.executable, "-m", "shared.client.cli"]
+        argv = [*cli, "--gateway", gateway, "--api-key", "key-a"]
         return subprocess.run([*argv, *args], capture_output=True, text=True, timeout=60,
                               stdin=subprocess.DEVNULL)  # fmt: skip
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import io
 
+from shared.client.cli.transcript import TranscriptPrinter
 from shared.events import Event, EventKind
 from shared.schema import ActionReturn, AgentMessage
-from shared.transcript import TranscriptPrinter
 
 
 def _event(n: int, kind: EventKind, data: dict) -> Event:

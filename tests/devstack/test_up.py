@@ -9,7 +9,7 @@ import pytest
 from dev_install import declared, taskyard_cli
 
 from devstack.cli import local_stack
-from shared.cli import _parser
+from shared.client.cli import parser as taskyard_parser
 from shared.settings import Settings
 
 
@@ -30,7 +30,7 @@ def test_up_refuses_bad_settings_before_starting_anything(tmp_path: Path) -> Non
 
 def test_up_serves_the_environments_api_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TASKYARD_API_KEYS", "k1=team-a,k2=team-b")
-    parser = _parser(declared("taskyard.commands"))
+    parser = taskyard_parser(declared("taskyard.commands"))
     args = parser.parse_args(["up", "--sandbox", "local", "--gateway-port", "8123"])
     stack = local_stack(args, Settings())
     assert stack.env()["TASKYARD_API_KEYS"] == "k1=team-a,k2=team-b"  # what the gateway reads

@@ -20,8 +20,8 @@ import redis
 
 from devstack.stack import LocalStack
 from shared import keys
-from shared.cli import main
 from shared.client import TaskyardClient
+from shared.client.cli import main
 from shared.events import EventKind
 from shared.schema import ActionReturn, AgentMessage
 from tests.fake_s3 import CREDENTIALS, REGION, documented_lifecycle, fake_s3, new_bucket, s3_client

@@ -1,5 +1,4 @@
-"""`taskyard` commands on sessions: list them, show one, delete one; put files into a session's
-sandbox, list them, take them out."""
+"""`taskyard` commands on sessions: list them, show one, delete one."""
 
 from __future__ import annotations
 
@@ -7,21 +6,20 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
-from shared.cli_support import Subparsers, add_command, age, more, open_client, print_json
 from shared.client import InvalidRequest
+from shared.client.cli.support import Subparsers, add_command, age, more, open_client, print_json
+from shared.client.cli.transcript import TranscriptPrinter
 from shared.events import Event, EventKind
-from shared.transcript import TranscriptPrinter
 
-__all__ = ["add_session_commands"]
+__all__ = ["register"]
 
 _VALUE_CHARS = 100  # of a session value's JSON, on its line
 
 
-def add_session_commands(commands: Subparsers) -> None:
-    """The session and file commands."""
+def register(commands: Subparsers) -> None:
+    """sessions, session, delete-session."""
     sessions = add_command(commands, "sessions", "list your sessions, most recently used first",
                            json_output=True)  # fmt: skip
     sessions.add_argument("--limit", type=int, default=20, help="how many (default %(default)s)")
@@ -45,23 +43,6 @@ def add_session_commands(commands: Subparsers) -> None:
     delete.add_argument("--force", action="store_true",
                         help="cancel the task running in it (and those waiting) first")  # fmt: skip
     delete.set_defaults(run=_delete_session)
-
-    upload = add_command(commands, "upload", "put a file into a session's sandbox")
-    upload.add_argument("local", type=Path)
-    upload.add_argument("--session", required=True)
-    upload.add_argument("--as", dest="path", help="its path in the sandbox (default: its name)")
-    upload.set_defaults(run=_upload)
-
-    files = add_command(commands, "files", "list the files in a session's sandbox",
-                        json_output=True)  # fmt: skip
-    files.add_argument("--session", required=True)
-    files.set_defaults(run=_files)
-
-    download = add_command(commands, "download", "copy a file out of a session's sandbox")
-    download.add_argument("path")
-    download.add_argument("--session", required=True)
-    download.add_argument("-o", "--output", type=Path, help="where (default: its name, here)")
-    download.set_defaults(run=_download)
 
 
 def _sessions(args: argparse.Namespace) -> int:
@@ -132,31 +113,4 @@ def _delete_session(args: argparse.Namespace) -> int:
             # The gateway's reason names its query parameter; this command has an option.
             raise InvalidRequest(exc.reason.replace("pass force=true", "add --force"), 409) from exc
     print(f"session {args.session_id} deleted")
-    return 0
-
-
-def _upload(args: argparse.Namespace) -> int:
-    with open_client(args) as client:
-        uploaded = client.upload(args.session, args.local, args.path)
-    print(f"{uploaded['path']}: {uploaded['size']} bytes in session {args.session}")
-    return 0
-
-
-def _files(args: argparse.Namespace) -> int:
-    with open_client(args) as client:
-        listed = client.files(args.session)
-    if args.json:
-        print_json(listed)
-        return 0
-    for info in listed:
-        print(f"{info['size']:>12}  {info['path']}")
-    return 0
-
-
-def _download(args: argparse.Namespace) -> int:
-    with open_client(args) as client:
-        data = client.download(args.session, args.path)
-    target = args.output or Path(Path(args.path).name)
-    target.write_bytes(data)
-    print(f"{args.path}: {len(data)} bytes to {target}")
     return 0

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from functools import partial
 from importlib.metadata import EntryPoint, entry_points
 
-from shared.cli_support import Subparsers
+from shared.client.cli.support import Subparsers
 
 __all__ = ["COMMANDS_GROUP", "DEV_COMMANDS", "add_contributed", "installed"]
 

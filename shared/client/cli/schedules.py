@@ -8,13 +8,13 @@ import time
 from datetime import UTC, datetime
 from typing import Any, get_args
 
-from shared.cli_support import Subparsers, add_command, open_client, print_json
 from shared.client import MissedRuns, SessionBusy
+from shared.client.cli.support import Subparsers, add_command, open_client, print_json
 
-__all__ = ["add_schedule_commands"]
+__all__ = ["register"]
 
 
-def add_schedule_commands(commands: Subparsers) -> None:
+def register(commands: Subparsers) -> None:
     """`schedules` and its subcommands (alone, it lists)."""
     schedules = add_command(commands, "schedules",
                             "your cron schedules: list (the default), add, show, runs, delete",
