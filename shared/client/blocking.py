@@ -60,7 +60,7 @@ def _blocking(
 
     @functools.wraps(method)
     def call(self: TaskyardClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        return _finish(method(self.core, *args, **kwargs))
+        return _finish(method(self._core, *args, **kwargs))
 
     return call
 
@@ -72,7 +72,7 @@ def _iterated(
 
     @functools.wraps(method)
     def call(self: TaskyardClient, /, *args: P.args, **kwargs: P.kwargs) -> Iterator[T]:
-        return _iterate(method(self.core, *args, **kwargs))
+        return _iterate(method(self._core, *args, **kwargs))
 
     return call
 
@@ -83,7 +83,7 @@ class TaskyardClient:
 
     def __init__(self, base_url: str, api_key: str, timeout: float = 30.0) -> None:
         self.http = httpx.Client(base_url=base_url, headers=wire.auth(api_key), timeout=timeout)
-        self.core = ClientCore(BlockingIO(self.http))
+        self._core = ClientCore(BlockingIO(self.http))
 
     submit = _blocking(ClientCore.submit)
     get = _blocking(ClientCore.get)
