@@ -27,7 +27,7 @@ from services.tool_worker.cells import RedisCellLog
 from services.tool_worker.files import FileLimits, serve
 from services.tool_worker.metrics import TOOL_CALL_SECONDS, watch_sandboxes
 from services.tool_worker.placement import Placement
-from services.tool_worker.runner import ToolRunner
+from services.tool_worker.toolbox import Toolbox
 from shared import keys
 from shared.actions.mcp.listing import ListingExchange
 from shared.cancel import CancelWatch
@@ -62,7 +62,7 @@ setup_tracing("tool_worker", settings)
 load_plugins(settings.plugin_modules)
 app = make_celery(settings)
 log = logging.getLogger("taskyard.tool_worker")
-tools = ToolRunner(settings)
+tools = Toolbox(settings)
 _REAP_EVERY_S = min(60.0, settings.sandbox_idle_s / 2)
 _MAX_RETRIES = 3
 # This worker: its Celery node name, known once Celery names it (`celeryd_init`); a process
