@@ -19,8 +19,7 @@ ROOTS = {
     "shared": "shared.errors.TaskyardError",
     "services.gateway": "services.gateway.errors.GatewayError",
     "services.agent_worker": "services.agent_worker.errors.AgentWorkerError",
-    # No error of its own yet; its first one comes with a root in services/tool_worker/errors.py.
-    "services.tool_worker": "shared.errors.TaskyardError",
+    "services.tool_worker": "services.tool_worker.errors.ToolWorkerError",
     "services.llm_proxy": "services.llm_proxy.errors.ProxyError",
     "services.scripted_model": "services.scripted_model.app.ScriptedModelError",
 }
