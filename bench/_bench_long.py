@@ -19,10 +19,10 @@ from typing import Any
 import aiohttp
 import redis
 
+from devstack.scripted_model import ScriptedModelThread
 from devstack.stack import LocalStack
 from services.agent_worker.live_agents import LiveAgents
 from services.agent_worker.step import StepRunner
-from services.scripted_model import ScriptedModelThread
 from shared import keys
 from shared.agents import AsyncAgent, build_agent
 from shared.cancel import CancelWatch

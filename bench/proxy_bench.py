@@ -3,7 +3,7 @@
     .venv/bin/python bench/proxy_bench.py [--quick] [--skip-litellm] [--routing-only | --fleet]
         [--servers [--rounds N]]
 
-One run, one machine, the same scripted replicas (`services.scripted_model`, no GPU):
+One run, one machine, the same scripted replicas (`devstack.scripted_model`, no GPU):
 
 1. Overhead and throughput: one client (added latency), 50 clients (requests/s), one streaming
    client (added time to first byte) against the replica directly, through taskyard's proxy

@@ -15,8 +15,8 @@ __all__ = ["proxy_argv", "scripted_model_argv", "start_proxy", "start_scripted_m
 
 
 def scripted_model_argv(*flags: str, host: str = "127.0.0.1", port: int = 0) -> list[str]:
-    """`python -m services.scripted_model` with its flags (`--latency-ms`, ...)."""
-    return [sys.executable, "-m", "services.scripted_model", "--host", host, "--port", str(port),
+    """`python -m devstack.scripted_model` with its flags (`--latency-ms`, ...)."""
+    return [sys.executable, "-m", "devstack.scripted_model", "--host", host, "--port", str(port),
             *flags]  # fmt: skip
 
 

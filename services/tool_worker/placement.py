@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from services.tool_worker.runner import ToolRunner
+from services.tool_worker.toolbox import Toolbox
 from shared.jobs import FILES_TOOL, Envelope
 from shared.keys import tool_queue
 from shared.loop import LoopThread
@@ -43,7 +43,7 @@ class Placement:
         directory: SandboxDirectory,
         loop: LoopThread,
         me: ToolWorkerId,
-        tools: ToolRunner,
+        tools: Toolbox,
         beat_s: float,
         dead_s: float,
         handoff_lease_s: float = 600.0,

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 import redis
 
-from services.scripted_model import ScriptedModelThread
+from devstack.scripted_model import ScriptedModelThread
 from shared.store import TaskStore
 
 

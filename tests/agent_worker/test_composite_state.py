@@ -12,10 +12,10 @@ import pytest
 import redis
 
 import tests.plugins.composite_agents  # noqa: F401 - registers the agents
+from devstack.scripted_model import ScriptedModelThread
 from services.agent_worker.live_agents import LiveAgents
 from services.agent_worker.runtime import worker_agent
 from services.agent_worker.step import StepRunner
-from services.scripted_model import ScriptedModelThread
 from shared import keys
 from shared.agents import AsyncAgent
 from shared.cancel import CancelWatch

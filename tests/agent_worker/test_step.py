@@ -13,10 +13,10 @@ import aiohttp
 import pytest
 import redis
 
+from devstack.scripted_model import ScriptedModelThread
 from services.agent_worker.live_agents import LiveAgents
 from services.agent_worker.runtime import worker_agent
 from services.agent_worker.step import StepRunner
-from services.scripted_model import ScriptedModelThread
 from shared import keys
 from shared.cancel import CancelWatch
 from shared.celery_app import make_celery

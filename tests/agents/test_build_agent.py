@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from scripted_llm import AsyncScriptedLLM
 
-from services.scripted_model import ScriptedModelThread
+from devstack.scripted_model import ScriptedModelThread
 from shared.actions import openai_tool_schemas
 from shared.agents import AGENTS, Agent, AsyncAgent, AsyncStreamingAgent, build_agent, default_llm
 from shared.aggregators import NativeToolAggregator

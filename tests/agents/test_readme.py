@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from services.scripted_model import ScriptedModelThread
+from devstack.scripted_model import ScriptedModelThread
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "programming-model.md"
 PROXY_URL = "http://127.0.0.1:8400/v1"

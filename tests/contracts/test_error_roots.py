@@ -14,15 +14,14 @@ import pytest
 from shared.errors import TaskyardError
 
 # Package: its root, by dotted name. The lead adds services.llm_proxy and
-# services.scripted_model here once their errors derive from one root each.
+# devstack.scripted_model here once their errors derive from one root each.
 ROOTS = {
     "shared": "shared.errors.TaskyardError",
     "services.gateway": "services.gateway.errors.GatewayError",
     "services.agent_worker": "services.agent_worker.errors.AgentWorkerError",
-    # No error of its own yet; its first one comes with a root in services/tool_worker/errors.py.
-    "services.tool_worker": "shared.errors.TaskyardError",
+    "services.tool_worker": "services.tool_worker.errors.ToolWorkerError",
     "services.llm_proxy": "services.llm_proxy.errors.ProxyError",
-    "services.scripted_model": "services.scripted_model.app.ScriptedModelError",
+    "devstack.scripted_model": "devstack.scripted_model.app.ScriptedModelError",
 }
 # The sandbox kernel runs alone inside the sandbox, on the standard library: it cannot import
 # shared.errors, and its errors never leave it. `__main__` modules run when imported.

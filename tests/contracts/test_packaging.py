@@ -12,7 +12,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-from services.scripted_model import ScriptedModelThread
+from devstack.scripted_model import ScriptedModelThread
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]

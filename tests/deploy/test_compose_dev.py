@@ -45,7 +45,7 @@ def test_the_proxy_routes_to_the_scripted_model_under_the_default_model_name(
     proxy_env = dev["llm_proxy"]["environment"]
     assert proxy_env["TASKYARD_PROXY_POOL_FILE"] == ""
     command = dev["scripted_model"]["command"]
-    assert command[:3] == ["python", "-m", "services.scripted_model"]
+    assert command[:3] == ["python", "-m", "devstack.scripted_model"]
     port = command[command.index("--port") + 1]
     assert proxy_env["TASKYARD_PROXY_UPSTREAMS"] == f"http://scripted_model:{port}/v1"
     assert command[command.index("--model") + 1] == proxy_env["TASKYARD_DEFAULT_MODEL"]

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from devstack.scripted_model import ScriptedModelThread
 from examples.custom_action import UnitConverter
 from examples.custom_agent import EXAMPLES, SIGNATURE, FewShotToolAggregator, UnitExpert
-from services.scripted_model import ScriptedModelThread
 from shared.actions import AsyncActionExecutor
 from shared.llms import AsyncOpenAIChat
 from shared.schema import ActionReturn, AgentMessage, ToolCall

@@ -12,7 +12,7 @@ import pytest
 import redis
 
 from services.tool_worker.placement import Placement
-from services.tool_worker.runner import ToolRunner
+from services.tool_worker.toolbox import Toolbox
 from shared.loop import LoopThread
 from shared.schema import ActionReturn, ToolCall
 from shared.settings import Settings
@@ -26,7 +26,7 @@ MakeWorker = Callable[..., Placement]
 def make_worker(
     redis_server: str, redis_client: redis.Redis, sandbox_image: str
 ) -> Iterator[MakeWorker]:
-    """Tool workers (placement and runner) on one store, each with its own node name."""
+    """Tool workers (placement and toolbox) on one store, each with its own node name."""
     loop = LoopThread("test-placement")
     store = loop.run(_store(f"{redis_server}/0"))
     made: list[Placement] = []
@@ -35,10 +35,10 @@ def make_worker(
         settings = Settings(
             sandbox_image=sandbox_image, sandbox_backend=backend, sandbox_warm_pool=0
         )
-        runner = ToolRunner(settings, node)
+        toolbox = Toolbox(settings, node)
         directory = SandboxDirectory(store, record_ttl_s=60)
-        placement = Placement(directory, loop, ToolWorkerId(node), runner, 0.2, 5.0, 60.0)
-        runner.sandboxes()  # made at start-up, as `ToolRunner.start` does
+        placement = Placement(directory, loop, ToolWorkerId(node), toolbox, 0.2, 5.0, 60.0)
+        toolbox.sandboxes()  # made at start-up, as `Toolbox.start` does
         placement.start_beating()
         made.append(placement)
         return placement

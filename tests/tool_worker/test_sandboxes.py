@@ -19,7 +19,7 @@ import pytest
 from docker.errors import NotFound
 from docker.models.containers import Container
 
-from services.tool_worker.runner import ToolRunner
+from services.tool_worker.toolbox import Toolbox
 from shared.sandbox import SandboxUnavailable
 from shared.sandbox.docker import NODE_LABEL, WORKER_LABEL
 from shared.schema import ActionReturn, AgentMessage, ToolCall
@@ -34,15 +34,15 @@ def label() -> str:
 
 
 @pytest.fixture
-def runners() -> Iterator[list[ToolRunner]]:
-    made: list[ToolRunner] = []
+def toolboxes() -> Iterator[list[Toolbox]]:
+    made: list[Toolbox] = []
     yield made
-    for runner in made:
-        runner.close()
+    for toolbox in made:
+        toolbox.close()
 
 
 def test_start_removes_what_an_earlier_run_left(
-    sandbox_image: str, label: str, runners: list[ToolRunner]
+    sandbox_image: str, label: str, toolboxes: list[Toolbox]
 ) -> None:
     engine = docker.from_env()
 
@@ -56,8 +56,8 @@ def test_start_removes_what_an_earlier_run_left(
     stray, neighbours = left_by("tools@h"), left_by("tools2@h")
     try:
         settings = Settings(sandbox_image=sandbox_image, sandbox_worker_label=label)
-        runners.append(ToolRunner(settings))
-        assert runners[0].start("tools@h") == 1
+        toolboxes.append(Toolbox(settings))
+        assert toolboxes[0].start("tools@h") == 1
         with pytest.raises(NotFound):
             stray.reload()
         neighbours.reload()  # another worker's, on the same engine under the same label
@@ -69,11 +69,11 @@ def test_start_removes_what_an_earlier_run_left(
         engine.close()
 
 
-def test_start_says_why_the_sandbox_cannot_run(label: str, runners: list[ToolRunner]) -> None:
+def test_start_says_why_the_sandbox_cannot_run(label: str, toolboxes: list[Toolbox]) -> None:
     settings = Settings(sandbox_image="taskyard/no-such-image:x", sandbox_worker_label=label)
-    runners.append(ToolRunner(settings))
+    toolboxes.append(Toolbox(settings))
     with pytest.raises(SandboxUnavailable, match="taskyard/no-such-image:x"):
-        runners[0].start()
+        toolboxes[0].start()
 
 
 def test_a_worker_whose_sandbox_cannot_run_exits_at_start(redis_server: str, label: str) -> None:
@@ -115,17 +115,17 @@ def test_a_worker_whose_runtime_is_missing_exits_at_start_saying_so(
     assert "apt-get install runsc" in output and "ready." not in output
 
 
-def test_interrupt_stops_a_sessions_running_call(label: str, runners: list[ToolRunner]) -> None:
+def test_interrupt_stops_a_sessions_running_call(label: str, toolboxes: list[Toolbox]) -> None:
     settings = Settings(sandbox_backend="local", sandbox_warm_pool=0, sandbox_worker_label=label)
-    runner = ToolRunner(settings)
-    runners.append(runner)
-    assert not runner.interrupt("demo:s1")  # nothing runs yet
+    toolbox = Toolbox(settings)
+    toolboxes.append(toolbox)
+    assert not toolbox.interrupt("demo:s1")  # nothing runs yet
     call = ToolCall(id="c1", name="IPythonInterpreter", parameters={"command": "while True: pass"})
     replies: list[AgentMessage] = []
-    worker = threading.Thread(target=lambda: replies.append(runner.run(call, "demo:s1")))
+    worker = threading.Thread(target=lambda: replies.append(toolbox.run(call, "demo:s1")))
     worker.start()
     deadline = time.monotonic() + 20
-    while not runner.interrupt("demo:s1"):
+    while not toolbox.interrupt("demo:s1"):
         assert time.monotonic() < deadline, "the call never started"
         time.sleep(0.01)
     worker.join(20)

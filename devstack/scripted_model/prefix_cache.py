@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from services.scripted_model.options import PrefixCacheOptions
+from devstack.scripted_model.options import PrefixCacheOptions
 
 __all__ = ["CacheLookup", "PrefixCache"]
 

@@ -8,7 +8,7 @@ import httpx
 import openai
 import pytest
 
-from services.scripted_model import ScriptedModelThread, ScriptedOptions
+from devstack.scripted_model import ScriptedModelThread, ScriptedOptions
 
 
 @pytest.fixture

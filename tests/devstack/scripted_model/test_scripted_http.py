@@ -8,7 +8,7 @@ import socket
 import httpx
 import pytest
 
-from services.scripted_model import ScriptedModelThread
+from devstack.scripted_model import ScriptedModelThread
 
 
 def _request(path: str, body: dict[str, object] | None = None) -> bytes:

@@ -7,12 +7,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from services.scripted_model import wire
-from services.scripted_model.gate import HoldGate
-from services.scripted_model.options import ScriptedOptions
-from services.scripted_model.prefix_cache import PrefixCache
-from services.scripted_model.reply import Reply
-from services.scripted_model.script import ScriptedTurn, chat_turn, echo_text, message_text
+from devstack.scripted_model import wire
+from devstack.scripted_model.gate import HoldGate
+from devstack.scripted_model.options import ScriptedOptions
+from devstack.scripted_model.prefix_cache import PrefixCache
+from devstack.scripted_model.reply import Reply
+from devstack.scripted_model.script import ScriptedTurn, chat_turn, echo_text, message_text
 from shared.errors import TaskyardError
 from shared.http1 import Request
 from shared.openai_errors import error_body

@@ -1,4 +1,4 @@
-"""`python -m services.scripted_model`: run a scripted OpenAI-compatible model server."""
+"""`python -m devstack.scripted_model`: run a scripted OpenAI-compatible model server."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ import sys
 
 import uvloop
 
-from services.scripted_model.options import PrefixCacheOptions, ScriptedOptions
-from services.scripted_model.server import ScriptedServer, serve
+from devstack.scripted_model.options import PrefixCacheOptions, ScriptedOptions
+from devstack.scripted_model.server import ScriptedServer, serve
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m services.scripted_model",
+        prog="python -m devstack.scripted_model",
         description="A scripted (deterministic, fake) OpenAI-compatible model server for tests, "
         "the demo and benchmarks. It calls IPythonInterpreter, then quotes the tool's result.",
     )

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from services.scripted_model.browsing import first_result_url, quote_page, search_query
-from services.scripted_model.script import chat_turn
+from devstack.scripted_model.browsing import first_result_url, quote_page, search_query
+from devstack.scripted_model.script import chat_turn
 
 _BROWSER = [
     {"type": "function", "function": {"name": f"WebBrowser.{api}"}}

@@ -1,4 +1,4 @@
-"""The tool runner's calls: each pool thread runs them on one event loop of its own, kept
+"""The toolbox's calls: each pool thread runs them on one event loop of its own, kept
 between calls, each call in its caller's context and alone (what it leaves running is
 cancelled when it returns, as `asyncio.run` would)."""
 
@@ -8,14 +8,14 @@ import asyncio
 import contextvars
 import threading
 
-from services.tool_worker.runner import ToolRunner
+from services.tool_worker.toolbox import Toolbox
 from shared.settings import Settings
 
 _JOB: contextvars.ContextVar[str] = contextvars.ContextVar("job", default="none")
 
 
 def test_a_threads_calls_share_its_loop_in_their_callers_context_and_run_alone() -> None:
-    runner = ToolRunner(Settings(sandbox_backend="local", sandbox_warm_pool=0))
+    toolbox = Toolbox(Settings(sandbox_backend="local", sandbox_warm_pool=0))
     left: list[asyncio.Task[None]] = []
 
     async def call() -> tuple[asyncio.AbstractEventLoop, str]:
@@ -23,15 +23,15 @@ def test_a_threads_calls_share_its_loop_in_their_callers_context_and_run_alone()
         return asyncio.get_running_loop(), _JOB.get()
 
     _JOB.set("job 1")
-    first_loop, first_job = runner._run_here(call())
+    first_loop, first_job = toolbox._run_here(call())
     _JOB.set("job 2")
-    second_loop, second_job = runner._run_here(call())
+    second_loop, second_job = toolbox._run_here(call())
     elsewhere: list[asyncio.AbstractEventLoop] = []
-    thread = threading.Thread(target=lambda: elsewhere.append(runner._run_here(call())[0]))
+    thread = threading.Thread(target=lambda: elsewhere.append(toolbox._run_here(call())[0]))
     thread.start()
     thread.join(10)
     assert first_loop is second_loop and not first_loop.is_closed()
     assert elsewhere and elsewhere[0] is not first_loop
     assert (first_job, second_job) == ("job 1", "job 2")
     assert len(left) == 3 and all(task.cancelled() for task in left)
-    runner.close()
+    toolbox.close()

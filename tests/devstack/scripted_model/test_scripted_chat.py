@@ -9,8 +9,8 @@ import sys
 import httpx
 import openai
 
-from services.scripted_model import ScriptedModelThread
-from services.scripted_model.script import chat_turn
+from devstack.scripted_model import ScriptedModelThread
+from devstack.scripted_model.script import chat_turn
 
 DEMO_QUESTION = "What is the square root of 2, to 12 decimal places? Use Python."
 CODE_TOOL_SPEC = {

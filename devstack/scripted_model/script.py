@@ -10,14 +10,14 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from services.scripted_model.browsing import (
+from devstack.scripted_model.browsing import (
     OPEN_TOOL,
     SEARCH_TOOL,
     first_result_url,
     quote_page,
     search_query,
 )
-from services.scripted_model.programs import program_for
+from devstack.scripted_model.programs import program_for
 
 __all__ = ["CODE_TOOL", "ScriptedTurn", "ToolCallTurn", "chat_turn", "echo_text", "message_text"]
 

@@ -1,7 +1,7 @@
 """A scripted, deterministic OpenAI-compatible model server: the stand-in for vLLM in tests,
 the demo and the benchmarks (no GPU here). Every answer says it is scripted.
 
-Run it with ``python -m services.scripted_model --port 0`` (it prints ``listening on URL``), or
+Run it with ``python -m devstack.scripted_model --port 0`` (it prints ``listening on URL``), or
 in-process with `ScriptedModelThread` (sync) or `start_server` / `serve` (async).
 
 Endpoints: ``POST /v1/chat/completions`` and ``POST /v1/completions`` (streamed or not),
@@ -19,8 +19,8 @@ the web for X" gets ``WebBrowser.search``, its results ``WebBrowser.open`` of th
 and the page an answer quoting it.
 """
 
-from services.scripted_model.options import PrefixCacheOptions, ScriptedOptions
-from services.scripted_model.server import (
+from devstack.scripted_model.options import PrefixCacheOptions, ScriptedOptions
+from devstack.scripted_model.server import (
     ScriptedModelThread,
     ScriptedServer,
     serve,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from services.scripted_model.script import chat_turn
+from devstack.scripted_model.script import chat_turn
 
 _CONVERTER = [{"type": "function", "function": {"name": "UnitConverter.length"}}]
 

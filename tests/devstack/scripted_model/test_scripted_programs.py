@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from services.scripted_model.programs import program_for
+from devstack.scripted_model.programs import program_for
 
 
 def _output(source: str) -> str:

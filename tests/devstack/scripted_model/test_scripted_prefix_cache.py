@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 import httpx
 
-from services.scripted_model import PrefixCacheOptions, ScriptedModelThread
-from services.scripted_model.prefix_cache import PrefixCache
+from devstack.scripted_model import PrefixCacheOptions, ScriptedModelThread
+from devstack.scripted_model.prefix_cache import PrefixCache
 
 
 def _words(prefix: str, count: int) -> list[str]:

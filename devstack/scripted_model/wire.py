@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from services.scripted_model.script import ScriptedTurn, ToolCallTurn
+from devstack.scripted_model.script import ScriptedTurn, ToolCallTurn
 
 __all__ = [
     "OWNER",

@@ -1,5 +1,6 @@
-"""The tool worker's actions: every registered action, run by one `ActionExecutor` over one
-sandbox provider per worker process."""
+"""The tool worker's toolbox: every registered action, run by one `ActionExecutor` over one
+sandbox provider per worker process, and the MCP client over the same sandboxes. It runs a
+call; the protocol around it (claim, forward, store) is `services.tool_worker.call_runner`."""
 
 from __future__ import annotations
 
@@ -17,12 +18,12 @@ from shared.sandbox import SandboxProvider, make_sandbox_provider
 from shared.schema import AgentMessage, ToolCall
 from shared.settings import Settings
 
-__all__ = ["ToolRunner"]
+__all__ = ["Toolbox"]
 
 T = TypeVar("T")
 
 
-class ToolRunner:
+class Toolbox:
     """Runs tool calls. The executor and the sandboxes are made on first use, by one thread
     only, and kept: actions hold per-session state, the provider the sessions' interpreters."""
 

@@ -14,9 +14,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from services.scripted_model import PrefixCacheOptions, ScriptedModelThread
+from devstack.scripted_model import PrefixCacheOptions, ScriptedModelThread
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+BENCH = Path(__file__).resolve().parents[3] / "bench"
 
 
 def _loadgen() -> ModuleType:

@@ -1,4 +1,4 @@
-"""`python -m services.scripted_model` as a process: port 0, the announced URL, --help."""
+"""`python -m devstack.scripted_model` as a process: port 0, the announced URL, --help."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _start(*flags: str) -> tuple[subprocess.Popen[str], str]:
-    command = [sys.executable, "-m", "services.scripted_model", "--port", "0", *flags]
+    command = [sys.executable, "-m", "devstack.scripted_model", "--port", "0", *flags]
     child = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
     assert child.stdout is not None
     return child, child.stdout.readline().strip()
@@ -67,7 +67,7 @@ def test_prefix_cache_flags_reach_the_cache(started: Callable[..., str]) -> None
 
 def test_help_lists_the_options() -> None:
     ran = subprocess.run(
-        [sys.executable, "-m", "services.scripted_model", "--help"],
+        [sys.executable, "-m", "devstack.scripted_model", "--help"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable
 
-from services.scripted_model.app import ScriptedApp
-from services.scripted_model.reply import Reply
+from devstack.scripted_model.app import ScriptedApp
+from devstack.scripted_model.reply import Reply
 from shared.http1 import Connection, Headers, Request
 
 __all__ = ["Responder"]

@@ -9,9 +9,9 @@ from types import TracebackType
 
 import uvloop
 
-from services.scripted_model.app import ScriptedApp
-from services.scripted_model.options import ScriptedOptions
-from services.scripted_model.responder import Responder
+from devstack.scripted_model.app import ScriptedApp
+from devstack.scripted_model.options import ScriptedOptions
+from devstack.scripted_model.responder import Responder
 from shared.http1 import HttpServer, listen_socket
 
 __all__ = ["ScriptedModelThread", "ScriptedServer", "serve", "start_server"]

@@ -1,0 +1,153 @@
+"""The tool worker's runner on a real Redis, without Celery: a result that cannot be stored
+still ends its call, with an error the model reads, so the task never waits in waiting_tools
+for good; a call's claim keeps a duplicate from running it; the sessions' file requests and
+a call the worker could not run is tried again, then the model told."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import redis
+
+from services.tool_worker.call_runner import ToolCallRunner
+from services.tool_worker.errors import CallFailed
+from shared import keys
+from shared.jobs import Envelope, ToolRunJob
+from shared.schema import ActionReturn, ActionStatusCode, AgentMessage, ToolCall
+from shared.store import CallClaim, StepCommit
+from shared.task import TaskRecord, TaskStatus
+
+CALL = ToolCall(id="c1", name="IPythonInterpreter", parameters={"command": "print(1)"})
+NEXT = Envelope("agent", "the next step's job")
+
+
+def _alive(runner: ToolCallRunner, *nodes: str) -> None:
+    """Heartbeats for tool workers of these names (a claim of a silent one holds nothing)."""
+    for node in nodes:
+        runner.loop.run(runner.store.r.set(keys.tool_worker_alive(node), "run", ex=60))
+
+
+def _waiting_for(runner: ToolCallRunner, call: ToolCall) -> ToolRunJob:
+    """A task whose step 0 called `call` and waits for its result, and the call's job."""
+    record = TaskRecord(tenant="t", session_id="s", input="hi")
+    calls = [call.model_dump(mode="json")]
+    turn = AgentMessage(sender="assistant", content="", formatted={"tool_calls": calls})
+    commit = StepCommit(record, TaskStatus.WAITING_TOOLS, {"memory": [turn]}, [turn],
+                        fields={"pending_calls": calls})  # fmt: skip
+    runner.loop.run(runner.store.create(record))
+    assert runner.loop.run(runner.store.commit_step(commit))[0]
+    return ToolRunJob(task_id=record.id, step=0, tenant="t", session_id="s", call=call)
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["printed \ud800 by a hook", object()],  # text no encoder takes; a value that is not JSON
+)
+def test_a_result_that_cannot_be_stored_reaches_the_model_as_an_error(
+    runner: ToolCallRunner, content: object
+) -> None:
+    job = _waiting_for(runner, CALL)
+    unstorable = AgentMessage.tool_result(
+        CALL, ActionReturn(type=CALL.name, result=[{"type": "text", "content": content}])
+    )
+    stored = runner.store_result(job, unstorable, NEXT)
+    assert stored.complete and stored.advance  # the next step starts
+    (result,) = runner.loop.run(runner.store.tool_results(job.task_id, 0, [CALL]))
+    assert isinstance(result.content, ActionReturn)
+    assert result.content.state == ActionStatusCode.API_ERROR
+    assert "its result could not be stored" in (result.content.errmsg or "")
+    assert result.tool_call_id == CALL.id
+
+
+def test_a_storable_result_is_stored_as_it_is(runner: ToolCallRunner) -> None:
+    job = _waiting_for(runner, CALL)
+    fine = AgentMessage.tool_result(
+        CALL, ActionReturn(type=CALL.name, result=[{"type": "text", "content": "1"}])
+    )
+    assert runner.store_result(job, fine, NEXT).advance
+    assert runner.loop.run(runner.store.tool_results(job.task_id, 0, [CALL])) == [fine]
+
+
+def test_a_call_another_copy_runs_is_not_run_again(runner: ToolCallRunner) -> None:
+    job = _waiting_for(runner, CALL)
+    store, run = runner.store, runner.loop.run
+    _alive(runner, "elsewhere")
+    assert run(store.claim_call(job.task_id, 0, CALL.id, "elsewhere", 60)) == "claimed"
+    assert runner.claim(job) == "busy"  # a duplicate while the first copy runs
+    run(store.release_call(job.task_id, 0, CALL.id, "elsewhere"))
+    assert runner.claim(job) == "claimed"  # the first copy failed: a retry may run it
+    fine = AgentMessage.tool_result(
+        CALL, ActionReturn(type=CALL.name, result=[{"type": "text", "content": "1"}])
+    )
+    assert runner.placement.claim("t:s").verdict == "new"  # this worker holds the session now
+    claim = CallClaim(runner.me.node, "t:s", 60)
+    assert runner.store_result(job, fine, NEXT, claim).advance
+    assert runner.claim(job) == "done"  # its result is in
+    claim_key = keys.tool_call_claim(job.task_id, 0, CALL.id)
+    assert not run(store.r.exists(claim_key))  # freed with the result
+    record = keys.session_sandbox("t:s")
+    assert 0 < run(store.r.ttl(record)) <= 60  # the interpreter's record kept with its use
+    assert float(run(store.r.hget(record, "last_used"))) > 0
+
+
+def test_a_restarted_worker_frees_only_the_claims_it_still_holds(runner: ToolCallRunner) -> None:
+    store, run = runner.store, runner.loop.run
+    _alive(runner, "w1", "w2", "w3")
+    assert run(store.claim_call("task_a", 0, "c1", "w1", 60)) == "claimed"
+    assert run(store.claim_call("task_b", 0, "c1", "w1", 0.05)) == "claimed"
+    redis_ = runner.store.r
+    run(asyncio.sleep(0.1))  # task_b's claim lapsed ...
+    assert run(store.claim_call("task_b", 0, "c1", "w2", 60)) == "claimed"  # ... w2 took it
+    assert run(store.release_worker_claims("w1")) == 1
+    assert run(store.claim_call("task_a", 0, "c1", "w3", 60)) == "claimed"  # free at once
+    assert run(store.claim_call("task_b", 0, "c1", "w3", 60)) == "busy"  # still w2's
+    assert run(redis_.exists(keys.tool_worker_claims("w1"))) == 0
+
+
+def test_a_claim_of_a_worker_whose_heartbeat_lapsed_holds_nothing_back(
+    runner: ToolCallRunner,
+) -> None:
+    store, run = runner.store, runner.loop.run
+    _alive(runner, "w2")
+    assert run(store.claim_call("task_a", 0, "c1", "w1", 60)) == "claimed"  # w1 never beat
+    assert run(store.claim_call("task_a", 0, "c1", "w2", 60)) == "claimed"  # taken at once
+    assert run(store.claim_call("task_a", 0, "c1", "w1", 60)) == "busy"  # w2 lives
+
+
+def test_a_call_runs_once_and_its_result_starts_the_next_step(
+    runner: ToolCallRunner, redis_server: str
+) -> None:
+    job = _waiting_for(runner, CALL)
+    store, run = runner.store, runner.loop.run
+    broker = redis.Redis.from_url(f"{redis_server}/{store.broker_db}")  # not flushed
+    queued = broker.llen(keys.AGENT_QUEUE)
+    runner.run_call(job)
+    (result,) = run(store.tool_results(job.task_id, 0, [CALL]))
+    assert isinstance(result.content, ActionReturn) and not result.content.errmsg
+    assert "1" in result.content.format_result()
+    assert not run(store.r.exists(keys.tool_call_claim(job.task_id, 0, CALL.id)))
+    assert runner.tools.has_sandbox("t:s")  # the session's interpreter lives here now
+    runner.run_call(job)  # a copy of the job sent again: its result is in, nothing runs
+    assert broker.llen(keys.AGENT_QUEUE) == queued + 1  # the next step's job, pushed once
+
+
+def test_a_call_the_worker_could_not_run_is_retried_then_the_model_told(
+    runner: ToolCallRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job = _waiting_for(runner, CALL)
+
+    def broken(job: ToolRunJob) -> AgentMessage:
+        raise OSError("the engine went away")
+
+    monkeypatch.setattr(runner.tools, "run_job", broken)
+    with pytest.raises(CallFailed) as failed:
+        runner.run_call(job, may_retry=True)
+    assert isinstance(failed.value.cause, OSError)
+    claim_key = keys.tool_call_claim(job.task_id, 0, CALL.id)
+    assert not runner.loop.run(runner.store.r.exists(claim_key))  # the retry may run it
+    runner.run_call(job)  # the last try
+    (result,) = runner.loop.run(runner.store.tool_results(job.task_id, 0, [CALL]))
+    assert isinstance(result.content, ActionReturn)
+    assert result.content.state == ActionStatusCode.API_ERROR
+    assert "the tool could not run (OSError: the engine went away)" in (result.content.errmsg or "")
