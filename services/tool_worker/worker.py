@@ -50,13 +50,13 @@ from shared.redis_clients import async_client
 from shared.registry import load_plugins
 from shared.sandbox import SandboxError
 from shared.schema import ActionReturn, ActionStatusCode, AgentMessage, ToolCall
-from shared.settings import Settings, get_settings
+from shared.settings import ToolWorkerSettings, get_settings
 from shared.store import CallClaim, TaskStore, ToolResultStored
 from shared.store.sandboxes import SandboxDirectory, ToolWorkerId
 from shared.text import replace_lone_surrogates
 from shared.tracing import job_attributes, setup_tracing
 
-settings = get_settings()
+settings = get_settings(ToolWorkerSettings)
 setup_logging("tool_worker")
 setup_tracing("tool_worker", settings)
 load_plugins(settings.plugin_modules)
@@ -77,7 +77,7 @@ class _Store:
     """The async store on a loop of its own, for this worker's threads, and the watch that
     hears a task's cancel there."""
 
-    def __init__(self, redis: Settings) -> None:
+    def __init__(self, redis: ToolWorkerSettings) -> None:
         self.loop = LoopThread("tool-store")
         self.store: TaskStore = self.loop.run(_open_store(redis))
         self.transfer: FileTransfer = self.loop.run(_open_transfer(redis))
@@ -94,16 +94,16 @@ class _Store:
         )
 
 
-async def _open_store(redis: Settings) -> TaskStore:
+async def _open_store(redis: ToolWorkerSettings) -> TaskStore:
     return TaskStore.from_settings(redis, "taskyard-tool-worker")
 
 
-async def _open_transfer(redis: Settings) -> FileTransfer:
+async def _open_transfer(redis: ToolWorkerSettings) -> FileTransfer:
     client = async_client(redis.redis_url, redis.sentinel, client_name="taskyard-tool-worker-files")
     return FileTransfer(client, settings.files_timeout_s)
 
 
-async def _open_artifacts(redis: Settings) -> ArtifactStore:
+async def _open_artifacts(redis: ToolWorkerSettings) -> ArtifactStore:
     # On this worker's store (the Redis backend's home), made on the loop that uses it.
     return make_artifact_store(redis)
 

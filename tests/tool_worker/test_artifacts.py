@@ -24,7 +24,7 @@ from shared.files.artifacts import (
 )
 from shared.jobs import ToolRunJob
 from shared.schema import ActionReturn, AgentMessage, Artifact, ToolCall
-from shared.settings import Settings
+from shared.settings import ToolWorkerSettings
 from shared.task import TaskRecord
 
 CALL = ToolCall(id="c1", name="IPythonInterpreter", parameters={"command": "plot()"})
@@ -34,7 +34,7 @@ LIMITS = ArtifactLimits(artifact_max_bytes=1 << 20, task_max_bytes=1 << 20)
 
 @pytest.fixture
 def shared(redis_server: str, redis_client: redis.Redis) -> Iterator[worker._Store]:
-    shared = worker._Store(Settings(redis_url=f"{redis_server}/0"))
+    shared = worker._Store(ToolWorkerSettings(redis_url=f"{redis_server}/0"))
     yield shared
     shared.loop.run(shared.store.close())
     shared.loop.run(shared.artifact_store.close())

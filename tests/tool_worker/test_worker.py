@@ -13,7 +13,7 @@ from services.tool_worker import worker
 from shared import keys
 from shared.jobs import Envelope, ToolRunJob
 from shared.schema import ActionReturn, ActionStatusCode, AgentMessage, ToolCall
-from shared.settings import Settings
+from shared.settings import ToolWorkerSettings
 from shared.store import CallClaim, StepCommit
 from shared.task import TaskRecord, TaskStatus
 
@@ -23,7 +23,7 @@ NEXT = Envelope("agent", "the next step's job")
 
 @pytest.fixture
 def shared(redis_server: str, redis_client: redis.Redis) -> Iterator[worker._Store]:
-    shared = worker._Store(Settings(redis_url=f"{redis_server}/0"))  # db 0 is flushed
+    shared = worker._Store(ToolWorkerSettings(redis_url=f"{redis_server}/0"))  # db 0 is flushed
     yield shared
     shared.loop.run(shared.store.close())
     shared.loop.close()
