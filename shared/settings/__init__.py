@@ -12,7 +12,6 @@ Code that takes settings is typed with the narrowest area it reads (`make_celery
 `BrokerSettings`), so any service class that holds that area will do.
 """
 
-from shared.settings import areas, tools
 from shared.settings.areas import (
     AcceptSettings,
     AgentRunSettings,
@@ -88,7 +87,6 @@ __all__ = [
     "ToolWorkerSettings",
     "WebSettings",
     "WebhookSettings",
-    "areas",
     "broker_database",
     "check_token_secret",
     "check_url",
@@ -98,5 +96,4 @@ __all__ = [
     "parse_api_keys",
     "parse_credentials",
     "parse_sentinels",
-    "tools",
 ]
