@@ -30,7 +30,7 @@ from shared.celery_app import make_celery
 from shared.jobs import AgentStepJob
 from shared.llms import AsyncOpenAIChat
 from shared.schema import ActionReturn, AgentMessage
-from shared.settings import Settings
+from shared.settings import AgentWorkerSettings
 from shared.spec import AgentSpec
 from shared.store import TaskStore
 from shared.task import TaskRecord
@@ -57,7 +57,7 @@ class _TimedChat(AsyncOpenAIChat):
 
 class _Bench:
     def __init__(self, redis_url: str, model_url: str) -> None:
-        self.settings = Settings(llm_base_url=model_url, redis_url=f"{redis_url}/0",
+        self.settings = AgentWorkerSettings(llm_base_url=model_url, redis_url=f"{redis_url}/0",
                                  broker_url=f"{redis_url}/1", default_max_steps=1000)  # fmt: skip
         self.redis = redis.Redis.from_url(self.settings.redis_url)
 

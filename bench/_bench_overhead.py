@@ -24,7 +24,7 @@ from devstack.stack import LocalStack
 from shared import keys
 from shared.client import TaskyardClient
 from shared.sandbox import make_sandbox_provider
-from shared.settings import Settings
+from shared.settings import ToolWorkerSettings
 
 __all__ = ["overhead_section"]
 
@@ -93,7 +93,7 @@ def _model_call_s(stack: LocalStack, samples: int = 200) -> float:
 
 
 def _tool_call_s(samples: int = 50) -> float:
-    provider = make_sandbox_provider(Settings(sandbox_backend="docker"))
+    provider = make_sandbox_provider(ToolWorkerSettings(sandbox_backend="docker"))
     try:
         sandbox = provider.get("bench:direct")
         sandbox.run("print(1)", 10)

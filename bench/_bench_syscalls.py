@@ -15,7 +15,7 @@ import docker
 
 from shared.sandbox import SandboxUnavailable
 from shared.sandbox.docker import OWNER_LABEL, DockerSandboxProvider
-from shared.settings import Settings
+from shared.settings import ToolWorkerSettings
 
 CELL = """
 import numpy as np, os, socket, threading
@@ -58,7 +58,9 @@ def syscall_section(quick: bool) -> None:
 
 
 def _traced(runtime: str, label: str) -> list[str]:
-    settings = Settings(sandbox_runtime=runtime, sandbox_warm_pool=0, sandbox_worker_label=label)
+    settings = ToolWorkerSettings(
+        sandbox_runtime=runtime, sandbox_warm_pool=0, sandbox_worker_label=label
+    )
     provider = DockerSandboxProvider(settings, pool_size=0)
     client = docker.from_env()
     out = f"/tmp/taskyard-strace-{label}-{runtime}.txt"

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from shared.sandbox.demand import PoolBounds
 from shared.sandbox.docker import DockerSandboxProvider
 from shared.sandbox.provider import SandboxLimits
-from shared.settings import Settings
+from shared.settings import ToolWorkerSettings
 
 __all__ = ["warm_pool_section"]
 
@@ -56,7 +56,7 @@ class _Burst:
 
 
 def _run(bounds: PoolBounds, bursts: int, rate: float, pause_s: float) -> list[_Burst]:
-    settings = Settings(sandbox_worker_label=f"bench-{uuid.uuid4().hex[:8]}")
+    settings = ToolWorkerSettings(sandbox_worker_label=f"bench-{uuid.uuid4().hex[:8]}")
     provider = DockerSandboxProvider(settings, pool=bounds, limits=_ROOMY)
     try:
         time.sleep(pause_s)  # the pool's first kernels start, as after a worker's start-up
@@ -88,7 +88,7 @@ def _ms(values: list[float], q: float) -> str:
 
 def warm_pool_section(quick: bool) -> None:
     rate, bursts, pause_s = 20.0, 2 if quick else 3, 8.0
-    settings = Settings()
+    settings = ToolWorkerSettings()
     configs = {
         "no pool (cold)": PoolBounds.fixed(0),
         f"warm pool, {settings.sandbox_warm_pool} to {settings.sandbox_warm_pool_max} kernels, "

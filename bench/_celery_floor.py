@@ -19,7 +19,7 @@ from celery import Celery
 
 from shared import keys
 from shared.celery_app import make_celery
-from shared.settings import Settings
+from shared.settings import BrokerSettings
 
 __all__ = ["drain", "make_app", "measure"]
 
@@ -30,7 +30,7 @@ def make_app(redis_url: str, taskyard: bool = False) -> Celery:
     if taskyard:
         urls = {"redis_url": f"{redis_url}/0", "broker_url": f"{redis_url}/5",
                 "result_backend": f"{redis_url}/6"}  # fmt: skip
-        app = make_celery(Settings(**urls))  # type: ignore[arg-type]
+        app = make_celery(BrokerSettings(**urls))  # type: ignore[arg-type]
     else:
         app = Celery("floor", broker=f"{redis_url}/5", backend=f"{redis_url}/6")
         app.conf.update(task_acks_late=True, worker_prefetch_multiplier=1, broker_pool_limit=32,

@@ -25,7 +25,7 @@ from mcp_servers import STDIO_SERVER, serve_mcp
 
 from shared.actions.mcp.client import McpClient
 from shared.sandbox import make_sandbox_provider
-from shared.settings import Settings
+from shared.settings import ToolWorkerSettings
 from shared.spec import McpServer
 
 
@@ -36,7 +36,7 @@ def _line(what: str, seconds: list[float]) -> str:
 
 
 def remote(calls: int) -> None:
-    settings = Settings(mcp_allow_networks="127.0.0.1/32")
+    settings = ToolWorkerSettings(mcp_allow_networks="127.0.0.1/32")
     client = McpClient(settings)
     with serve_mcp() as served:
         server = McpServer(name="weather", url=served.url)
@@ -56,7 +56,7 @@ def remote(calls: int) -> None:
 
 
 def local(calls: int, backend: str) -> None:
-    settings = Settings(sandbox_backend=backend, sandbox_warm_pool=0)
+    settings = ToolWorkerSettings(sandbox_backend=backend, sandbox_warm_pool=0)
     sandboxes = make_sandbox_provider(settings)
     try:
         client = McpClient(settings, sandboxes)

@@ -29,7 +29,7 @@ from _bench_syscalls import syscall_section
 from shared.sandbox import LocalSandboxProvider, SandboxUnavailable
 from shared.sandbox.docker import OWNER_LABEL, WORKER_LABEL, DockerSandboxProvider
 from shared.sandbox.provider import KernelSandboxProvider, SandboxLimits
-from shared.settings import Settings
+from shared.settings import ToolWorkerSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD_TAGS = {
@@ -97,7 +97,7 @@ class _Side:
     figures, named by what they time."""
 
     def __init__(self, runtime: str, label: str) -> None:
-        settings = Settings(
+        settings = ToolWorkerSettings(
             sandbox_runtime=runtime, sandbox_warm_pool=0, sandbox_worker_label=label
         )
         self.provider = DockerSandboxProvider(settings, pool_size=0)
@@ -199,7 +199,8 @@ def handoff_section(quick: bool) -> None:
     sessions, `take_over`, the first call after it), and how long a killed worker's kernels
     live on (their lease: `TOOL_WORKER_DEAD_S`)."""
     sessions = 5 if quick else 20
-    settings = Settings(sandbox_warm_pool=0, sandbox_worker_label=f"bench-{uuid.uuid4().hex[:8]}")
+    label = f"bench-{uuid.uuid4().hex[:8]}"
+    settings = ToolWorkerSettings(sandbox_warm_pool=0, sandbox_worker_label=label)
     roomy = SandboxLimits(per_tenant=10_000, per_worker=10_000)  # no eviction in the way
     maker = DockerSandboxProvider(settings, node="bench@a", limits=roomy)
     taker = DockerSandboxProvider(settings, node="bench@b", limits=roomy)
@@ -233,7 +234,7 @@ def handoff_section(quick: bool) -> None:
     print(f"load average (1 min) at the end {load:.1f}")
 
 
-def _crash_lease(settings: Settings, kernels: int) -> tuple[float, float]:
+def _crash_lease(settings: ToolWorkerSettings, kernels: int) -> tuple[float, float]:
     """Start `kernels` sessions in a process, SIGKILL it, and time until every container ended."""
     label = f"bench-crash-{uuid.uuid4().hex[:8]}"
     env = {**os.environ, "TASKYARD_SANDBOX_WORKER_LABEL": label}
@@ -274,7 +275,7 @@ def main() -> None:
         return
     if args.build:
         bench_build()
-    settings = Settings(sandbox_warm_pool=0)
+    settings = ToolWorkerSettings(sandbox_warm_pool=0)
     providers: dict[str, Callable[[int], KernelSandboxProvider]] = {
         "docker": lambda pool: DockerSandboxProvider(settings, pool_size=pool),
         "bwrap": lambda pool: LocalSandboxProvider(settings, launcher="bwrap", pool_size=pool),

@@ -20,7 +20,7 @@ from devstack.procs import free_port
 from shared.celery_app import make_celery
 from shared.schedules import Schedule, ScheduleRequest
 from shared.schedules.runner import ScheduleRunner
-from shared.settings import Settings
+from shared.settings import AgentWorkerSettings
 from shared.store import TaskStore
 from shared.store import schedules as stored
 
@@ -29,7 +29,7 @@ EVERY_5_MIN = "*/5 * * * *"
 
 
 async def _measure(url: str, n: int, rounds: int) -> None:
-    settings = Settings(redis_url=f"{url}/0", broker_url=f"{url}/1")
+    settings = AgentWorkerSettings(redis_url=f"{url}/0", broker_url=f"{url}/1")
     store = TaskStore.from_url(settings.redis_url, settings.broker_url)
     task = ScheduleRequest.model_validate({"cron": EVERY_5_MIN, "task": {"input": "x"}}).task
     for _ in range(n):

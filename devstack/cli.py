@@ -17,7 +17,7 @@ from devstack.stack import LocalStack, StackPorts
 from shared.client import TaskyardClient
 from shared.client.cli import follow
 from shared.client.cli.contributed import DEV_COMMANDS
-from shared.settings import Settings, env_name
+from shared.settings import AgentWorkerSettings, GatewaySettings, ToolWorkerSettings, env_name
 
 __all__ = ["DEMO_TASK", "add_up", "local_stack"]
 
@@ -34,7 +34,7 @@ def add_up(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     up.set_defaults(run=_up)
 
 
-def local_stack(args: argparse.Namespace, settings: Settings) -> LocalStack:
+def local_stack(args: argparse.Namespace, settings: GatewaySettings) -> LocalStack:
     """The stack `up` starts: its gateway takes the environment's API keys (so a second
     tenant can be tried), and the demo uses the first."""
     return LocalStack(
@@ -51,7 +51,10 @@ def _interrupt(signum: int, frame: object) -> None:
 
 def _up(args: argparse.Namespace) -> int:
     try:
-        settings = Settings()  # checked here, before any service starts with it
+        # Every service's settings are checked here, before any service starts with them.
+        settings = GatewaySettings()
+        AgentWorkerSettings()
+        ToolWorkerSettings()
     except ValidationError as exc:
         print(f"taskyard up: bad settings:\n{_settings_problems(exc)}", file=sys.stderr)
         return 2

@@ -15,7 +15,7 @@ from redis.connection import parse_url
 
 from shared import keys
 from shared.redis_clients import SENTINEL_CLIENT_OPTIONS, SentinelSpec
-from shared.settings import Settings
+from shared.settings import BrokerSettings
 
 __all__ = ["JobTask", "make_celery"]
 
@@ -44,7 +44,7 @@ def _keep_json_logs(**_: object) -> None:
     "ready.", beat's schedule) go through `shared.logs`, set up by the service's module."""
 
 
-def make_celery(settings: Settings, tool_names: list[str] | None = None) -> Celery:
+def make_celery(settings: BrokerSettings, tool_names: list[str] | None = None) -> Celery:
     """A Celery app on the settings' broker, with the `agent` and `webhooks` queues and one
     queue per tool."""
     app = Celery("taskyard", broker=settings.broker_url, backend=settings.result_backend)
@@ -90,7 +90,7 @@ def _log_job_lines(wanted: bool) -> None:
             logger.addFilter(_per_job_line)  # a filter already there is not added twice
 
 
-def _through_sentinel(settings: Settings, sentinel: SentinelSpec) -> dict[str, Any]:
+def _through_sentinel(settings: BrokerSettings, sentinel: SentinelSpec) -> dict[str, Any]:
     """Broker and result backend on the master the sentinels name: kombu's and Celery's
     ``sentinel://`` URLs (one per sentinel, the database and password of our URLs) and the
     master's name in their transport options."""
@@ -116,7 +116,7 @@ def _sentinel_urls(url: str, sentinel: SentinelSpec) -> str:
     )
 
 
-def _transport_options(settings: Settings) -> dict[str, Any]:
+def _transport_options(settings: BrokerSettings) -> dict[str, Any]:
     """A job whose worker died returns to its queue after the visibility timeout; kombu sweeps
     for such jobs every interval x throttle seconds (100 s by default), so sweep well within
     the timeout instead. kombu's pool holds 10 connections by default: a thousand greenlets

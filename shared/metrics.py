@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from prometheus_client import start_http_server
 
-from shared.settings import Settings
+from shared.settings import MetricsSettings
 
 __all__ = ["DURATION_BUCKETS", "serve_metrics"]
 
@@ -20,7 +20,7 @@ __all__ = ["DURATION_BUCKETS", "serve_metrics"]
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
 
-def serve_metrics(settings: Settings) -> int | None:
+def serve_metrics(settings: MetricsSettings) -> int | None:
     """Serve the process's metrics on the configured address; the port, or None when off."""
     if not settings.metrics_port:
         return None

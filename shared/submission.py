@@ -20,7 +20,7 @@ from shared.errors import TaskyardError
 from shared.files.info import FileInfo
 from shared.jobs import AgentStepJob, envelope
 from shared.registry import RegistryError
-from shared.settings import Settings
+from shared.settings import SubmissionSettings
 from shared.spec import AgentSpec, BusyPolicy, WebhookSpec
 from shared.store import Created, TaskStore
 from shared.task import SESSION_ID_MAX, SESSION_ID_PATTERN, TaskRecord
@@ -99,7 +99,7 @@ def _offered(tools: tuple[str, ...]) -> None:
 async def submit(
     store: TaskStore,
     celery: Celery,
-    settings: Settings,
+    settings: SubmissionSettings,
     record: TaskRecord,
     busy: BusyPolicy,
     idempotency_key: str | None = None,
@@ -120,14 +120,16 @@ async def submit(
     return created
 
 
-async def check_webhook(webhook: WebhookSpec | None, settings: Settings) -> None:
+async def check_webhook(webhook: WebhookSpec | None, settings: SubmissionSettings) -> None:
     """`SubmissionRefused` for a webhook URL the address policy refuses."""
     policy = AddressPolicy(allow_private=settings.webhook_allow_private)
     if webhook is not None and (why := await refusal(webhook.url, policy)):
         raise SubmissionRefused(["webhook", "url"], why)
 
 
-async def _webhook_fields(record: TaskRecord, celery: Celery, settings: Settings) -> dict[str, str]:
+async def _webhook_fields(
+    record: TaskRecord, celery: Celery, settings: SubmissionSettings
+) -> dict[str, str]:
     """The task's webhook subscription, once its URL passes the address policy."""
     if record.webhook is None:
         return {}

@@ -6,7 +6,7 @@ them where there is no internet), or the model's Hugging Face tokenizer (when `t
 is installed and the tokenizer is in the local cache). Otherwise a documented estimate:
 one token per 4 characters of text, plus 4 per message for its role and framing (OpenAI's
 rule of thumb for English; it errs high on code and low on dense scripts, so budgets and
-windows computed from it keep a margin, `Settings.compaction_share`).
+windows computed from it keep a margin, `AgentRunSettings.compaction_share`).
 """
 
 from __future__ import annotations

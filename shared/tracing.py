@@ -13,7 +13,6 @@ its upstream.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Protocol
 
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -24,22 +23,17 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
-__all__ = ["JOB_ATTRIBUTES", "TracingSettings", "job_attributes", "setup_tracing"]
+from shared.settings import OtlpSettings
+
+__all__ = ["JOB_ATTRIBUTES", "job_attributes", "setup_tracing"]
 
 # The ids every span of a task may carry, as span attributes.
 JOB_ATTRIBUTES = ("taskyard.task_id", "taskyard.session_id", "taskyard.tenant", "taskyard.step")
 
 
-class TracingSettings(Protocol):
-    """What tracing reads of a service's settings (the shared ones, or a service's own)."""
-
-    @property
-    def otlp_endpoint(self) -> str: ...
-
-
 def setup_tracing(
     service: str,
-    settings: TracingSettings,
+    settings: OtlpSettings,
     *,
     libraries: bool = True,
     exporter: SpanExporter | None = None,

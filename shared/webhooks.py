@@ -49,7 +49,7 @@ from shared.actions.web import (
 from shared.errors import TaskyardError
 from shared.events import EventKind
 from shared.jobs import WebhookJob, enqueue, envelope
-from shared.settings import Settings
+from shared.settings import WebhookSettings
 from shared.spec import WebhookSpec
 from shared.store import TaskStore, replies
 from shared.task import TaskRecord, TaskStatus
@@ -193,7 +193,7 @@ class Deliverer:
     long backoffs wait there rather than as Celery countdowns (those outliving the broker's
     visibility timeout would be redelivered), and a lost job is sent again."""
 
-    def __init__(self, store: TaskStore, settings: Settings) -> None:
+    def __init__(self, store: TaskStore, settings: WebhookSettings) -> None:
         self.store = store
         self.settings = settings
         policy = AddressPolicy(allow_private=settings.webhook_allow_private)

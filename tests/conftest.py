@@ -18,7 +18,7 @@ from redis_group import RedisGroup, start_redis_group
 
 from devstack.procs import Processes, free_port
 from devstack.redis_server import start as start_redis
-from shared.settings import Settings
+from shared.settings import SandboxSettings
 
 
 @pytest.fixture(scope="session")
@@ -56,10 +56,10 @@ def sandbox_worker_label() -> Iterator[str]:
 def sandbox_image() -> str:
     """The sandbox image on the real Docker engine, built by the project's scripts if missing.
 
-    The tag is `Settings().sandbox_image` (TASKYARD_SANDBOX_IMAGE), so a test run can build
+    The tag is `SandboxSettings().sandbox_image` (TASKYARD_SANDBOX_IMAGE), so a test run can build
     and use its own tag while other runs on the machine use taskyard/sandbox:latest.
     """
-    image = Settings().sandbox_image
+    image = SandboxSettings().sandbox_image
     asked = os.environ.get("SANDBOX_IMAGE", image)
     assert asked == image, f"SANDBOX_IMAGE={asked} but TASKYARD_SANDBOX_IMAGE={image}: set both"
     root = Path(__file__).resolve().parent.parent

@@ -18,7 +18,7 @@ from shared.celery_app import make_celery
 from shared.events import EventKind
 from shared.jobs import AgentStepJob, ToolRunJob, envelope
 from shared.schema import ActionReturn, AgentMessage, ToolCall
-from shared.settings import Settings
+from shared.settings import AgentWorkerSettings
 from shared.spec import AgentSpec, ApprovalPolicy
 from shared.store import StepCommit, TaskStore
 from shared.task import TaskRecord, TaskStatus
@@ -37,7 +37,7 @@ async def store(redis_server: str, redis_client: redis.Redis) -> AsyncIterator[T
 
 @pytest.fixture
 def celery(redis_server: str) -> Celery:
-    return make_celery(Settings(redis_url=f"{redis_server}/0"))
+    return make_celery(AgentWorkerSettings(redis_url=f"{redis_server}/0"))
 
 
 def _queued(redis_server: str, queue: str) -> list[dict]:

@@ -133,9 +133,9 @@ def test_celerys_per_job_lines_only_when_asked_for(lines: io.StringIO, wanted: b
     from celery.worker import strategy
 
     from shared.celery_app import make_celery
-    from shared.settings import Settings
+    from shared.settings import BrokerSettings
 
-    make_celery(Settings(celery_job_logs=wanted))
+    make_celery(BrokerSettings(celery_job_logs=wanted))
     try:
         job = {"id": "j1", "name": "agent.step", "runtime": 0.001, "return_value": None}
         trace.info(trace.LOG_SUCCESS, job)
@@ -143,7 +143,7 @@ def test_celerys_per_job_lines_only_when_asked_for(lines: io.StringIO, wanted: b
         trace.info(trace.LOG_RETRY, {**job, "exc": "Retry in 2s"})
         strategy.logger.error("Received invalid task message")
     finally:
-        make_celery(Settings())  # the default again
+        make_celery(BrokerSettings())  # the default again
     said = [line["msg"] for line in _read(lines)]
     per_job = ["Task agent.step[j1] succeeded in 0.001s: None", "Task agent.step[j1] received"]
     kept = ["Task agent.step[j1] retry: Retry in 2s", "Received invalid task message"]

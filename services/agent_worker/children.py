@@ -21,7 +21,7 @@ from shared.agents import AGENTS
 from shared.agents.as_tool import agent_of
 from shared.jobs import AgentStepJob, ChildJob, envelope
 from shared.schema import ActionReturn, ActionStatusCode, AgentMessage, ToolCall
-from shared.settings import Settings
+from shared.settings import AgentWorkerSettings
 from shared.spec import AgentSpec
 from shared.store import TaskStore
 from shared.task import SESSION_ID_PATTERN, TaskRecord
@@ -34,7 +34,7 @@ _SESSION = re.compile(SESSION_ID_PATTERN)
 class ChildStarter:
     """Starts the child task of an agent tool call, or answers the call with why it can't."""
 
-    def __init__(self, store: TaskStore, settings: Settings, celery: Celery) -> None:
+    def __init__(self, store: TaskStore, settings: AgentWorkerSettings, celery: Celery) -> None:
         self.store = store
         self.settings = settings
         self.celery = celery

@@ -21,7 +21,7 @@ from shared.agents.drive import resolve
 from shared.aggregators import ChatMessage, DefaultAggregator
 from shared.events import EventKind
 from shared.schema import AgentMessage, LLMResponse
-from shared.settings import Settings
+from shared.settings import AgentWorkerSettings
 from shared.store import StepStart, TaskStore
 from shared.tokens import count_tokens
 
@@ -49,7 +49,10 @@ class Compactor:
     """Counts a step's prompt and compacts the session's memory when it is too large."""
 
     def __init__(
-        self, store: TaskStore, settings: Settings, http: aiohttp.ClientSession | None = None
+        self,
+        store: TaskStore,
+        settings: AgentWorkerSettings,
+        http: aiohttp.ClientSession | None = None,
     ) -> None:
         self.store = store
         self.settings = settings

@@ -19,7 +19,7 @@ from celery import Celery
 from services.agent_worker.errors import AgentWorkerError
 from shared.actions.mcp.listing import ListingExchange, McpListing, server_id, tool_schemas
 from shared.jobs import McpListJob, envelope
-from shared.settings import Settings
+from shared.settings import AgentWorkerSettings
 from shared.spec import McpServer
 from shared.store import TaskStore
 from shared.task import TaskRecord
@@ -36,7 +36,7 @@ class McpToolsUnavailable(AgentWorkerError):
 class McpTools:
     """Lists a task's MCP servers through the tool workers, and keeps nothing itself."""
 
-    def __init__(self, store: TaskStore, settings: Settings, celery: Celery) -> None:
+    def __init__(self, store: TaskStore, settings: AgentWorkerSettings, celery: Celery) -> None:
         self.listings = ListingExchange(store.r, settings.mcp_tools_ttl_s)
         self.store = store  # its pushes send a local server's listing where the server runs
         self.celery = celery

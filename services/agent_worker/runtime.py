@@ -23,7 +23,7 @@ from shared.events import EventKind
 from shared.jobs import AgentStepJob, ChildJob, Job, WebhookJob, envelope
 from shared.loop import LoopThread
 from shared.schedules.runner import ScheduleRunner
-from shared.settings import Settings
+from shared.settings import AgentWorkerSettings
 from shared.spec import AgentSpec
 from shared.store import TaskStore
 from shared.tenant_tokens import TenantTokens
@@ -34,7 +34,7 @@ __all__ = ["AgentRuntime", "tenant_tokens", "worker_agent"]
 log = logging.getLogger("taskyard.agent_worker")
 
 
-def tenant_tokens(settings: Settings) -> TenantTokens | None:
+def tenant_tokens(settings: AgentWorkerSettings) -> TenantTokens | None:
     """The signer of model calls' tenant tokens, or None (with a warning) without a secret."""
     secret = settings.llm_token_secret.get_secret_value()
     if not secret:
@@ -47,7 +47,10 @@ def tenant_tokens(settings: Settings) -> TenantTokens | None:
 
 
 def worker_agent(
-    spec: AgentSpec, settings: Settings, http: aiohttp.ClientSession, tokens: TenantTokens | None
+    spec: AgentSpec,
+    settings: AgentWorkerSettings,
+    http: aiohttp.ClientSession,
+    tokens: TenantTokens | None,
 ) -> AsyncAgent:
     """The agent a spec asks for, its model calls signed for their task and observed."""
     llm = ObservedModel(default_llm(spec, settings, http), tokens)
@@ -57,7 +60,7 @@ def worker_agent(
 class AgentRuntime:
     """Started once per worker process, on first use (after gevent has patched the process)."""
 
-    def __init__(self, settings: Settings, celery: Celery) -> None:
+    def __init__(self, settings: AgentWorkerSettings, celery: Celery) -> None:
         self.settings = settings
         self.celery = celery
         self.tokens = tenant_tokens(settings)

@@ -28,7 +28,7 @@ from shared.cancel import CancelWatch, cancel_children
 from shared.events import EventKind
 from shared.jobs import AgentStepJob, Job, envelope, job_for_call
 from shared.schema import AgentMessage, AgentStatusCode, ToolCall
-from shared.settings import Settings
+from shared.settings import AgentWorkerSettings
 from shared.store import StepCommit, StepStart, TaskStore
 from shared.task import TaskRecord, TaskStatus
 
@@ -47,7 +47,7 @@ class StepRunner:
     def __init__(
         self,
         store: TaskStore,
-        settings: Settings,
+        settings: AgentWorkerSettings,
         agents: LiveAgents,
         cancels: CancelWatch,
         celery: Celery,

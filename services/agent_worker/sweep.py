@@ -27,7 +27,7 @@ from shared import keys
 from shared.approvals import Decision, decide
 from shared.jobs import FILES_TOOL, AgentStepJob, Job, WebhookJob, job_for_call
 from shared.schema import ToolCall
-from shared.settings import Settings
+from shared.settings import AgentWorkerSettings
 from shared.store import TaskStore
 from shared.store.sandboxes import SandboxDirectory
 from shared.task import TaskRecord, TaskStatus
@@ -45,7 +45,7 @@ class Sweeper:
     def __init__(
         self,
         store: TaskStore,
-        settings: Settings,
+        settings: AgentWorkerSettings,
         runner: StepRunner,
         celery: Celery,
         webhooks: Deliverer,

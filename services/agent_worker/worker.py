@@ -30,10 +30,10 @@ from shared.llms import LLMError
 from shared.logs import bind_job, setup_logging
 from shared.metrics import serve_metrics
 from shared.registry import load_plugins
-from shared.settings import get_settings
+from shared.settings import AgentWorkerSettings, get_settings
 from shared.tracing import job_attributes, setup_tracing
 
-settings = get_settings()
+settings = get_settings(AgentWorkerSettings)
 setup_logging("agent_worker")
 setup_tracing("agent_worker", settings)
 load_plugins(settings.plugin_modules)

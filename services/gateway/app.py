@@ -45,7 +45,7 @@ from services.gateway.routes import (
 from shared.files.artifacts import ArtifactStoreUnavailable, make_artifact_store
 from shared.logs import setup_logging
 from shared.registry import load_plugins
-from shared.settings import Settings, get_settings
+from shared.settings import GatewaySettings, get_settings
 from shared.store import NotReplicated
 from shared.tracing import setup_tracing
 
@@ -79,9 +79,9 @@ def _setup_logging() -> None:
         access.propagate = False
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     """The gateway for `settings` (by default the environment's)."""
-    settings = settings or get_settings()
+    settings = settings or get_settings(GatewaySettings)
     _setup_logging()
     tracing = setup_tracing("gateway", settings)
     load_plugins(settings.plugin_modules)  # user tools and agents are valid task names

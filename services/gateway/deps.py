@@ -14,7 +14,7 @@ from services.gateway.event_hub import EventHub, reader_client
 from services.gateway.system import SystemProbe
 from shared.celery_app import make_celery
 from shared.redis_clients import async_client
-from shared.settings import Settings
+from shared.settings import GatewaySettings
 from shared.store import TaskStore
 from shared.task import TASK_ID_PATTERN, TaskRecord
 
@@ -36,18 +36,18 @@ __all__ = [
 # is untyped: each value is named with the type `create_app` and its lifespan give it.
 
 
-async def app_settings(request: Request) -> Settings:
+async def app_settings(request: Request) -> GatewaySettings:
     """The settings the app was made with (`create_app`)."""
-    settings: Settings = request.app.state.settings
+    settings: GatewaySettings = request.app.state.settings
     return settings
 
 
-SettingsDep = Annotated[Settings, Depends(app_settings)]
+SettingsDep = Annotated[GatewaySettings, Depends(app_settings)]
 CLIENT_NAME = "taskyard-gateway"  # its Redis connections, as CLIENT LIST names them
 
 
 @cache
-def _celery(settings: Settings) -> Celery:
+def _celery(settings: GatewaySettings) -> Celery:
     return make_celery(settings)
 
 
@@ -81,7 +81,7 @@ async def get_system(request: Request) -> SystemProbe:
     """The app's view of the queues, workers and replicas (the lifespan closes it)."""
     state = request.app.state
     if state.system is None:
-        settings: Settings = state.settings
+        settings: GatewaySettings = state.settings
         broker = async_client(settings.broker_url, settings.sentinel, client_name=CLIENT_NAME)
         state.system = SystemProbe(broker, _celery(settings), settings.llm_base_url)
     system: SystemProbe = state.system

@@ -29,7 +29,7 @@ from redis.utils import HIREDIS_AVAILABLE
 from shared import keys
 from shared.events import EventKind
 from shared.redis_clients import async_client
-from shared.settings import Settings
+from shared.settings import RedisSettings
 from shared.store import replies
 from shared.task import TERMINAL
 
@@ -238,7 +238,7 @@ class _HiredisPacked:
         return [hiredis.pack_command((*str(name).split(), *rest))]  # type: ignore[arg-type]
 
 
-def reader_client(settings: Settings, client_name: str) -> aioredis.Redis:
+def reader_client(settings: RedisSettings, client_name: str) -> aioredis.Redis:
     """The hub's reader: a connection of its own, packing commands with hiredis where it is
     installed (a rediss:// or unix:// URL keeps its own connection class)."""
     packed = _HiredisPacked if HIREDIS_AVAILABLE else None

@@ -29,7 +29,7 @@ from starlette.requests import Request
 from services.gateway.deps import get_celery, get_hub, get_store
 from shared.agents import AGENTS
 from shared.events import EventKind
-from shared.settings import Settings
+from shared.settings import GatewaySettings
 from shared.spec import AgentSpec
 from shared.submission import TaskRequest, submit
 from shared.task import SESSION_ID_PATTERN, TaskRecord, TaskStatus
@@ -70,7 +70,7 @@ def _tool(name: str) -> types.Tool:
 class McpEndpoint:
     """The MCP server of one gateway app: its ASGI handler, and `run` for the app's lifespan."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: GatewaySettings) -> None:
         self.settings = settings
         server: Server[Any] = Server(
             "taskyard", version="0.1.0", on_list_tools=self._list_tools, on_call_tool=self._call

@@ -1,8 +1,9 @@
 """The proxy's settings: its own pydantic-settings class, read from `TASKYARD_*` variables.
 
-Only what the proxy reads; the variables it shares with other services (`TASKYARD_REDIS_URL`,
-`TASKYARD_LLM_API_KEY`, `TASKYARD_LLM_TOKEN_SECRET`, `TASKYARD_OTLP_ENDPOINT`) keep their names
-and checks (`shared.settings`).
+Only what the proxy reads; the variables it shares with other services keep their names and
+checks: Sentinel's, the tenant-token secret and traces by reusing the shared areas
+(`shared.settings`), `TASKYARD_REDIS_URL` and `TASKYARD_LLM_API_KEY` declared again (the shared
+areas holding them carry fields the proxy does not read).
 """
 
 from __future__ import annotations
@@ -10,15 +11,15 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Literal
 
-from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
-from pydantic_settings import SettingsConfigDict
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from services.llm_proxy.limits.tenants import parse_limits
 from shared.settings import (
     HTTP_SCHEMES,
     REDIS_SCHEMES,
+    OtlpSettings,
     RedisSentinelSettings,
-    check_token_secret,
+    TenantTokenSettings,
     check_url,
     env_name,
     items,
@@ -27,79 +28,95 @@ from shared.settings import (
 __all__ = ["ProxySettings", "get_proxy_settings"]
 
 
-class ProxySettings(RedisSentinelSettings):
-    """What the proxy reads from `TASKYARD_*` variables: its own knobs and the few it shares
-    with other services (the same variable names as theirs)."""
+class ProxySettings(RedisSentinelSettings, TenantTokenSettings, OtlpSettings):
+    """LLM proxy.
 
-    # Inputs stay out of error messages: some are secrets.
-    model_config = SettingsConfigDict(
-        env_prefix="TASKYARD_", extra="ignore", frozen=True, hide_input_in_errors=True
-    )
+    Its own knobs (see docs/llm-proxy.md); it also reads the shared variables the tables above
+    mark "proxy".
+    """
 
-    # Shared with other services: Redis (the rate-limit sync; Sentinel's `redis_sentinels` and
-    # `redis_master` too), the API key direct callers use when no keys are configured, the
-    # tenant-token secret the agent workers sign with, and where traces go.
+    # The store's Redis and the direct callers' key, declared again with the shared names and
+    # defaults: the shared areas holding them carry fields the proxy does not read.
     redis_url: str = "redis://127.0.0.1:6379/0"
+    """The store's Redis (the rate-limit sync's, unless `PROXY_REDIS_URL`)."""
     llm_api_key: str = "taskyard"
-    llm_token_secret: SecretStr = SecretStr("")
-    otlp_endpoint: str = ""
+    """The API key direct callers use when no keys are configured."""
 
-    # Upstreams as "url" or "model=url" separated by commas, or a YAML pool file.
     proxy_upstreams: str = "http://127.0.0.1:8500/v1"
+    """Upstreams as `url` or `model=url`, comma-separated."""
     proxy_pool_file: str | None = None
+    """A YAML pool file instead of `PROXY_UPSTREAMS`."""
     proxy_host: str = "127.0.0.1"
+    """The address the proxy listens on."""
     proxy_port: int = 8400
-    # "affinity" (session / prefix consistent hashing with bounded load), "round_robin",
-    # or "least_outstanding".
+    """The port the proxy listens on."""
     proxy_policy: Literal["affinity", "round_robin", "least_outstanding"] = "affinity"
-    # Bounded load: a replica takes a hashed request while its load is under this factor of
-    # the mean; past it the request goes to the next replica on the ring.
+    """`affinity` (session / prefix consistent hashing with bounded load), `round_robin` or
+    `least_outstanding`."""
     proxy_load_factor: float = Field(default=1.25, gt=1.0)
-    # A replica whose time to first byte is past this factor of the others' median loses its
-    # affinity traffic until it recovers; 0 turns that off.
+    """Bounded load: a replica takes a hashed request while its load is under this factor of
+    the mean; past it the request goes to the next replica on the ring."""
     proxy_slow_factor: float = Field(default=4.0, ge=0)
-    # A routing key (session or prompt prefix) keeps its replica while it was seen within this
-    # many seconds; new keys go where few live keys are.
+    """A replica whose time to first byte is past this factor of the others' median loses
+    its affinity traffic until it recovers (0: off)."""
     proxy_key_live_s: float = Field(default=60.0, gt=0)
+    """A routing key (session or prompt prefix) keeps its replica while seen within this
+    long; new keys go where few live keys are."""
     proxy_prefix_chars: int = Field(default=256, ge=16)
+    """Characters of the prompt's start that key affinity when a call names no session."""
     proxy_max_in_flight: int = Field(default=256, ge=1)
-    proxy_fallbacks: str = ""  # "modelA=modelB|modelC,modelX=modelY"
+    """Requests one replica serves at once."""
+    proxy_fallbacks: str = ""
+    """Fallback model groups: `modelA=modelB|modelC,modelX=modelY`."""
     proxy_max_retries: int = Field(default=2, ge=0)
+    """Retries on another replica before the first byte."""
     proxy_connect_timeout_s: float = 2.0
-    proxy_read_timeout_s: float = 120.0  # longest silence from an upstream mid-request
+    """How long connecting to an upstream may take."""
+    proxy_read_timeout_s: float = 120.0
+    """The longest silence from an upstream mid-request."""
     proxy_queue_size: int = Field(default=1024, ge=0)
+    """Requests waiting for a free replica, at most."""
     proxy_queue_timeout_s: float = 10.0
+    """How long a request may wait in the queue."""
     proxy_max_body_bytes: int = 8 * 1024 * 1024
-    proxy_drain_s: float = 10.0  # on SIGTERM, how long requests in progress may take to end
-    # Health: probe period, passive ejection threshold and the cooldown that doubles.
+    """The largest request body."""
+    proxy_drain_s: float = 10.0
+    """On SIGTERM, how long requests in progress may take to end."""
     proxy_probe_interval_s: float = 2.0
+    """Health: how often each replica is probed."""
     proxy_probe_timeout_s: float = 1.0
+    """Health: how long a probe may take."""
     proxy_eject_after: int = Field(default=3, ge=1)
+    """Health: failures in a row that eject a replica."""
     proxy_cooldown_s: float = 1.0
+    """Health: an ejected replica's first cooldown, doubling on each ejection."""
     proxy_max_cooldown_s: float = 60.0
-    # Plain API keys for direct use: "key", "key:rpm:tpm" or "key:rpm:tpm:tenant"
-    # comma-separated (0 = unlimited). Empty, and no `llm_token_secret`: only `llm_api_key`
-    # is accepted, without limits. The agent workers' calls carry tenant tokens instead.
+    """Health: the longest cooldown."""
     proxy_keys: str = ""
+    """API keys for direct use: `key`, `key:rpm:tpm` or `key:rpm:tpm:tenant`, comma-separated
+    (0: unlimited). Empty, and no `LLM_TOKEN_SECRET`: only `LLM_API_KEY`, without limits."""
     proxy_require_key: bool = True
-    # The limits of tenants whose calls carry tenant tokens: "tenant:rpm:tpm" comma-separated,
-    # "*:rpm:tpm" for every tenant not named (0 = unlimited; unnamed and no "*": unlimited).
+    """Refuse unknown keys; false: they pass as tenant `anonymous`."""
     proxy_tenant_limits: str = ""
-    proxy_rate_window_s: float = Field(default=60.0, gt=0)  # rpm/tpm count per window
-    # Redis sync for rate-limit buckets, off the request path. The URL defaults to
-    # `redis_url` (under Sentinel, like it, it gives only a database number and the password).
+    """Limits of tenants whose calls carry tenant tokens: `tenant:rpm:tpm`, comma-separated,
+    `*:rpm:tpm` for every tenant not named (0, or unnamed without `*`: unlimited)."""
+    proxy_rate_window_s: float = Field(default=60.0, gt=0)
+    """The window rpm and tpm count over."""
     proxy_redis_sync: bool = True
+    """Share rate-limit spending through Redis, off the request path."""
     proxy_redis_url: str | None = None
+    """The sync's Redis; unset: `REDIS_URL` (under Sentinel, only a database number and the
+    password)."""
     proxy_sync_interval_s: float = 0.5
-    # Affinity routing shares placements and replica load with the other proxy instances
-    # through the same Redis (needs `proxy_redis_sync`), off the request path: every
-    # `proxy_placement_sync_s` each instance publishes what it placed and its per-replica load,
-    # and reads the others'. An instance's load counts for `proxy_placement_ttl_s` after it
-    # last published (a stopped instance's load stops counting); placements live for
-    # `proxy_key_live_s` after their last use by any instance.
+    """How often the rate-limit spending is synced."""
     proxy_share_placements: bool = True
+    """Affinity routing shares placements and replica load with the other proxy instances
+    through Redis (needs `PROXY_REDIS_SYNC`), off the request path."""
     proxy_placement_sync_s: float = Field(default=0.1, gt=0, le=5.0)
+    """How often each instance publishes what it placed and its load, and reads the others'."""
     proxy_placement_ttl_s: float = Field(default=5.0, gt=0)
+    """An instance's load counts this long after it last published (at least twice
+    `PROXY_PLACEMENT_SYNC_S`)."""
 
     @model_validator(mode="after")
     def _placement_ttl(self) -> ProxySettings:
@@ -112,7 +129,7 @@ class ProxySettings(RedisSentinelSettings):
 
     @field_validator("redis_url", "proxy_redis_url")
     @classmethod
-    def _redis_url(cls, value: str | None, info: ValidationInfo) -> str | None:
+    def _proxy_redis_urls(cls, value: str | None, info: ValidationInfo) -> str | None:
         if value is not None:
             check_url(value, REDIS_SCHEMES, env_name(info.field_name or ""), host=False)
         return value
@@ -123,19 +140,6 @@ class ProxySettings(RedisSentinelSettings):
             {"redis_url": self.redis_url, "proxy_redis_url": self.proxy_redis_url}
         )
         return self
-
-    @field_validator("otlp_endpoint")
-    @classmethod
-    def _otlp_url(cls, value: str) -> str:
-        if value:
-            check_url(value, HTTP_SCHEMES, "TASKYARD_OTLP_ENDPOINT")
-        return value
-
-    @field_validator("llm_token_secret")
-    @classmethod
-    def _token_secret(cls, value: SecretStr) -> SecretStr:
-        check_token_secret(value, "TASKYARD_LLM_TOKEN_SECRET")
-        return value
 
     @field_validator("proxy_upstreams")
     @classmethod

@@ -47,7 +47,7 @@ from shared.logs import bind_job
 from shared.loop import LoopThread
 from shared.redis_clients import async_client
 from shared.schema import ActionReturn, ActionStatusCode, AgentMessage, ToolCall
-from shared.settings import Settings
+from shared.settings import ToolWorkerSettings
 from shared.store import CallClaim, TaskStore, ToolResultStored
 from shared.store.sandboxes import SandboxDirectory, ToolWorkerId
 from shared.text import replace_lone_surrogates
@@ -61,7 +61,7 @@ Claimed = Literal["claimed", "busy", "done"]
 result is in."""
 
 
-def record_ttl_s(settings: Settings) -> float:
+def record_ttl_s(settings: ToolWorkerSettings) -> float:
     """How long a session's sandbox record outlives its interpreter's last use: a session
     coming back within a day of its interpreter's expiry is told why its state is gone."""
     return settings.sandbox_idle_s + 86400
@@ -72,7 +72,7 @@ class ToolCallRunner:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: ToolWorkerSettings,
         me: ToolWorkerId,
         celery: Celery,
         *,
@@ -98,7 +98,7 @@ class ToolCallRunner:
         self._stopped = threading.Event()
 
     @classmethod
-    def open(cls, settings: Settings, me: ToolWorkerId, celery: Celery) -> ToolCallRunner:
+    def open(cls, settings: ToolWorkerSettings, me: ToolWorkerId, celery: Celery) -> ToolCallRunner:
         """A worker process's runner: its clients made on a loop thread of their own, its
         toolbox keeping the sessions' cells in Redis, its cancel watch listening."""
         loop = LoopThread("tool-store")
@@ -326,7 +326,7 @@ def worker_error(call: ToolCall, exc: Exception, what: str) -> AgentMessage:
     return AgentMessage.tool_result(call, ret)
 
 
-async def _connect(settings: Settings) -> tuple[TaskStore, FileTransfer, ArtifactStore]:
+async def _connect(settings: ToolWorkerSettings) -> tuple[TaskStore, FileTransfer, ArtifactStore]:
     """The worker's clients, made on the loop that uses them."""
     store = TaskStore.from_settings(settings, "taskyard-tool-worker")
     files = async_client(

@@ -11,7 +11,7 @@ from shared.files.transfer import FilesReply
 from shared.jobs import SessionFilesJob
 from shared.sandbox import SandboxError, SandboxProvider
 from shared.sandbox.errors import FileRefused, NoLiveSandbox, SandboxClosed
-from shared.settings import Settings
+from shared.settings import FileSettings
 
 __all__ = ["FileLimits", "serve"]
 
@@ -27,7 +27,7 @@ class FileLimits:
     session_max_bytes: int  # the working directory's files after an upload
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> FileLimits:
+    def from_settings(cls, settings: FileSettings) -> FileLimits:
         return cls(settings.files_max_bytes, settings.files_session_max_bytes)
 
 

@@ -16,7 +16,7 @@ from shared.actions.mcp.listing import McpListing
 from shared.jobs import McpListJob, ToolRunJob
 from shared.sandbox import SandboxProvider
 from shared.schema import ActionReturn, ActionStatusCode, AgentMessage
-from shared.settings import Settings
+from shared.settings import McpSettings
 
 __all__ = ["McpCalls"]
 
@@ -30,7 +30,7 @@ class _Running:
 class McpCalls:
     """Runs MCP jobs for any tenant and session; `sandboxes` holds the local servers."""
 
-    def __init__(self, settings: Settings, sandboxes: SandboxProvider) -> None:
+    def __init__(self, settings: McpSettings, sandboxes: SandboxProvider) -> None:
         self.client = McpClient(settings, sandboxes)
         self._lock = threading.Lock()
         self._running: dict[str, set[_Running]] = {}  # a session's calls under way

@@ -16,7 +16,7 @@ from shared.jobs import ToolRunJob
 from shared.loop import cancel_others
 from shared.sandbox import SandboxProvider, make_sandbox_provider
 from shared.schema import AgentMessage, ToolCall
-from shared.settings import Settings
+from shared.settings import ToolWorkerSettings
 
 __all__ = ["Toolbox"]
 
@@ -27,7 +27,7 @@ class Toolbox:
     """Runs tool calls. The executor and the sandboxes are made on first use, by one thread
     only, and kept: actions hold per-session state, the provider the sessions' interpreters."""
 
-    def __init__(self, settings: Settings, node: str = "-") -> None:
+    def __init__(self, settings: ToolWorkerSettings, node: str = "-") -> None:
         self.settings = settings
         self.node = node  # the worker's Celery node name: what its sandboxes are labelled with
         self._lock = threading.Lock()

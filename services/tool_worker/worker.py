@@ -32,11 +32,11 @@ from shared.logs import bind_job, setup_logging
 from shared.metrics import serve_metrics
 from shared.registry import load_plugins
 from shared.sandbox import SandboxError
-from shared.settings import get_settings
+from shared.settings import ToolWorkerSettings, get_settings
 from shared.store.sandboxes import ToolWorkerId
 from shared.tracing import job_attributes, setup_tracing
 
-settings = get_settings()
+settings = get_settings(ToolWorkerSettings)
 setup_logging("tool_worker")
 setup_tracing("tool_worker", settings)
 load_plugins(settings.plugin_modules)

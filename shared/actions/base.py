@@ -16,7 +16,7 @@ from shared.actions.docstrings import parse_docstring
 from shared.errors import TaskyardError
 from shared.sandbox import SandboxProvider
 from shared.schema import ActionReturn, ActionStatusCode
-from shared.settings import Settings
+from shared.settings import ToolWorkerSettings
 
 __all__ = ["ActionError", "ActionResources", "BaseAction", "text_result"]
 
@@ -33,7 +33,7 @@ class ActionError(TaskyardError):
 class ActionResources:
     """What actions may need from the process that hosts them, handed in at build time."""
 
-    settings: Settings
+    settings: ToolWorkerSettings
     sandboxes: SandboxProvider | None = None
     cells: CellLog | None = None  # where interpreter cells are kept for a replay, if anywhere
 

@@ -13,7 +13,7 @@ from shared.agents.streaming import AsyncStreamingAgent
 from shared.aggregators import NativeToolAggregator
 from shared.llms import AsyncChatModel, AsyncOpenAIChat
 from shared.parsers import NativeToolCallParser
-from shared.settings import Settings
+from shared.settings import ModelSettings
 from shared.spec import AgentSpec
 
 __all__ = ["build_agent", "default_llm"]
@@ -23,7 +23,7 @@ _OVERRIDABLE = ("name", "system_prompt")
 
 
 def default_llm(
-    spec: AgentSpec, settings: Settings, session: aiohttp.ClientSession | None = None
+    spec: AgentSpec, settings: ModelSettings, session: aiohttp.ClientSession | None = None
 ) -> AsyncOpenAIChat:
     """The OpenAI-compatible client for the spec's model, through the configured proxy.
 
@@ -39,7 +39,7 @@ def default_llm(
 
 
 def build_agent(
-    spec: AgentSpec, settings: Settings, *, llm: AsyncChatModel | None = None
+    spec: AgentSpec, settings: ModelSettings, *, llm: AsyncChatModel | None = None
 ) -> AsyncAgent:
     """The registered agent `spec.agent` names, or else the default tool-using agent: native
     tool calls over the spec's tools, streaming its text. `llm` replaces the default client."""

@@ -23,7 +23,7 @@ from shared.sandbox.errors import (
 )
 from shared.sandbox.local import LocalSandboxProvider
 from shared.sandbox.provider import SandboxLimits
-from shared.settings import Settings
+from shared.settings import SandboxSettings
 
 __all__ = [
     "BACKENDS",
@@ -46,25 +46,25 @@ __all__ = [
 ]
 
 
-def _docker(settings: Settings, node: str) -> SandboxProvider:
+def _docker(settings: SandboxSettings, node: str) -> SandboxProvider:
     # Imported when chosen: the agent library alone installs no Docker SDK.
     from shared.sandbox.docker import DockerSandboxProvider
 
     return DockerSandboxProvider(settings, node=node)
 
 
-def _local(settings: Settings, node: str) -> SandboxProvider:
+def _local(settings: SandboxSettings, node: str) -> SandboxProvider:
     return LocalSandboxProvider(settings, node=node)
 
 
 # settings.sandbox_backend names one of these.
-BACKENDS: dict[str, Callable[[Settings, str], SandboxProvider]] = {
+BACKENDS: dict[str, Callable[[SandboxSettings, str], SandboxProvider]] = {
     "docker": _docker,
     "local": _local,
 }
 
 
-def make_sandbox_provider(settings: Settings, node: str = "-") -> SandboxProvider:
+def make_sandbox_provider(settings: SandboxSettings, node: str = "-") -> SandboxProvider:
     """The provider `settings.sandbox_backend` names, for the tool worker `node` (its Celery
     node name: what it left behind, it removes at its next start).
 

@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from shared.settings import Settings
+from shared.settings import SandboxSettings
 
 __all__ = ["Demand", "PoolBounds", "pool_bounds"]
 
@@ -30,7 +30,7 @@ class PoolBounds:
     window_s: float = 60.0
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> PoolBounds:
+    def from_settings(cls, settings: SandboxSettings) -> PoolBounds:
         """`sandbox_warm_pool` kernels at least (0: no pool), up to `sandbox_warm_pool_max`."""
         minimum = settings.sandbox_warm_pool
         maximum = max(minimum, settings.sandbox_warm_pool_max) if minimum else 0
@@ -77,6 +77,6 @@ class Demand:
         return busiest
 
 
-def pool_bounds(settings: Settings, size: int | None = None) -> PoolBounds:
+def pool_bounds(settings: SandboxSettings, size: int | None = None) -> PoolBounds:
     """The settings' pool, or a pool of exactly `size` kernels when one is given."""
     return PoolBounds.from_settings(settings) if size is None else PoolBounds.fixed(size)

@@ -51,7 +51,7 @@ from shared.sandbox.channel import (
 from shared.sandbox.demand import PoolBounds, pool_bounds
 from shared.sandbox.errors import KernelGone, SandboxError, SandboxUnavailable
 from shared.sandbox.provider import KernelSandboxProvider, SandboxLimits
-from shared.settings import Settings, get_settings
+from shared.settings import SandboxSettings, get_settings
 
 __all__ = [
     "HANDOFF_PREFIX",
@@ -110,7 +110,7 @@ class ContainerSpec:
     command: tuple[str, ...] = ()
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> ContainerSpec:
+    def from_settings(cls, settings: SandboxSettings) -> ContainerSpec:
         return cls(
             image=settings.sandbox_image,
             memory=settings.sandbox_memory,
@@ -368,7 +368,7 @@ class DockerSandboxProvider(KernelSandboxProvider):
 
     def __init__(
         self,
-        settings: Settings | None = None,
+        settings: SandboxSettings | None = None,
         *,
         spec: ContainerSpec | None = None,
         client: docker.DockerClient | None = None,
@@ -378,7 +378,7 @@ class DockerSandboxProvider(KernelSandboxProvider):
         limits: SandboxLimits | None = None,
         node: str = NO_NODE,
     ) -> None:
-        settings = settings or get_settings()
+        settings = settings or get_settings(SandboxSettings)
         self._spec = spec or ContainerSpec.from_settings(settings)
         self._client = client or _connect()
         self.owner = uuid.uuid4().hex[:12]

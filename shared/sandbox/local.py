@@ -37,7 +37,7 @@ from shared.sandbox.errors import KernelGone, SandboxUnavailable
 from shared.sandbox.kernel_copy import KernelCopy
 from shared.sandbox.launchers import LAUNCHERS, LaunchSpec, explain_failure, parse_size
 from shared.sandbox.provider import KernelSandboxProvider, SandboxLimits
-from shared.settings import Settings, get_settings
+from shared.settings import SandboxSettings, get_settings
 
 __all__ = ["LocalChannel", "LocalSandboxProvider"]
 
@@ -173,7 +173,7 @@ class LocalSandboxProvider(KernelSandboxProvider):
 
     def __init__(
         self,
-        settings: Settings | None = None,
+        settings: SandboxSettings | None = None,
         *,
         launcher: str | None = None,
         python: str | None = None,
@@ -183,7 +183,7 @@ class LocalSandboxProvider(KernelSandboxProvider):
         limits: SandboxLimits | None = None,
         node: str = "-",
     ) -> None:
-        settings = settings or get_settings()
+        settings = settings or get_settings(SandboxSettings)
         name = launcher or next((n for n in LAUNCHERS if shutil.which(n)), "")
         if name not in LAUNCHERS or not shutil.which(name) or not shutil.which("prlimit"):
             raise SandboxUnavailable(f"no sandbox launcher found (tried {', '.join(LAUNCHERS)})")

@@ -17,7 +17,7 @@ from shared.sandbox.demand import PoolBounds
 from shared.sandbox.errors import SandboxLimitReached, SandboxUnavailable
 from shared.sandbox.pool import PoolState, WarmPool
 from shared.sandbox.session import INTERRUPT_GRACE_S, KernelSandbox
-from shared.settings import Settings
+from shared.settings import SandboxSettings
 
 __all__ = ["KernelSandboxProvider", "SandboxLimits"]
 
@@ -33,7 +33,7 @@ class SandboxLimits:
     per_worker: int = 32
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> SandboxLimits:
+    def from_settings(cls, settings: SandboxSettings) -> SandboxLimits:
         return cls(settings.sandbox_max_per_tenant, settings.sandbox_max_per_worker)
 
 

@@ -19,7 +19,7 @@ from celery import Celery
 
 from shared.schedules.cron import Decision, decide
 from shared.schedules.spec import Schedule, ScheduleRun
-from shared.settings import Settings
+from shared.settings import AgentWorkerSettings
 from shared.store import TaskStore
 from shared.store import schedules as stored
 from shared.submission import SubmissionRefused, check_offered, submit
@@ -37,7 +37,7 @@ class ScheduleRunner:
         self,
         store: TaskStore,
         celery: Celery,
-        settings: Settings,
+        settings: AgentWorkerSettings,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store

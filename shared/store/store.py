@@ -25,7 +25,7 @@ from shared.events import Event, EventKind, decode_entry, dumps
 from shared.jobs import Envelope
 from shared.redis_clients import SentinelSpec, async_client
 from shared.schema import AgentMessage, ToolCall
-from shared.settings import Settings, broker_database
+from shared.settings import BrokerSettings, broker_database
 from shared.spec import BusyPolicy
 from shared.store import replies
 from shared.store.scripts import SCRIPTS, source
@@ -179,7 +179,7 @@ class TaskStore:
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, client_name: str, outage_retries: int = 20
+        cls, settings: BrokerSettings, client_name: str, outage_retries: int = 20
     ) -> TaskStore:
         """The store the settings name (their URLs, or Sentinel's master), as `from_url`."""
         return cls.from_url(

@@ -7,12 +7,14 @@ from collections.abc import Iterator
 import pytest
 
 from shared.sandbox import SandboxProvider, make_sandbox_provider
-from shared.settings import Settings
+from shared.settings import ToolWorkerSettings
 
 
 @pytest.fixture(scope="session")
 def local_sandboxes() -> Iterator[SandboxProvider]:
     """The real local (namespace) sandbox backend; kernels start on a session's first run."""
-    provider = make_sandbox_provider(Settings(sandbox_backend="local", sandbox_warm_pool=0))
+    provider = make_sandbox_provider(
+        ToolWorkerSettings(sandbox_backend="local", sandbox_warm_pool=0)
+    )
     yield provider
     provider.close_all()

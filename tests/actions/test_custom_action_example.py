@@ -7,7 +7,7 @@ import pytest
 from shared.actions import ACTIONS, ActionExecutor, ActionResources, openai_tool_schemas
 from shared.registry import load_plugins
 from shared.schema import ActionReturn, ActionStatusCode, ToolCall
-from shared.settings import Settings
+from shared.settings import ToolWorkerSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -16,8 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def executor(monkeypatch: pytest.MonkeyPatch) -> ActionExecutor:
     # Workers run from the repository root, which puts `examples` on their import path.
     monkeypatch.syspath_prepend(str(ROOT))
-    load_plugins(Settings(plugin_modules="examples.custom_action").plugin_modules)
-    resources = ActionResources(settings=Settings())
+    load_plugins(ToolWorkerSettings(plugin_modules="examples.custom_action").plugin_modules)
+    resources = ActionResources(settings=ToolWorkerSettings())
     return ActionExecutor.from_registry(resources, ["UnitConverter"])
 
 

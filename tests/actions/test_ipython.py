@@ -11,14 +11,16 @@ from shared.actions import ActionExecutor, IPythonInterpreter
 from shared.actions.ipython import STATE_LOST, format_execution, strip_fence
 from shared.sandbox import ExecutionResult, SandboxProvider, make_sandbox_provider
 from shared.schema import ActionReturn, ActionStatusCode, AgentMessage
-from shared.settings import Settings
+from shared.settings import ToolWorkerSettings
 
 
 @pytest.fixture(scope="module", params=["local", pytest.param("docker", marks=pytest.mark.docker)])
 def provider(request: pytest.FixtureRequest) -> Iterator[SandboxProvider]:
     if request.param == "docker":
         request.getfixturevalue("sandbox_image")  # starts the engine, builds the image
-    settings = Settings(sandbox_backend=request.param, sandbox_warm_pool=0, sandbox_memory="128m")
+    settings = ToolWorkerSettings(
+        sandbox_backend=request.param, sandbox_warm_pool=0, sandbox_memory="128m"
+    )
     provider = make_sandbox_provider(settings)
     yield provider
     provider.close_all()
@@ -106,7 +108,7 @@ def test_outcome_text_for_the_model() -> None:
 
 
 def test_a_reaped_session_tells_the_model_its_state_expired() -> None:
-    settings = Settings(sandbox_backend="local", sandbox_warm_pool=0, sandbox_idle_s=0)
+    settings = ToolWorkerSettings(sandbox_backend="local", sandbox_warm_pool=0, sandbox_idle_s=0)
     provider = make_sandbox_provider(settings)
     try:
         executor = ActionExecutor([IPythonInterpreter(provider, timeout=5)])
@@ -147,7 +149,7 @@ def test_a_failing_cell_keeps_what_it_showed(executor: ActionExecutor) -> None:
 
 @pytest.mark.docker
 def test_a_chart_and_a_table_for_the_model(sandbox_image: str) -> None:
-    settings = Settings(sandbox_image=sandbox_image, sandbox_warm_pool=0)
+    settings = ToolWorkerSettings(sandbox_image=sandbox_image, sandbox_warm_pool=0)
     provider = make_sandbox_provider(settings)
     try:
         executor = ActionExecutor([IPythonInterpreter(provider, timeout=30)])

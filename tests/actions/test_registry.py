@@ -17,7 +17,7 @@ from shared.actions import (
 from shared.actions.web import RedisResultStore
 from shared.registry import RegistryError, load_plugins
 from shared.sandbox import SandboxProvider
-from shared.settings import Settings
+from shared.settings import ToolWorkerSettings
 
 
 def names(schemas: list[dict]) -> list[str]:
@@ -64,7 +64,7 @@ def test_a_toolkit_call_runs_on_its_toolkit_queue() -> None:
 
 
 def test_build_actions_hands_resources_to_the_actions(local_sandboxes: SandboxProvider) -> None:
-    settings = Settings(search_url="http://127.0.0.1:9/", sandbox_timeout_s=7)
+    settings = ToolWorkerSettings(search_url="http://127.0.0.1:9/", sandbox_timeout_s=7)
     resources = ActionResources(settings=settings, sandboxes=local_sandboxes)
     ipython, browser, finish = build_actions(
         ["IPythonInterpreter", "WebBrowser.search", "WebBrowser.open", "FinishAction"], resources
@@ -79,7 +79,7 @@ def test_build_actions_hands_resources_to_the_actions(local_sandboxes: SandboxPr
 
 def test_the_interpreter_needs_a_sandbox_provider() -> None:
     with pytest.raises(ValueError, match="sandbox provider"):
-        build_actions(["IPythonInterpreter"], ActionResources(settings=Settings()))
+        build_actions(["IPythonInterpreter"], ActionResources(settings=ToolWorkerSettings()))
 
 
 def test_a_user_action_deploys_by_naming_its_module(
@@ -95,10 +95,10 @@ def test_a_user_action_deploys_by_naming_its_module(
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(ACTIONS, "_items", dict(ACTIONS._items))  # undone after the test
-    load_plugins(Settings(plugin_modules=" my_tools ,").plugin_modules)
+    load_plugins(ToolWorkerSettings(plugin_modules=" my_tools ,").plugin_modules)
     try:
         assert names(openai_tool_schemas(["Shout"])) == ["Shout"]
-        [shout] = build_actions(["Shout"], ActionResources(settings=Settings()))
+        [shout] = build_actions(["Shout"], ActionResources(settings=ToolWorkerSettings()))
         assert shout.run("hi") == "HI"  # type: ignore[attr-defined]
     finally:
         sys.modules.pop("my_tools", None)

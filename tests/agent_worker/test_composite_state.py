@@ -21,7 +21,7 @@ from shared.agents import AsyncAgent
 from shared.cancel import CancelWatch
 from shared.celery_app import make_celery
 from shared.jobs import AgentStepJob
-from shared.settings import Settings
+from shared.settings import AgentWorkerSettings
 from shared.spec import AgentSpec
 from shared.store import TaskStore
 from shared.store.sessions import forget_session
@@ -35,7 +35,7 @@ async def runners(
     store: TaskStore, model: ScriptedModelThread, redis_server: str
 ) -> AsyncIterator[Runners]:
     """Makes step runners that share nothing but Redis: each is another worker process."""
-    settings = Settings(llm_base_url=model.base_url, token_flush_s=0,
+    settings = AgentWorkerSettings(llm_base_url=model.base_url, token_flush_s=0,
                         redis_url=f"{redis_server}/0", broker_url=f"{redis_server}/1")  # fmt: skip
     async with aiohttp.ClientSession() as http:
 

@@ -18,7 +18,7 @@ from shared import keys
 from shared.actions.mcp.listing import ListedTool, ListingExchange, McpListing, server_id
 from shared.celery_app import make_celery
 from shared.jobs import McpListJob
-from shared.settings import Settings
+from shared.settings import AgentWorkerSettings
 from shared.spec import AgentSpec, McpServer
 from shared.store import TaskStore
 from shared.task import TaskRecord
@@ -32,9 +32,9 @@ FORECAST = ListedTool(
 
 
 @pytest.fixture
-def settings(redis_server: str) -> Settings:
+def settings(redis_server: str) -> AgentWorkerSettings:
     redis.Redis.from_url(f"{redis_server}/1").flushdb()
-    return Settings(redis_url=f"{redis_server}/0", broker_url=f"{redis_server}/1")
+    return AgentWorkerSettings(redis_url=f"{redis_server}/0", broker_url=f"{redis_server}/1")
 
 
 def _record(*servers: McpServer) -> TaskRecord:
@@ -42,7 +42,9 @@ def _record(*servers: McpServer) -> TaskRecord:
                       spec=AgentSpec(tools=[], mcp_servers=list(servers)))  # fmt: skip
 
 
-async def _answer_one_job(store: TaskStore, settings: Settings, listing: McpListing) -> McpListJob:
+async def _answer_one_job(
+    store: TaskStore, settings: AgentWorkerSettings, listing: McpListing
+) -> McpListJob:
     """Act as a tool worker: take the listing job off the MCP queue and answer it."""
     broker = aioredis.Redis.from_url(settings.broker_url)
     try:
@@ -57,7 +59,7 @@ async def _answer_one_job(store: TaskStore, settings: Settings, listing: McpList
 
 
 async def test_a_kept_listing_is_offered_under_the_servers_name(
-    store: TaskStore, settings: Settings
+    store: TaskStore, settings: AgentWorkerSettings
 ) -> None:
     exchange = ListingExchange(store.r, 60)
     await exchange.answer("r1", "acme", "s0", WEATHER, McpListing(tools=[FORECAST]))
@@ -71,7 +73,7 @@ async def test_a_kept_listing_is_offered_under_the_servers_name(
 
 
 async def test_a_listing_is_asked_of_a_tool_worker_once_and_kept(
-    store: TaskStore, settings: Settings
+    store: TaskStore, settings: AgentWorkerSettings
 ) -> None:
     tools = McpTools(store, settings, make_celery(settings))
     worker = asyncio.create_task(_answer_one_job(store, settings, McpListing(tools=[FORECAST])))
@@ -86,7 +88,7 @@ async def test_a_listing_is_asked_of_a_tool_worker_once_and_kept(
 
 
 async def test_a_failed_listing_says_why_and_is_not_kept(
-    store: TaskStore, settings: Settings
+    store: TaskStore, settings: AgentWorkerSettings
 ) -> None:
     tools = McpTools(store, settings, make_celery(settings))
     failed = McpListing(error="MCP server 'weather': it answered HTTP 500")
@@ -118,7 +120,7 @@ async def test_a_local_servers_listing_is_kept_for_its_session_only(store: TaskS
 
 
 async def test_steps_waiting_for_one_listing_share_one_request(
-    store: TaskStore, settings: Settings
+    store: TaskStore, settings: AgentWorkerSettings
 ) -> None:
     tools = McpTools(store, settings, make_celery(settings))
     waiting = [asyncio.create_task(tools.schemas(_record(WEATHER))) for _ in range(5)]

@@ -13,11 +13,11 @@ from services.agent_worker.runtime import AgentRuntime
 from shared import keys
 from shared.celery_app import make_celery
 from shared.jobs import AgentStepJob, WebhookJob
-from shared.settings import Settings
+from shared.settings import AgentWorkerSettings
 
 
 def test_jobs_sent_outside_a_commit_reach_their_queues_whole(redis_server: str) -> None:
-    settings = Settings(redis_url=f"{redis_server}/0", broker_url=f"{redis_server}/1")
+    settings = AgentWorkerSettings(redis_url=f"{redis_server}/0", broker_url=f"{redis_server}/1")
     broker = redis.Redis.from_url(f"{redis_server}/1")
     broker.delete(keys.AGENT_QUEUE, keys.WEBHOOK_QUEUE)
     runtime = AgentRuntime(settings, make_celery(settings))

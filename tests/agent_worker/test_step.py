@@ -23,7 +23,7 @@ from shared.celery_app import make_celery
 from shared.events import EventKind
 from shared.jobs import AgentStepJob, ToolRunJob
 from shared.schema import ActionReturn, AgentMessage
-from shared.settings import Settings
+from shared.settings import AgentWorkerSettings
 from shared.spec import AgentSpec
 from shared.store import TaskStore
 from shared.task import TaskRecord, TaskStatus
@@ -35,7 +35,7 @@ QUESTION = "What is the square root of 2, to 12 decimal places? Use Python."
 async def runner(
     store: TaskStore, model: ScriptedModelThread, redis_server: str
 ) -> AsyncIterator[StepRunner]:
-    settings = Settings(
+    settings = AgentWorkerSettings(
         llm_base_url=model.base_url, default_max_steps=4, token_flush_s=0,
         redis_url=f"{redis_server}/0", broker_url=f"{redis_server}/1",
     )  # fmt: skip

@@ -19,7 +19,7 @@ from shared.cancel import CancelWatch
 from shared.celery_app import make_celery
 from shared.jobs import AgentStepJob, Job, ToolRunJob, WebhookJob
 from shared.schema import ActionReturn, AgentMessage, ToolCall
-from shared.settings import Settings
+from shared.settings import AgentWorkerSettings
 from shared.store import StepCommit, TaskStore
 from shared.task import TaskRecord, TaskStatus
 from shared.webhooks import Deliverer
@@ -31,8 +31,8 @@ STALL_S = 0.3
 
 @pytest.fixture
 async def sweeper(store: TaskStore, redis_server: str) -> AsyncIterator[Sweeper]:
-    settings = Settings(redis_url=f"{redis_server}/0", stall_s=STALL_S, sweep_interval_s=0.01,
-                        task_deadline_s=60)  # fmt: skip
+    settings = AgentWorkerSettings(redis_url=f"{redis_server}/0", stall_s=STALL_S,
+                                   sweep_interval_s=0.01, task_deadline_s=60)  # fmt: skip
     agents = LiveAgents(lambda spec: build_agent(spec, settings))  # no step runs here
     celery = make_celery(settings)
     runner = StepRunner(store, settings, agents, CancelWatch(store.r), celery)

@@ -16,16 +16,16 @@ from shared.llms import AsyncOpenAIChat
 from shared.parsers import NativeToolCallParser
 from shared.registry import RegistryError
 from shared.schema import ActionReturn, AgentMessage, AgentStatusCode
-from shared.settings import Settings
+from shared.settings import AgentWorkerSettings
 from shared.spec import AgentSpec
 
 
 @pytest.fixture
-def settings() -> Settings:
-    return Settings(llm_base_url="http://127.0.0.1:9/v1", default_model="house-model")
+def settings() -> AgentWorkerSettings:
+    return AgentWorkerSettings(llm_base_url="http://127.0.0.1:9/v1", default_model="house-model")
 
 
-def test_default_agent_is_the_native_tool_agent(settings: Settings) -> None:
+def test_default_agent_is_the_native_tool_agent(settings: AgentWorkerSettings) -> None:
     spec = AgentSpec(name="solver", system_prompt="Be exact.", tools=["IPythonInterpreter"])
     agent = build_agent(spec, settings, llm=AsyncScriptedLLM())
     assert isinstance(agent, AsyncStreamingAgent)
@@ -36,7 +36,7 @@ def test_default_agent_is_the_native_tool_agent(settings: Settings) -> None:
     assert agent.tools == openai_tool_schemas(["IPythonInterpreter"])
 
 
-def test_default_llm_follows_spec_and_settings(settings: Settings) -> None:
+def test_default_llm_follows_spec_and_settings(settings: AgentWorkerSettings) -> None:
     llm = default_llm(AgentSpec(temperature=0.2), settings)
     assert isinstance(llm, AsyncOpenAIChat)
     assert (llm.model, llm.params) == ("house-model", {"temperature": 0.2})
@@ -54,7 +54,7 @@ class Researcher(AsyncAgent):
 AGENTS.add("test_sync_agent", lambda llm, **kw: Agent(llm, **kw))
 
 
-def test_registered_agent_gets_only_the_fields_the_spec_sets(settings: Settings) -> None:
+def test_registered_agent_gets_only_the_fields_the_spec_sets(settings: AgentWorkerSettings) -> None:
     llm = AsyncScriptedLLM()
     plain = build_agent(AgentSpec(agent="test_researcher"), settings, llm=llm)
     assert (plain.name, plain.system_prompt, plain.tools, plain.llm) == (
@@ -65,7 +65,7 @@ def test_registered_agent_gets_only_the_fields_the_spec_sets(settings: Settings)
     assert custom.tools == openai_tool_schemas(["IPythonInterpreter"])
 
 
-def test_registered_sync_or_unknown_agents_are_refused(settings: Settings) -> None:
+def test_registered_sync_or_unknown_agents_are_refused(settings: AgentWorkerSettings) -> None:
     with pytest.raises(TypeError, match="need an AsyncAgent"):
         build_agent(AgentSpec(agent="test_sync_agent"), settings, llm=AsyncScriptedLLM())
     with pytest.raises(RegistryError, match="unknown agent 'nobody'"):
@@ -74,7 +74,7 @@ def test_registered_sync_or_unknown_agents_are_refused(settings: Settings) -> No
 
 async def test_tool_round_trip_against_the_scripted_model() -> None:
     with ScriptedModelThread() as model:
-        settings = Settings(llm_base_url=model.base_url, default_model="scripted")
+        settings = AgentWorkerSettings(llm_base_url=model.base_url, default_model="scripted")
         agent = build_agent(AgentSpec(name="solver"), settings)
         call = await agent("What is 6 * 7?", session_id="s1", task_id="t1")
         calls = call.formatted["tool_calls"]

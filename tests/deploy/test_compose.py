@@ -16,13 +16,14 @@ from prometheus_client import REGISTRY
 
 import services.agent_worker.metrics
 import services.gateway.metrics  # noqa: F401 - registers the gateway's metrics
+from scripts.settings_table import SERVICES as SETTINGS_CLASSES
 from services.llm_proxy.accounting.metrics import Metrics
 from services.llm_proxy.replicas.spec import load_pool
 from services.llm_proxy.settings import ProxySettings
 from services.tool_worker.metrics import SandboxCollector
 from shared import keys
 from shared.actions import action_queue
-from shared.settings import Settings
+from shared.settings import AgentWorkerSettings, ToolWorkerSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE: dict[str, Any] = yaml.safe_load((ROOT / "compose.yaml").read_text())
@@ -39,7 +40,7 @@ def _command(name: str) -> list[str]:
 
 def test_every_taskyard_variable_is_a_setting() -> None:
     known = {
-        f"TASKYARD_{name.upper()}" for name in (*Settings.model_fields, *ProxySettings.model_fields)
+        f"TASKYARD_{name.upper()}" for cls in SETTINGS_CLASSES.values() for name in cls.model_fields
     }
     passed = {key for svc in SERVICES.values() for key in _env(svc) if key.startswith("TASKYARD_")}
     assert passed and passed <= known, passed - known
@@ -94,7 +95,7 @@ def test_the_tool_worker_searches_the_searxng_of_the_search_profile() -> None:
     searxng = SERVICES["searxng"]
     assert searxng["profiles"] == ["search"]
     env = _env(SERVICES["tool_worker"])
-    settings = Settings(search_url=env["TASKYARD_SEARCH_URL"])
+    settings = ToolWorkerSettings(search_url=env["TASKYARD_SEARCH_URL"])
     assert settings.search_url == "http://searxng:8080"  # the service, at the image's port
     host_path, mounted = searxng["volumes"][0].split(":")[:2]
     assert mounted == "/etc/searxng/settings.yml"
@@ -118,7 +119,7 @@ def test_the_agent_worker_runs_on_gevent_within_its_broker_connections() -> None
     concurrency = int(agent[agent.index("-c") + 1])
     env = COMPOSE["x-taskyard"]["environment"] | _env(SERVICES["agent_worker"])
     given = {k.removeprefix("TASKYARD_").lower(): v for k, v in env.items() if "$" not in v}
-    settings = Settings(**given)  # also checks the broker shares the store's server
+    settings = AgentWorkerSettings(**given)  # also checks the broker shares the store's server
     # Every greenlet may ack at once: kombu's pool must hold them (else jobs are lost).
     assert concurrency <= settings.broker_max_connections
 

@@ -10,7 +10,7 @@ from dev_install import declared, taskyard_cli
 
 from devstack.cli import local_stack
 from shared.client.cli import parser as taskyard_parser
-from shared.settings import Settings
+from shared.settings import GatewaySettings
 
 
 def test_pyproject_contributes_up_with_its_options(tmp_path: Path) -> None:
@@ -32,7 +32,7 @@ def test_up_serves_the_environments_api_keys(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("TASKYARD_API_KEYS", "k1=team-a,k2=team-b")
     parser = taskyard_parser(declared("taskyard.commands"))
     args = parser.parse_args(["up", "--sandbox", "local", "--gateway-port", "8123"])
-    stack = local_stack(args, Settings())
+    stack = local_stack(args, GatewaySettings())
     assert stack.env()["TASKYARD_API_KEYS"] == "k1=team-a,k2=team-b"  # what the gateway reads
     assert stack.api_key == "k1"  # the demo task's
     assert (stack.sandbox_backend, stack.ports.gateway) == ("local", 8123)

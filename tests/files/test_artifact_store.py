@@ -26,7 +26,7 @@ from shared.files.artifacts import (
     make_artifact_store,
 )
 from shared.files.artifacts.s3_store import S3ArtifactStore, expiring_days
-from shared.settings import Settings
+from shared.settings import ArtifactSettings
 from shared.task import RETENTION_S, new_task_id
 from tests.fake_s3 import documented_lifecycle, fake_s3, new_bucket, s3_client
 
@@ -273,10 +273,10 @@ async def test_a_missing_bucket_is_unavailable_not_refused(s3_endpoint: str) -> 
 
 
 async def test_the_setting_chooses_the_backend(redis_server: str, s3_endpoint: str) -> None:
-    redis_store = make_artifact_store(Settings(redis_url=f"{redis_server}/0"))
+    redis_store = make_artifact_store(ArtifactSettings(redis_url=f"{redis_server}/0"))
     assert isinstance(redis_store, RedisArtifactStore)
     await redis_store.close()
-    chosen = Settings(
+    chosen = ArtifactSettings(
         artifacts_backend="s3", artifacts_s3_bucket="art", artifacts_s3_endpoint_url=s3_endpoint,
         artifacts_s3_region="eu-west-3", artifacts_max_bytes=5, artifacts_task_max_bytes=9,
     )  # fmt: skip
@@ -293,9 +293,9 @@ def test_an_unknown_backend_or_a_bucketless_s3_is_refused() -> None:
     with pytest.raises(
         ValueError, match="TASKYARD_ARTIFACTS_BACKEND: unknown 'disk'; known: redis, s3"
     ):
-        make_artifact_store(Settings(artifacts_backend="disk"))
+        make_artifact_store(ArtifactSettings(artifacts_backend="disk"))
     with pytest.raises(ValueError, match="needs TASKYARD_ARTIFACTS_S3_BUCKET"):
-        Settings(artifacts_backend="s3")
+        ArtifactSettings(artifacts_backend="s3")
 
 
 # -- names -----------------------------------------------------------------------------------

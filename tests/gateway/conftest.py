@@ -9,14 +9,14 @@ import redis
 from fastapi.testclient import TestClient
 
 from services.gateway.app import create_app
-from shared.settings import Settings
+from shared.settings import GatewaySettings
 
 
 @pytest.fixture
-def settings(redis_server: str, redis_client: redis.Redis) -> Settings:
+def settings(redis_server: str, redis_client: redis.Redis) -> GatewaySettings:
     """Two tenants (key-a, key-b) on flushed databases."""
     redis.Redis.from_url(f"{redis_server}/1").flushdb()
-    return Settings(
+    return GatewaySettings(
         redis_url=f"{redis_server}/0",
         broker_url=f"{redis_server}/1",
         result_backend=f"{redis_server}/2",
@@ -25,6 +25,6 @@ def settings(redis_server: str, redis_client: redis.Redis) -> Settings:
 
 
 @pytest.fixture
-def client(settings: Settings) -> Iterator[TestClient]:
+def client(settings: GatewaySettings) -> Iterator[TestClient]:
     with TestClient(create_app(settings)) as c:
         yield c

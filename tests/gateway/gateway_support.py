@@ -12,10 +12,10 @@ import redis
 
 from devstack.procs import Processes, free_port
 from shared.jobs import AgentStepJob
-from shared.settings import Settings
+from shared.settings import GatewaySettings
 
 
-def queued_steps(settings: Settings) -> list[tuple[str, int]]:
+def queued_steps(settings: GatewaySettings) -> list[tuple[str, int]]:
     """(task id, step) of each agent step job on the broker, oldest first."""
     broker = redis.Redis.from_url(settings.broker_url)
     # kombu pushes on the left and pops on the right: oldest last in the list

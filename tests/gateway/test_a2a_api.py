@@ -42,7 +42,7 @@ from a2a.types import (
 from fastapi import FastAPI
 
 from services.gateway.app import create_app
-from shared.settings import Settings
+from shared.settings import GatewaySettings
 from shared.store import TaskStore
 from tests.plugins import composite_agents
 
@@ -85,13 +85,13 @@ async def _running(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
 
 
 @pytest.fixture
-async def http(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+async def http(settings: GatewaySettings) -> AsyncIterator[httpx.AsyncClient]:
     async with _running(create_app(settings)) as http:
         yield http
 
 
 @pytest.fixture
-def store(settings: Settings) -> Iterator[TaskStore]:
+def store(settings: GatewaySettings) -> Iterator[TaskStore]:
     yield TaskStore.from_url(settings.redis_url, settings.broker_url)
 
 
@@ -231,7 +231,9 @@ async def test_a_task_takes_no_more_input_and_says_how_to_go_on(http: httpx.Asyn
         await _send(client, _message(Part(text="more"), task_id=task.id, message_id="m-2"))
 
 
-async def test_a_push_config_is_the_tasks_webhook(settings: Settings, store: TaskStore) -> None:
+async def test_a_push_config_is_the_tasks_webhook(
+    settings: GatewaySettings, store: TaskStore
+) -> None:
     allowed = settings.model_copy(update={"webhook_allow_private": True})
     async with _running(create_app(allowed)) as http:
         client = await _client(http)

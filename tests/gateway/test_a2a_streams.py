@@ -18,7 +18,7 @@ from services.gateway.event_hub import EventHub, reader_client
 from services.gateway.models import TaskAccepted, TaskCreate
 from shared.celery_app import make_celery
 from shared.events import EventKind
-from shared.settings import Settings
+from shared.settings import GatewaySettings
 from shared.store import TaskStore
 from shared.task import TaskRecord, TaskStatus
 
@@ -30,14 +30,14 @@ async def _no_submissions(body: TaskCreate, key: str | None) -> TaskAccepted:
 
 
 @pytest.fixture
-async def store(settings: Settings) -> AsyncIterator[TaskStore]:
+async def store(settings: GatewaySettings) -> AsyncIterator[TaskStore]:
     store = TaskStore.from_url(settings.redis_url, settings.broker_url)
     yield store
     await store.close()
 
 
 @pytest.fixture
-async def handler(settings: Settings, store: TaskStore) -> AsyncIterator[TaskyardHandler]:
+async def handler(settings: GatewaySettings, store: TaskStore) -> AsyncIterator[TaskyardHandler]:
     hub = EventHub(reader_client(settings, "test-a2a"), store.r, keep_alive_s=0.2)
     caller = Caller("tenant-a", None, "http://gateway.test/", _no_submissions)
     yield TaskyardHandler(caller, store, hub, make_celery(settings), settings)

@@ -15,7 +15,7 @@ import redis.asyncio as aioredis
 from services.gateway.app import create_app
 from services.gateway.event_hub import Batch, EventHub, reader_client
 from shared import keys
-from shared.settings import Settings
+from shared.settings import GatewaySettings
 
 TASK = "task_" + "1" * 32
 
@@ -24,7 +24,9 @@ TASK = "task_" + "1" * 32
 async def hub(redis_server: str, redis_client: redis.Redis) -> AsyncIterator[EventHub]:
     store = aioredis.Redis.from_url(f"{redis_server}/0", decode_responses=True)
     hub = EventHub(
-        reader_client(Settings(redis_url=f"{redis_server}/0"), "test"), store, keep_alive_s=0.2
+        reader_client(GatewaySettings(redis_url=f"{redis_server}/0"), "test"),
+        store,
+        keep_alive_s=0.2,
     )
     yield hub
     await hub.close()
@@ -120,7 +122,7 @@ async def test_silence_gives_an_empty_batch_and_following_goes_on(hub: EventHub)
     assert _ids(await _next(follow)) == later
 
 
-async def test_a_stream_ends_when_its_client_goes(settings: Settings) -> None:
+async def test_a_stream_ends_when_its_client_goes(settings: GatewaySettings) -> None:
     """GET /v1/tasks/{id}/events straight to the ASGI app: the client leaves after the first
     chunk; the response ends and the hub forgets the stream."""
     app = create_app(settings)

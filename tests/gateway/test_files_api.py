@@ -27,7 +27,7 @@ from shared.files.artifacts import (
 )
 from shared.files.transfer import FilesReply
 from shared.jobs import SessionFilesJob
-from shared.settings import Settings
+from shared.settings import GatewaySettings
 from shared.store import TaskStore
 
 AUTH = {"Authorization": "Bearer key-a"}
@@ -36,7 +36,7 @@ FILE_LIMIT = 100_000
 
 
 @pytest.fixture
-def files_settings(settings: Settings) -> Settings:
+def files_settings(settings: GatewaySettings) -> GatewaySettings:
     return settings.model_copy(
         update={
             "gateway_max_body_bytes": 4096,
@@ -47,7 +47,7 @@ def files_settings(settings: Settings) -> Settings:
 
 
 @pytest.fixture
-def client(files_settings: Settings) -> Iterator[TestClient]:
+def client(files_settings: GatewaySettings) -> Iterator[TestClient]:
     with TestClient(create_app(files_settings)) as c:
         yield c
 
@@ -110,7 +110,9 @@ def test_a_session_id_no_session_can_have(client: TestClient) -> None:
     ]
 
 
-def test_without_a_tool_worker_a_504_says_why(client: TestClient, files_settings: Settings) -> None:
+def test_without_a_tool_worker_a_504_says_why(
+    client: TestClient, files_settings: GatewaySettings
+) -> None:
     answer = client.get("/v1/sessions/s1/files", headers=AUTH)
     assert answer.status_code == 504
     assert "TASKYARD_FILES_TIMEOUT_S" in answer.json()["detail"]
@@ -140,7 +142,7 @@ def test_a_405_names_every_method_of_the_path(client: TestClient) -> None:
 
 @pytest.fixture
 def task_with_artifacts(
-    client: TestClient, files_settings: Settings
+    client: TestClient, files_settings: GatewaySettings
 ) -> tuple[str, dict[str, bytes]]:
     """A task whose tool made a PNG (twice: a redelivered job) and an HTML table, and one
     more whose artifact the store no longer keeps (expired)."""

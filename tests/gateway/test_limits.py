@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from gateway_support import queued_steps
 
 from services.gateway.app import create_app
-from shared.settings import Settings
+from shared.settings import GatewaySettings
 from shared.store import TaskStore
 
 AUTH = {"Authorization": "Bearer key-a"}
@@ -27,7 +27,7 @@ def _post(client: TestClient, body: bytes | Iterator[bytes], **headers: str) -> 
 
 
 async def _asgi(
-    settings: Settings, headers: list[tuple[bytes, bytes]]
+    settings: GatewaySettings, headers: list[tuple[bytes, bytes]]
 ) -> tuple[int, int, dict[str, Any]]:
     """POST /v1/tasks straight to the ASGI app: (status, body reads, JSON answer)."""
     reads, sent = 0, []
@@ -52,7 +52,7 @@ async def _asgi(
 
 @pytest.mark.parametrize("authorization", [None, b"Bearer nope", b"key-a", b"Basic key-a"])
 async def test_no_body_is_read_without_a_valid_key(
-    settings: Settings, authorization: bytes | None
+    settings: GatewaySettings, authorization: bytes | None
 ) -> None:
     headers = [(b"authorization", authorization)] if authorization else []
     status, reads, answer = await _asgi(settings, [*headers, (b"content-length", b"15")])
@@ -61,7 +61,7 @@ async def test_no_body_is_read_without_a_valid_key(
 
 
 async def test_a_body_announced_over_the_limit_is_413_before_it_is_read(
-    settings: Settings,
+    settings: GatewaySettings,
 ) -> None:
     length = str(settings.gateway_max_body_bytes + 1).encode()
     headers = [(b"authorization", b"Bearer key-a"), (b"content-length", length)]
@@ -75,14 +75,16 @@ def test_an_unauthenticated_malformed_body_is_401_not_422(client: TestClient) ->
     assert resp.status_code == 401
 
 
-def test_a_10_mb_input_is_413(client: TestClient, settings: Settings) -> None:
+def test_a_10_mb_input_is_413(client: TestClient, settings: GatewaySettings) -> None:
     resp = _post(client, orjson.dumps({"input": "x" * 10_000_000}))
     assert resp.status_code == 413
     assert resp.json() == {"detail": f"request body over {settings.gateway_max_body_bytes} bytes"}
     assert queued_steps(settings) == []
 
 
-def test_a_chunked_body_is_cut_off_at_the_limit(client: TestClient, settings: Settings) -> None:
+def test_a_chunked_body_is_cut_off_at_the_limit(
+    client: TestClient, settings: GatewaySettings
+) -> None:
     def chunks() -> Iterator[bytes]:  # no Content-Length: the size shows only as it arrives
         yield b'{"input": "'
         yield from (b"x" * 65_536 for _ in range(200))
@@ -94,7 +96,7 @@ def test_a_chunked_body_is_cut_off_at_the_limit(client: TestClient, settings: Se
     assert queued_steps(settings) == []
 
 
-def test_the_body_limit_is_a_setting(settings: Settings) -> None:
+def test_the_body_limit_is_a_setting(settings: GatewaySettings) -> None:
     small = settings.model_copy(update={"gateway_max_body_bytes": 2048})
     with TestClient(create_app(small)) as client:
         assert _post(client, orjson.dumps({"input": "x" * 2000})).status_code == 202
@@ -151,7 +153,7 @@ def test_an_idempotency_key_has_a_limit(client: TestClient) -> None:
     [{"max_steps": True}, {"max_steps": "3"}, {"max_steps": 2.5}, {"temperature": True},
      {"temperature": "0.5"}],
 )  # fmt: skip
-def test_numbers_are_numbers(client: TestClient, settings: Settings, agent: dict) -> None:
+def test_numbers_are_numbers(client: TestClient, settings: GatewaySettings, agent: dict) -> None:
     resp = client.post("/v1/tasks", json={"input": "hi", "agent": agent}, headers=AUTH)
     assert resp.status_code == 422
     assert resp.json()["detail"][0]["loc"] == ["body", "agent", next(iter(agent))]
@@ -170,7 +172,7 @@ def test_numbers_are_numbers(client: TestClient, settings: Settings, agent: dict
     ],
 )
 def test_a_lone_surrogate_is_invalid_json(
-    client: TestClient, settings: Settings, body: bytes
+    client: TestClient, settings: GatewaySettings, body: bytes
 ) -> None:
     resp = _post(client, body)
     assert resp.status_code == 422
@@ -195,7 +197,7 @@ def test_nan_and_infinity_are_invalid_json(client: TestClient, body: bytes) -> N
 
 
 def test_an_unexpected_failure_is_a_500_in_the_same_shape(
-    settings: Settings, monkeypatch: pytest.MonkeyPatch
+    settings: GatewaySettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async def broken(*_: object, **__: object) -> None:
         raise RuntimeError("a bug")

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from shared import keys
 from shared.schema import AgentMessage
-from shared.settings import Settings
+from shared.settings import GatewaySettings
 from shared.store import TaskStore
 
 AUTH = {"Authorization": "Bearer key-a"}
@@ -60,14 +60,14 @@ def test_bad_list_queries_are_422(client: TestClient, query: str) -> None:
     assert client.get(f"/v1/tasks?{query}", headers=AUTH).status_code == 422
 
 
-def _remember(settings: Settings, session: str, texts: list[str]) -> None:
+def _remember(settings: GatewaySettings, session: str, texts: list[str]) -> None:
     client = redis.Redis.from_url(settings.redis_url)
     memory = keys.session_memory("tenant-a", session)
     client.rpush(memory, *(AgentMessage(content=t).model_dump_json() for t in texts))
 
 
 def test_a_session_shows_its_messages_tasks_and_holder(
-    client: TestClient, settings: Settings
+    client: TestClient, settings: GatewaySettings
 ) -> None:
     first = _submit(client, "a", "shown")
     second = _submit(client, "b", "shown")
@@ -83,7 +83,7 @@ def test_a_session_shows_its_messages_tasks_and_holder(
 
 
 def test_deleting_a_busy_session_needs_force_and_cancels_its_tasks(
-    client: TestClient, settings: Settings
+    client: TestClient, settings: GatewaySettings
 ) -> None:
     first = _submit(client, "a", "doomed")
     second = _submit(client, "b", "doomed")
@@ -145,7 +145,9 @@ def test_sessions_are_their_tenants(client: TestClient) -> None:
     assert other["task_count"] == 1  # tenant-b's shared-name, not tenant-a's
 
 
-def test_a_listed_session_says_where_it_stands(client: TestClient, settings: Settings) -> None:
+def test_a_listed_session_says_where_it_stands(
+    client: TestClient, settings: GatewaySettings
+) -> None:
     first = _submit(client, "a", "busy")
     _submit(client, "b", "busy")
     _remember(settings, "busy", ["m0", "m1", "m2"])
@@ -168,7 +170,7 @@ def test_a_deleted_session_leaves_the_list_until_its_next_task(client: TestClien
 
 
 def test_sessions_used_at_the_same_time_are_each_listed_once(
-    client: TestClient, settings: Settings
+    client: TestClient, settings: GatewaySettings
 ) -> None:
     # Five sessions whose latest tasks share one timestamp: a page boundary falls among them.
     _submit(client, "a", "s-a")

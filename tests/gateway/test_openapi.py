@@ -16,7 +16,7 @@ from gateway_support import GatewayProcess
 
 from shared.events import EventKind
 from shared.schema import ActionReturn, AgentMessage, ToolCall
-from shared.settings import Settings
+from shared.settings import GatewaySettings
 from shared.store import TaskStore
 
 AUTH = {"Authorization": "Bearer key-a"}
@@ -75,7 +75,7 @@ def test_every_route_declares_its_answers_in_one_error_shape(client: TestClient)
     assert list(download["content"]) == ["application/octet-stream"]
 
 
-def _with_tool_result(settings: Settings, task_id: str) -> None:
+def _with_tool_result(settings: GatewaySettings, task_id: str) -> None:
     """Publish a tool call and its result, as the workers would."""
     call = ToolCall(id="c1", name="IPythonInterpreter", parameters={"command": "print(1)"})
     turn = AgentMessage(sender="assistant", content="", formatted={"tool_calls": [call]})
@@ -90,7 +90,9 @@ def _with_tool_result(settings: Settings, task_id: str) -> None:
     asyncio.run(publish())
 
 
-def test_real_messages_validate_against_the_schema(client: TestClient, settings: Settings) -> None:
+def test_real_messages_validate_against_the_schema(
+    client: TestClient, settings: GatewaySettings
+) -> None:
     schema = schemathesis.openapi.from_dict(client.get("/openapi.json").json())
     task_id = client.post("/v1/tasks", json={"input": "hi"}, headers=AUTH).json()["id"]
     _with_tool_result(settings, task_id)

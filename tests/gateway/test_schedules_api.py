@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from services.gateway.app import create_app
 from shared.celery_app import make_celery
 from shared.schedules.runner import ScheduleRunner
-from shared.settings import Settings
+from shared.settings import GatewaySettings
 from shared.store import TaskStore
 
 A = {"Authorization": "Bearer key-a"}
@@ -74,7 +74,7 @@ def test_bad_requests_are_422_saying_where_and_why(client: TestClient) -> None:
     assert client.get("/v1/schedules", headers=A).json() == {"schedules": []}
 
 
-def test_a_tenant_past_its_cap_is_a_409(settings: Settings) -> None:
+def test_a_tenant_past_its_cap_is_a_409(settings: GatewaySettings) -> None:
     capped = settings.model_copy(update={"schedules_max_per_tenant": 1})
     with TestClient(create_app(capped)) as client:
         _create(client, DAILY)
@@ -88,7 +88,7 @@ def test_a_tenant_past_its_cap_is_a_409(settings: Settings) -> None:
 
 
 def test_a_schedules_runs_are_listed_with_their_tasks_status(
-    client: TestClient, settings: Settings
+    client: TestClient, settings: GatewaySettings
 ) -> None:
     made = _create(client, DAILY)
 

@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 
 from devstack.procs import free_port
 from services.gateway.app import create_app
-from shared.settings import Settings
+from shared.settings import GatewaySettings
 
 AUTH = {"Authorization": "Bearer key-a"}
 TASK = "task_" + "0" * 32
@@ -19,7 +19,7 @@ TASK = "task_" + "0" * 32
 @pytest.fixture(scope="module")
 def client() -> Iterator[TestClient]:
     nowhere = f"redis://127.0.0.1:{free_port()}"  # nothing listens there
-    settings = Settings(redis_url=f"{nowhere}/0", broker_url=f"{nowhere}/1",
+    settings = GatewaySettings(redis_url=f"{nowhere}/0", broker_url=f"{nowhere}/1",
                         result_backend=f"{nowhere}/2", api_keys="key-a=tenant-a")  # fmt: skip
     with TestClient(create_app(settings), raise_server_exceptions=False) as client:
         yield client

@@ -12,14 +12,14 @@ from gateway_support import queued_steps as _queued_steps
 from services.gateway.app import create_app
 from shared.events import EventKind
 from shared.schema import AgentMessage
-from shared.settings import Settings
+from shared.settings import GatewaySettings
 from shared.store import TaskStore
 from shared.task import TaskStatus
 
 AUTH = {"Authorization": "Bearer key-a"}
 
 
-def _finish(settings: Settings, task_id: str, reply: AgentMessage) -> None:
+def _finish(settings: GatewaySettings, task_id: str, reply: AgentMessage) -> None:
     """Publish a reply and end the task, as a worker would."""
 
     async def finish() -> None:
@@ -66,7 +66,7 @@ def test_malformed_body_is_422_with_reason(client: TestClient, body: dict) -> No
     ],
 )
 def test_unknown_tool_or_agent_is_422(
-    client: TestClient, settings: Settings, agent: dict, field: str
+    client: TestClient, settings: GatewaySettings, agent: dict, field: str
 ) -> None:
     resp = client.post("/v1/tasks", json={"input": "hi", "agent": agent}, headers=AUTH)
     assert resp.status_code == 422
@@ -77,7 +77,7 @@ def test_unknown_tool_or_agent_is_422(
     assert _queued_steps(settings) == []
 
 
-def test_submit_stores_and_enqueues(client: TestClient, settings: Settings) -> None:
+def test_submit_stores_and_enqueues(client: TestClient, settings: GatewaySettings) -> None:
     resp = client.post("/v1/tasks", json={"input": "hi", "session_id": "s1"}, headers=AUTH)
     assert resp.status_code == 202
     body = resp.json()
@@ -88,7 +88,9 @@ def test_submit_stores_and_enqueues(client: TestClient, settings: Settings) -> N
     assert [(m["sender"], m["content"]) for m in task["messages"]] == [("user", "hi")]
 
 
-def test_idempotency_key_returns_the_same_task(client: TestClient, settings: Settings) -> None:
+def test_idempotency_key_returns_the_same_task(
+    client: TestClient, settings: GatewaySettings
+) -> None:
     headers = {**AUTH, "Idempotency-Key": "abc"}
     first = client.post("/v1/tasks", json={"input": "hi"}, headers=headers).json()
     second = client.post("/v1/tasks", json={"input": "hi"}, headers=headers).json()
@@ -101,7 +103,7 @@ def test_idempotency_key_returns_the_same_task(client: TestClient, settings: Set
     assert "different request body" in problem["msg"]
 
 
-def test_busy_session_waits_or_rejects(client: TestClient, settings: Settings) -> None:
+def test_busy_session_waits_or_rejects(client: TestClient, settings: GatewaySettings) -> None:
     first = client.post("/v1/tasks", json={"input": "a", "session_id": "s"}, headers=AUTH)
     waiting = client.post("/v1/tasks", json={"input": "b", "session_id": "s"}, headers=AUTH)
     rejected = client.post(
@@ -128,7 +130,7 @@ def _submit(client: TestClient, **body: object) -> dict:
     ("asked", "said"), [("interrupt", "interrupted"), ("rollback", "rolled_back")]
 )
 def test_a_task_may_take_its_busy_session_now(
-    client: TestClient, settings: Settings, asked: str, said: str
+    client: TestClient, settings: GatewaySettings, asked: str, said: str
 ) -> None:
     running = _submit(client)
     waiting = _submit(client, if_session_busy="wait")  # the old name of enqueue
@@ -153,7 +155,7 @@ def test_a_task_may_take_its_busy_session_now(
 
 
 def test_the_agents_default_applies_unless_the_task_says_otherwise(
-    client: TestClient, settings: Settings
+    client: TestClient, settings: GatewaySettings
 ) -> None:
     rejecting = {"if_session_busy": "reject"}
     _submit(client, agent=rejecting)
@@ -167,7 +169,7 @@ def test_the_agents_default_applies_unless_the_task_says_otherwise(
     assert bad.json()["detail"][0]["loc"][:2] == ["body", "if_session_busy"]
 
 
-def _first_status(settings: Settings, task_id: str) -> dict:
+def _first_status(settings: GatewaySettings, task_id: str) -> dict:
     async def read() -> dict:
         store = TaskStore.from_url(settings.redis_url, settings.broker_url)
         try:
@@ -204,7 +206,9 @@ def test_crafted_ids_are_404_like_any_task_not_yours(
     assert answers == {(404, '{"detail":"no such task"}')}
 
 
-def test_events_stream_ends_after_final_and_resumes(client: TestClient, settings: Settings) -> None:
+def test_events_stream_ends_after_final_and_resumes(
+    client: TestClient, settings: GatewaySettings
+) -> None:
     task_id = client.post("/v1/tasks", json={"input": "hi"}, headers=AUTH).json()["id"]
     _finish(settings, task_id, AgentMessage(sender="assistant", content="done"))
     text = client.get(f"/v1/tasks/{task_id}/events", headers=AUTH).text
@@ -237,7 +241,7 @@ def test_openapi_docs_served(client: TestClient) -> None:
 
 
 def test_cancel_ends_the_task_and_hands_the_session_on(
-    client: TestClient, settings: Settings
+    client: TestClient, settings: GatewaySettings
 ) -> None:
     first = client.post("/v1/tasks", json={"input": "a", "session_id": "c"}, headers=AUTH).json()
     second = client.post("/v1/tasks", json={"input": "b", "session_id": "c"}, headers=AUTH).json()
@@ -256,7 +260,7 @@ def test_cancel_ends_the_task_and_hands_the_session_on(
 
 
 def test_a_task_no_replica_confirms_is_503_and_its_key_finds_it_later(
-    settings: Settings,
+    settings: GatewaySettings,
 ) -> None:
     """The gateway promises that a failover loses no 202: with no replica to confirm the task,
     it answers 503 (the task may run); the same Idempotency-Key then finds that one task."""

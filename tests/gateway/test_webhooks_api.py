@@ -12,13 +12,13 @@ from fastapi.testclient import TestClient
 
 from services.gateway.app import create_app
 from shared import keys
-from shared.settings import Settings
+from shared.settings import GatewaySettings
 
 AUTH = {"Authorization": "Bearer key-a"}
 HOOK = "https://hooks.example.com/taskyard"
 
 
-def _delivery_jobs(settings: Settings) -> list[str]:
+def _delivery_jobs(settings: GatewaySettings) -> list[str]:
     broker = redis.Redis.from_url(settings.broker_url)
     bodies = [json.loads(m)["body"] for m in broker.lrange(keys.WEBHOOK_QUEUE, 0, -1)]
     return [json.loads(base64.b64decode(b))[0][0]["task_id"] for b in bodies]
@@ -48,7 +48,7 @@ def test_a_bad_webhook_is_422_naming_the_field(
 
 
 def test_a_private_receiver_is_accepted_when_the_deployment_allows_it(
-    settings: Settings,
+    settings: GatewaySettings,
 ) -> None:
     allowed = settings.model_copy(update={"webhook_allow_private": True})
     with TestClient(create_app(allowed)) as client:
@@ -57,7 +57,7 @@ def test_a_private_receiver_is_accepted_when_the_deployment_allows_it(
 
 
 def test_the_task_shows_its_webhook_and_its_deliveries(
-    client: TestClient, settings: Settings
+    client: TestClient, settings: GatewaySettings
 ) -> None:
     body = {"input": "hi", "webhook": {"url": HOOK, "events": ["queued", "succeeded"]}}
     task_id = client.post("/v1/tasks", json=body, headers=AUTH).json()["id"]

@@ -8,7 +8,7 @@ import pytest
 
 from services.llm_proxy.replicas.spec import ANY_MODEL, load_pool
 from services.llm_proxy.settings import ProxySettings
-from shared.settings import Settings
+from shared.settings import BrokerSettings
 
 
 def test_upstreams_name_models_or_serve_any() -> None:
@@ -66,7 +66,7 @@ def test_the_settings_are_the_proxys_own_under_the_shared_variable_names(
     settings = ProxySettings()
     assert (settings.redis_url, settings.llm_api_key) == ("redis://10.0.0.9:6379/3", "sk-direct")
     assert settings.proxy_max_retries == 5
-    assert not isinstance(settings, Settings)
+    assert not isinstance(settings, BrokerSettings)
     assert not set(ProxySettings.model_fields) & {"api_keys", "broker_url", "sandbox_image"}
 
 

@@ -10,7 +10,7 @@ import pytest
 from shared.sandbox import LocalSandboxProvider
 from shared.sandbox.docker import DockerSandboxProvider
 from shared.sandbox.provider import KernelSandboxProvider
-from shared.settings import Settings
+from shared.settings import ToolWorkerSettings
 from tests.sandbox.gvisor_support import summarize
 
 ProviderFactory = Callable[..., KernelSandboxProvider]
@@ -26,8 +26,8 @@ def docker_client(sandbox_image: str) -> Iterator[docker.DockerClient]:
 
 
 @pytest.fixture
-def settings(sandbox_image: str) -> Settings:
-    return Settings(
+def settings(sandbox_image: str) -> ToolWorkerSettings:
+    return ToolWorkerSettings(
         sandbox_image=sandbox_image,
         sandbox_warm_pool=0,
         sandbox_memory="128m",
@@ -49,7 +49,7 @@ def _factory(build: Callable[..., KernelSandboxProvider]) -> Iterator[ProviderFa
 
 @pytest.fixture
 def make_docker_provider(
-    docker_client: docker.DockerClient, settings: Settings
+    docker_client: docker.DockerClient, settings: ToolWorkerSettings
 ) -> Iterator[ProviderFactory]:
     """Docker providers that the test's teardown closes."""
     yield from _factory(
@@ -58,7 +58,7 @@ def make_docker_provider(
 
 
 @pytest.fixture
-def make_local_provider(settings: Settings) -> Iterator[ProviderFactory]:
+def make_local_provider(settings: ToolWorkerSettings) -> Iterator[ProviderFactory]:
     """Local providers (bwrap by default) that the test's teardown closes."""
     yield from _factory(lambda settings=settings, **kw: LocalSandboxProvider(settings, **kw))
 
@@ -66,7 +66,7 @@ def make_local_provider(settings: Settings) -> Iterator[ProviderFactory]:
 @pytest.fixture(params=["docker", "bwrap", "unshare"])
 def make_provider(
     request: pytest.FixtureRequest,
-    settings: Settings,
+    settings: ToolWorkerSettings,
     make_docker_provider: ProviderFactory,
     make_local_provider: ProviderFactory,
 ) -> ProviderFactory:

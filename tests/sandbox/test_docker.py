@@ -24,7 +24,7 @@ from shared.sandbox.docker import (
     DockerSandboxProvider,
 )
 from shared.sandbox.provider import KernelSandboxProvider
-from shared.settings import Settings
+from shared.settings import ToolWorkerSettings
 from tests.sandbox.crash import crash_a_worker
 
 ProviderFactory = Callable[..., KernelSandboxProvider]
@@ -132,7 +132,7 @@ def test_reap_idle_removes_idle_containers(
 def test_a_crashed_workers_containers_end_and_its_restart_removes_them(
     docker_client: docker.DockerClient,
     make_docker_provider: ProviderFactory,
-    settings: Settings,
+    settings: ToolWorkerSettings,
     sandbox_image: str,
 ) -> None:
     label = f"crash-{uuid.uuid4().hex[:8]}"

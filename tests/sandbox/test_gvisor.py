@@ -20,7 +20,7 @@ import pytest
 from shared.sandbox.base import ExecutionResult
 from shared.sandbox.docker import OWNER_LABEL, ULIMITS, ContainerSpec, DockerSandboxProvider
 from shared.sandbox.provider import KernelSandboxProvider
-from shared.settings import Settings
+from shared.settings import ToolWorkerSettings
 from tests.sandbox.gvisor_support import (
     RUNTIME,
     RuntimeMissing,
@@ -37,7 +37,9 @@ GVisorFactory = Callable[..., DockerSandboxProvider]
 
 @pytest.fixture
 def make_gvisor(
-    docker_client: docker.DockerClient, make_docker_provider: ProviderFactory, settings: Settings
+    docker_client: docker.DockerClient,
+    make_docker_provider: ProviderFactory,
+    settings: ToolWorkerSettings,
 ) -> GVisorFactory:
     """Docker providers under runsc, with settings changed: ``make_gvisor(sandbox_pids=24)``.
     On an engine without runsc it asserts the refusal and raises `RuntimeMissing`, which
@@ -61,10 +63,10 @@ def _container(client: docker.DockerClient, provider: DockerSandboxProvider) -> 
 
 
 def test_the_setting_defaults_to_runc_and_takes_only_runtime_names() -> None:
-    assert Settings().sandbox_runtime == "runc"
-    assert ContainerSpec.from_settings(Settings(sandbox_runtime="runsc")).gvisor
+    assert ToolWorkerSettings().sandbox_runtime == "runc"
+    assert ContainerSpec.from_settings(ToolWorkerSettings(sandbox_runtime="runsc")).gvisor
     with pytest.raises(ValueError, match="sandbox_runtime"):
-        Settings(sandbox_runtime="runsc --platform=kvm")
+        ToolWorkerSettings(sandbox_runtime="runsc --platform=kvm")
 
 
 @under_gvisor
@@ -298,7 +300,7 @@ def test_under_gvisor_the_worker_holds_what_a_cell_writes_past_its_supervisor(
 
 
 def test_a_runtime_the_engine_lacks_is_refused_with_how_to_add_it(
-    make_docker_provider: ProviderFactory, settings: Settings
+    make_docker_provider: ProviderFactory, settings: ToolWorkerSettings
 ) -> None:
     changed = settings.model_copy(update={"sandbox_runtime": "runsc-missing"})
     provider = make_docker_provider(settings=changed)

@@ -19,7 +19,7 @@ from shared.sandbox import SandboxUnavailable
 from shared.sandbox.base import ExecutionResult
 from shared.sandbox.docker import HANDOFF_PREFIX, OWNER_LABEL, DockerSandboxProvider
 from shared.sandbox.provider import KernelSandboxProvider
-from shared.settings import Settings
+from shared.settings import ToolWorkerSettings
 
 TIMEOUT = 20.0
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,7 +102,7 @@ def test_a_handed_off_kernel_nobody_takes_ends_with_its_lease(
 
 
 def test_a_kernel_lives_while_its_provider_renews_its_lease(
-    make: Callable[..., DockerSandboxProvider], settings: Settings
+    make: Callable[..., DockerSandboxProvider], settings: ToolWorkerSettings
 ) -> None:
     quick = settings.model_copy(update={"tool_worker_dead_s": 1.5, "tool_worker_beat_s": 0.3})
     provider = make(settings=quick)

@@ -21,7 +21,7 @@ from shared.sandbox.kernel_copy import KernelCopy
 from shared.sandbox.launchers import LaunchSpec, bwrap, parse_size
 from shared.sandbox.local import LocalChannel, LocalSandboxProvider
 from shared.sandbox.provider import KernelSandboxProvider
-from shared.settings import Settings
+from shared.settings import ToolWorkerSettings
 from tests.sandbox.crash import crash_a_worker
 
 ProviderFactory = Callable[..., KernelSandboxProvider]
@@ -38,7 +38,7 @@ def test_warns_that_isolation_is_weaker(
 
 
 def test_bwrap_file_system_is_read_only_but_its_sized_tmpfs(
-    make_local_provider: ProviderFactory, settings: Settings
+    make_local_provider: ProviderFactory, settings: ToolWorkerSettings
 ) -> None:
     code = (
         "import os\n"
@@ -70,7 +70,7 @@ def test_bwrap_file_system_is_read_only_but_its_sized_tmpfs(
 
 def test_without_writable_cgroups_it_says_so_and_caps_each_process(
     make_local_provider: ProviderFactory,
-    settings: Settings,
+    settings: ToolWorkerSettings,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     elsewhere = settings.model_copy(update={"sandbox_cgroup_parent": "/taskyard-no-such-cgroup"})
@@ -84,7 +84,7 @@ def test_without_writable_cgroups_it_says_so_and_caps_each_process(
     assert sandbox.run("kept", TIMEOUT).result == "1"
 
 
-def test_missing_launcher_is_unavailable(settings: Settings) -> None:
+def test_missing_launcher_is_unavailable(settings: ToolWorkerSettings) -> None:
     with pytest.raises(SandboxUnavailable, match="no sandbox launcher"):
         LocalSandboxProvider(settings, launcher="chroot")
 
@@ -157,7 +157,7 @@ def test_bwrap_inside_docker_runs_once_allowed(
 
 
 def test_a_crashed_workers_cgroups_are_removed_at_restart(
-    make_local_provider: ProviderFactory, settings: Settings
+    make_local_provider: ProviderFactory, settings: ToolWorkerSettings
 ) -> None:
     tree, why_not = find_cgroups()
     assert tree is not None, f"this test needs writable cgroups, as `make test` has: {why_not}"
@@ -193,8 +193,8 @@ def test_parse_size(text: str, size: int) -> None:
 _FROM_PRIVATE_CHECKOUT = """
 import sys
 from shared.sandbox.local import LocalSandboxProvider
-from shared.settings import Settings
-provider = LocalSandboxProvider(Settings(), launcher=sys.argv[1])
+from shared.settings import ToolWorkerSettings
+provider = LocalSandboxProvider(ToolWorkerSettings(), launcher=sys.argv[1])
 try:
     result = provider.get("t:private").run("import os; os.getuid(), 6 * 7", 20.0)
     print(result.result, result.error)

@@ -13,7 +13,7 @@ import pytest
 
 from shared.sandbox.demand import Demand, PoolBounds
 from shared.sandbox.pool import WarmPool
-from shared.settings import Settings
+from shared.settings import ToolWorkerSettings
 
 
 class Clock:
@@ -120,11 +120,15 @@ def test_a_burst_across_a_seconds_boundary_counts_whole(clock: Clock) -> None:
 
 
 def test_bounds_come_from_the_settings() -> None:
-    settings = Settings(sandbox_warm_pool=2, sandbox_warm_pool_max=30, sandbox_warm_starts=6)
+    settings = ToolWorkerSettings(
+        sandbox_warm_pool=2, sandbox_warm_pool_max=30, sandbox_warm_starts=6
+    )
     assert PoolBounds.from_settings(settings) == PoolBounds(2, 30, 6, 60.0)
-    assert not PoolBounds.from_settings(Settings(sandbox_warm_pool=0)).enabled  # 0: no pool
+    assert not PoolBounds.from_settings(
+        ToolWorkerSettings(sandbox_warm_pool=0)
+    ).enabled  # 0: no pool
     # A maximum below the minimum is the minimum (an old SANDBOX_WARM_POOL=40 keeps working).
-    assert PoolBounds.from_settings(Settings(sandbox_warm_pool=40)).maximum == 40
+    assert PoolBounds.from_settings(ToolWorkerSettings(sandbox_warm_pool=40)).maximum == 40
 
 
 def test_a_burst_grows_the_pool_with_starts_in_parallel(clock: Clock) -> None:

@@ -20,7 +20,7 @@ from shared.sandbox import (
 )
 from shared.sandbox.provider import KernelSandboxProvider
 from shared.schema import ActionReturn, ActionStatusCode, AgentMessage
-from shared.settings import Settings
+from shared.settings import ToolWorkerSettings
 
 ProviderFactory = Callable[..., KernelSandboxProvider]
 
@@ -33,7 +33,9 @@ def test_public_surface_is_declared() -> None:
 def test_registry_maps_backend_names() -> None:
     assert set(BACKENDS) == {"docker", "local"}
     # docker's imports the Docker SDK on use; each gets the worker's node name.
-    local = BACKENDS["local"](Settings(sandbox_backend="local", sandbox_warm_pool=0), "n@h")
+    local = BACKENDS["local"](
+        ToolWorkerSettings(sandbox_backend="local", sandbox_warm_pool=0), "n@h"
+    )
     try:
         assert isinstance(local, LocalSandboxProvider)
     finally:
@@ -41,7 +43,9 @@ def test_registry_maps_backend_names() -> None:
 
 
 def test_factory_builds_the_configured_backend() -> None:
-    provider = make_sandbox_provider(Settings(sandbox_backend="local", sandbox_warm_pool=0))
+    provider = make_sandbox_provider(
+        ToolWorkerSettings(sandbox_backend="local", sandbox_warm_pool=0)
+    )
     try:
         assert isinstance(provider, LocalSandboxProvider)
         assert provider.get("a:b").run("21 * 2", 20).result == "42"
@@ -51,11 +55,11 @@ def test_factory_builds_the_configured_backend() -> None:
 
 def test_factory_refuses_unknown_backends() -> None:
     with pytest.raises(ValueError, match="unknown sandbox_backend 'vm'; known: docker, local"):
-        make_sandbox_provider(Settings(sandbox_backend="vm"))
+        make_sandbox_provider(ToolWorkerSettings(sandbox_backend="vm"))
 
 
 def test_reap_idle_keeps_busy_and_recent_sessions() -> None:
-    provider = LocalSandboxProvider(Settings(sandbox_warm_pool=0, sandbox_idle_s=3600))
+    provider = LocalSandboxProvider(ToolWorkerSettings(sandbox_warm_pool=0, sandbox_idle_s=3600))
     try:
         provider.get("t:recent").run("1", 20)
         assert provider.reap_idle() == []

@@ -13,7 +13,7 @@ from shared import keys
 from shared.celery_app import make_celery
 from shared.schedules import Schedule, ScheduleRequest, next_run
 from shared.schedules.runner import ScheduleRunner
-from shared.settings import Settings
+from shared.settings import AgentWorkerSettings
 from shared.store import TaskStore
 from shared.store import schedules as stored
 
@@ -30,13 +30,13 @@ class Clock:
 
 
 @pytest.fixture
-def settings(redis_server: str, redis_client: redis.Redis) -> Settings:
+def settings(redis_server: str, redis_client: redis.Redis) -> AgentWorkerSettings:
     redis.Redis.from_url(f"{redis_server}/1").flushdb()
-    return Settings(redis_url=f"{redis_server}/0", broker_url=f"{redis_server}/1")
+    return AgentWorkerSettings(redis_url=f"{redis_server}/0", broker_url=f"{redis_server}/1")
 
 
 @pytest.fixture
-async def store(settings: Settings) -> AsyncIterator[TaskStore]:
+async def store(settings: AgentWorkerSettings) -> AsyncIterator[TaskStore]:
     store = TaskStore.from_url(settings.redis_url, settings.broker_url)
     yield store
     await store.close()
@@ -48,7 +48,7 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def runner(store: TaskStore, settings: Settings, clock: Clock) -> ScheduleRunner:
+def runner(store: TaskStore, settings: AgentWorkerSettings, clock: Clock) -> ScheduleRunner:
     return ScheduleRunner(store, make_celery(settings), settings, clock)
 
 

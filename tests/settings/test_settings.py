@@ -6,15 +6,16 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from scripts.settings_table import SERVICES
 from services.llm_proxy.settings import ProxySettings
 from shared.celery_app import make_celery
-from shared.settings import Settings
+from shared.settings import AgentWorkerSettings, GatewaySettings, ToolWorkerSettings
 
 
 def _error(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> str:
-    """The error of whichever settings class reads `name`: the shared one or the proxy's."""
+    """The error of whichever service's settings class reads `name`."""
     monkeypatch.setenv(name, value)
-    for settings_class in (Settings, ProxySettings):
+    for settings_class in SERVICES.values():
         try:
             settings_class()
         except ValidationError as error:
@@ -89,12 +90,12 @@ def test_well_formed_values_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TASKYARD_PLUGIN_MODULES", "examples.custom_agent, examples.custom_action")
     monkeypatch.setenv("TASKYARD_MCP_CREDENTIALS", '{"acme": {"weather-key": " tok-1 "}}')
     monkeypatch.setenv("TASKYARD_MCP_ALLOW_NETWORKS", "127.0.0.1/32, 10.20.0.0/16")
-    settings = Settings()
-    assert settings.mcp_credential("acme", "weather-key") == "tok-1"
-    assert settings.mcp_credential("other", "weather-key") is None
-    assert [str(n) for n in settings.mcp_allow_networks] == ["127.0.0.1/32", "10.20.0.0/16"]
-    assert settings.tenants_by_key() == {"k1": "team-a", "k2": "team.b"}
-    assert settings.sandbox_memory == "1g"
+    tools = ToolWorkerSettings()
+    assert tools.mcp_credential("acme", "weather-key") == "tok-1"
+    assert tools.mcp_credential("other", "weather-key") is None
+    assert [str(n) for n in tools.mcp_allow_networks] == ["127.0.0.1/32", "10.20.0.0/16"]
+    assert tools.sandbox_memory == "1g"
+    assert GatewaySettings().tenants_by_key() == {"k1": "team-a", "k2": "team.b"}
     proxy = ProxySettings()
     assert proxy.proxy_upstreams == "http://a:1/v1, big=https://b/v1"
     assert proxy.redis_url == "unix:///run/redis.sock"
@@ -113,7 +114,7 @@ def test_sentinels_name_the_server_and_the_urls_give_databases_and_password(
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("TASKYARD_REDIS_URL", "redis://:s%40crat@ignored:6379/4")
     monkeypatch.setenv("TASKYARD_BROKER_URL", "redis://:s%40crat@elsewhere:6379/5")
-    settings = Settings()
+    settings = AgentWorkerSettings()
     spec = settings.sentinel
     assert spec is not None
     assert spec.addresses == (("10.0.0.1", 26379), ("fd00::2", 26380))
@@ -131,7 +132,7 @@ def test_sentinels_name_the_server_and_the_urls_give_databases_and_password(
 
 
 def test_without_sentinels_celery_keeps_the_plain_urls() -> None:
-    settings = Settings(redis_url="redis://r:6379/0")
+    settings = ToolWorkerSettings(redis_url="redis://r:6379/0")
     assert settings.sentinel is None
     conf = make_celery(settings).conf
     assert (conf.broker_url, conf.broker_transport) == (
@@ -155,9 +156,9 @@ def test_under_sentinels_a_url_must_be_redis(
 def test_a_202_waits_for_one_replica_under_sentinels_unless_told(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    assert Settings().accept_replicas == 0  # one Redis: its AOF is the promise
+    assert GatewaySettings().accept_replicas == 0  # one Redis: its AOF is the promise
     for name, value in _SENTINELS.items():
         monkeypatch.setenv(name, value)
-    assert Settings().accept_replicas == 1
+    assert GatewaySettings().accept_replicas == 1
     monkeypatch.setenv("TASKYARD_GATEWAY_ACCEPT_REPLICAS", "0")
-    assert Settings().accept_replicas == 0
+    assert GatewaySettings().accept_replicas == 0

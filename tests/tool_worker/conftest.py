@@ -9,14 +9,16 @@ import redis
 
 from services.tool_worker.call_runner import ToolCallRunner
 from shared.celery_app import make_celery
-from shared.settings import Settings
+from shared.settings import ToolWorkerSettings
 from shared.store.sandboxes import ToolWorkerId
 
 
 @pytest.fixture
 def runner(redis_server: str, redis_client: redis.Redis) -> Iterator[ToolCallRunner]:
     """A runner on db 0 (flushed); its sandboxes (local ones) are made by the first call."""
-    settings = Settings(redis_url=f"{redis_server}/0", sandbox_backend="local", sandbox_warm_pool=0)
+    settings = ToolWorkerSettings(
+        redis_url=f"{redis_server}/0", sandbox_backend="local", sandbox_warm_pool=0
+    )
     opened = ToolCallRunner.open(
         settings, ToolWorkerId(settings.sandbox_worker_label), make_celery(settings)
     )

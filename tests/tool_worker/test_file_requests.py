@@ -11,14 +11,14 @@ import pytest
 from services.tool_worker.files import FileLimits, serve
 from shared.jobs import SessionFilesJob
 from shared.sandbox import LocalSandboxProvider
-from shared.settings import Settings
+from shared.settings import ToolWorkerSettings
 
 LIMITS = FileLimits(max_bytes=1000, session_max_bytes=1500)
 
 
 @pytest.fixture(scope="module")
 def provider() -> Iterator[LocalSandboxProvider]:
-    provider = LocalSandboxProvider(Settings(sandbox_warm_pool=0), launcher="bwrap")
+    provider = LocalSandboxProvider(ToolWorkerSettings(sandbox_warm_pool=0), launcher="bwrap")
     yield provider
     provider.close_all()
 

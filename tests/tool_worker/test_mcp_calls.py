@@ -15,7 +15,7 @@ from services.tool_worker.mcp_calls import McpCalls
 from shared.jobs import ToolRunJob
 from shared.sandbox import make_sandbox_provider
 from shared.schema import ActionReturn, AgentMessage, ToolCall
-from shared.settings import Settings
+from shared.settings import ToolWorkerSettings
 from shared.spec import McpServer
 
 
@@ -27,7 +27,7 @@ def served() -> Iterator[ServedMcp]:
 
 @pytest.fixture
 def calls() -> Iterator[McpCalls]:
-    settings = Settings(mcp_allow_networks="127.0.0.1/32", sandbox_backend="local")
+    settings = ToolWorkerSettings(mcp_allow_networks="127.0.0.1/32", sandbox_backend="local")
     sandboxes = make_sandbox_provider(settings)  # no sandbox starts: remote calls only
     yield McpCalls(settings, sandboxes)
     sandboxes.close_all()

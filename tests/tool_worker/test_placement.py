@@ -15,7 +15,7 @@ from services.tool_worker.placement import Placement
 from services.tool_worker.toolbox import Toolbox
 from shared.loop import LoopThread
 from shared.schema import ActionReturn, ToolCall
-from shared.settings import Settings
+from shared.settings import ToolWorkerSettings
 from shared.store import TaskStore
 from shared.store.sandboxes import SandboxDirectory, ToolWorkerId
 
@@ -32,7 +32,7 @@ def make_worker(
     made: list[Placement] = []
 
     def make(node: str, backend: str = "docker") -> Placement:
-        settings = Settings(
+        settings = ToolWorkerSettings(
             sandbox_image=sandbox_image, sandbox_backend=backend, sandbox_warm_pool=0
         )
         toolbox = Toolbox(settings, node)

@@ -23,7 +23,7 @@ from services.tool_worker.toolbox import Toolbox
 from shared.sandbox import SandboxUnavailable
 from shared.sandbox.docker import NODE_LABEL, WORKER_LABEL
 from shared.schema import ActionReturn, AgentMessage, ToolCall
-from shared.settings import Settings
+from shared.settings import ToolWorkerSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,7 +55,7 @@ def test_start_removes_what_an_earlier_run_left(
 
     stray, neighbours = left_by("tools@h"), left_by("tools2@h")
     try:
-        settings = Settings(sandbox_image=sandbox_image, sandbox_worker_label=label)
+        settings = ToolWorkerSettings(sandbox_image=sandbox_image, sandbox_worker_label=label)
         toolboxes.append(Toolbox(settings))
         assert toolboxes[0].start("tools@h") == 1
         with pytest.raises(NotFound):
@@ -70,7 +70,9 @@ def test_start_removes_what_an_earlier_run_left(
 
 
 def test_start_says_why_the_sandbox_cannot_run(label: str, toolboxes: list[Toolbox]) -> None:
-    settings = Settings(sandbox_image="taskyard/no-such-image:x", sandbox_worker_label=label)
+    settings = ToolWorkerSettings(
+        sandbox_image="taskyard/no-such-image:x", sandbox_worker_label=label
+    )
     toolboxes.append(Toolbox(settings))
     with pytest.raises(SandboxUnavailable, match="taskyard/no-such-image:x"):
         toolboxes[0].start()
@@ -116,7 +118,9 @@ def test_a_worker_whose_runtime_is_missing_exits_at_start_saying_so(
 
 
 def test_interrupt_stops_a_sessions_running_call(label: str, toolboxes: list[Toolbox]) -> None:
-    settings = Settings(sandbox_backend="local", sandbox_warm_pool=0, sandbox_worker_label=label)
+    settings = ToolWorkerSettings(
+        sandbox_backend="local", sandbox_warm_pool=0, sandbox_worker_label=label
+    )
     toolbox = Toolbox(settings)
     toolboxes.append(toolbox)
     assert not toolbox.interrupt("demo:s1")  # nothing runs yet

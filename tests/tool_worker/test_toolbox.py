@@ -9,13 +9,13 @@ import contextvars
 import threading
 
 from services.tool_worker.toolbox import Toolbox
-from shared.settings import Settings
+from shared.settings import ToolWorkerSettings
 
 _JOB: contextvars.ContextVar[str] = contextvars.ContextVar("job", default="none")
 
 
 def test_a_threads_calls_share_its_loop_in_their_callers_context_and_run_alone() -> None:
-    toolbox = Toolbox(Settings(sandbox_backend="local", sandbox_warm_pool=0))
+    toolbox = Toolbox(ToolWorkerSettings(sandbox_backend="local", sandbox_warm_pool=0))
     left: list[asyncio.Task[None]] = []
 
     async def call() -> tuple[asyncio.AbstractEventLoop, str]:

@@ -21,7 +21,7 @@ from aiohttp import web
 
 from shared import keys
 from shared.celery_app import make_celery
-from shared.settings import Settings
+from shared.settings import AgentWorkerSettings
 from shared.spec import WebhookSpec
 from shared.store import StepCommit, TaskStore
 from shared.task import TaskRecord, TaskStatus
@@ -70,22 +70,22 @@ async def receiver() -> AsyncIterator[tuple[Receiver, str]]:
 
 
 @pytest.fixture
-def settings(redis_server: str, redis_client: redis.Redis) -> Settings:
+def settings(redis_server: str, redis_client: redis.Redis) -> AgentWorkerSettings:
     redis.Redis.from_url(f"{redis_server}/1").flushdb()
-    return Settings(redis_url=f"{redis_server}/0", broker_url=f"{redis_server}/1",
+    return AgentWorkerSettings(redis_url=f"{redis_server}/0", broker_url=f"{redis_server}/1",
                     webhook_allow_private=True, webhook_retry_base_s=0.05,
                     webhook_retry_max_s=0.2, webhook_retry_for_s=0.5)  # fmt: skip
 
 
 @pytest.fixture
-async def store(settings: Settings) -> AsyncIterator[TaskStore]:
+async def store(settings: AgentWorkerSettings) -> AsyncIterator[TaskStore]:
     store = TaskStore.from_url(settings.redis_url, settings.broker_url)
     yield store
     await store.close()
 
 
 @pytest.fixture
-async def deliverer(store: TaskStore, settings: Settings) -> AsyncIterator[Deliverer]:
+async def deliverer(store: TaskStore, settings: AgentWorkerSettings) -> AsyncIterator[Deliverer]:
     deliverer = Deliverer(store, settings)
     yield deliverer
     await deliverer.close()
@@ -95,7 +95,9 @@ Create = Callable[..., "asyncio.Future[TaskRecord]"]
 
 
 @pytest.fixture
-def create(store: TaskStore, settings: Settings, receiver: tuple[Receiver, str]) -> Create:
+def create(
+    store: TaskStore, settings: AgentWorkerSettings, receiver: tuple[Receiver, str]
+) -> Create:
     async def create(events: list[str] | None = None, url: str | None = None) -> TaskRecord:
         hook = WebhookSpec(url=url or receiver[1], **({"events": events} if events else {}))
         record = TaskRecord(tenant="acme", session_id=f"s{time.monotonic_ns()}", input="hi",
@@ -107,7 +109,7 @@ def create(store: TaskStore, settings: Settings, receiver: tuple[Receiver, str])
     return create  # type: ignore[return-value]
 
 
-async def _delivery_jobs(settings: Settings) -> list[dict]:
+async def _delivery_jobs(settings: AgentWorkerSettings) -> list[dict]:
     broker = redis.Redis.from_url(settings.broker_url)
     messages = [json.loads(m) for m in broker.lrange(keys.WEBHOOK_QUEUE, 0, -1)]
     return [json.loads(base64.b64decode(m["body"])) for m in messages]
@@ -155,7 +157,7 @@ def test_verify_refuses_a_wrong_signature_an_old_timestamp_and_missing_headers()
 
 
 async def test_each_subscribed_state_change_pushes_a_delivery_job_with_the_write(
-    store: TaskStore, settings: Settings, create: Create
+    store: TaskStore, settings: AgentWorkerSettings, create: Create
 ) -> None:
     record = await create(events=["running", "succeeded"])
     assert await _delivery_jobs(settings) == []  # `queued` is not subscribed
@@ -219,7 +221,7 @@ async def test_events_go_out_in_order_and_a_dead_receiver_is_given_up_on(
 
 
 async def test_a_private_receiver_is_refused_unless_allowed(
-    store: TaskStore, settings: Settings, create: Create, receiver: tuple[Receiver, str]
+    store: TaskStore, settings: AgentWorkerSettings, create: Create, receiver: tuple[Receiver, str]
 ) -> None:
     found, url = receiver
     strict = Deliverer(store, settings.model_copy(update={"webhook_allow_private": False}))
@@ -246,7 +248,10 @@ A2A_HOOK = {"format": "a2a", "events": ["failed", "succeeded"], "token": "tok-1"
 
 
 async def test_an_a2a_subscription_gets_a2a_s_body_and_the_headers_it_asked_for(
-    store: TaskStore, deliverer: Deliverer, settings: Settings, receiver: tuple[Receiver, str]
+    store: TaskStore,
+    deliverer: Deliverer,
+    settings: AgentWorkerSettings,
+    receiver: tuple[Receiver, str],
 ) -> None:
     found, url = receiver
     record = TaskRecord(tenant="acme", session_id="ctx-1", input="hi",
@@ -266,7 +271,10 @@ async def test_an_a2a_subscription_gets_a2a_s_body_and_the_headers_it_asked_for(
 
 
 async def test_a_subscription_attached_to_a_running_task_hears_of_what_follows(
-    store: TaskStore, deliverer: Deliverer, settings: Settings, receiver: tuple[Receiver, str]
+    store: TaskStore,
+    deliverer: Deliverer,
+    settings: AgentWorkerSettings,
+    receiver: tuple[Receiver, str],
 ) -> None:
     found, url = receiver
     celery = make_celery(settings)
@@ -290,7 +298,7 @@ async def test_a_subscription_attached_to_a_running_task_hears_of_what_follows(
 
 
 async def test_nothing_is_attached_to_a_task_that_has_ended(
-    store: TaskStore, settings: Settings, receiver: tuple[Receiver, str]
+    store: TaskStore, settings: AgentWorkerSettings, receiver: tuple[Receiver, str]
 ) -> None:
     _, url = receiver
     record = TaskRecord(tenant="acme", session_id="ctx-3", input="hi")

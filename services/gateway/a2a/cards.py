@@ -26,7 +26,7 @@ from a2a.types import (
 
 from shared.agents import AGENTS, build_agent
 from shared.agents.as_tool import tool_schemas
-from shared.settings import Settings
+from shared.settings import ModelSettings
 from shared.spec import AgentSpec
 
 __all__ = ["SCHEME", "agent_card", "rpc_path"]
@@ -54,7 +54,7 @@ def rpc_path(agent: str | None) -> str:
     return "/v1/a2a" if agent is None else f"/v1/a2a/{agent}"
 
 
-def agent_card(base_url: str, agent: str | None, settings: Settings) -> AgentCard:
+def agent_card(base_url: str, agent: str | None, settings: ModelSettings) -> AgentCard:
     """The card of `agent` (a registered name; None: the default agent), its endpoint under
     `base_url` (the gateway's own, as the client reached it)."""
     described = _described(agent, settings)
@@ -85,7 +85,7 @@ def _skill(function: dict[str, Any]) -> AgentSkill:
 
 
 @lru_cache(maxsize=256)
-def _described(agent: str | None, settings: Settings) -> _Described:
+def _described(agent: str | None, settings: ModelSettings) -> _Described:
     """Plugins register their agents at start-up, so what one is does not change: built once
     (its model client makes no connection until it is called) and read."""
     if agent is None:

@@ -66,7 +66,7 @@ from services.gateway.models import TaskAccepted, TaskCreate
 from shared.actions.web import AddressPolicy
 from shared.cancel import cancel
 from shared.events import decode_entry
-from shared.settings import Settings
+from shared.settings import GatewaySettings
 from shared.spec import AgentSpec, WebhookSpec
 from shared.store import NotReplicated, TaskStore
 from shared.task import TASK_ID_PATTERN, TaskRecord
@@ -153,7 +153,12 @@ class TaskyardHandler(RequestHandler):
     """The A2A operations of one request's caller."""
 
     def __init__(
-        self, caller: Caller, store: TaskStore, hub: EventHub, celery: Celery, settings: Settings
+        self,
+        caller: Caller,
+        store: TaskStore,
+        hub: EventHub,
+        celery: Celery,
+        settings: GatewaySettings,
     ) -> None:
         self.caller = caller
         self.store = store

@@ -16,7 +16,7 @@ from services.gateway.errors import issue
 from shared.files.info import FileInfo, FileListing
 from shared.files.transfer import FilesReply, FileTransfer
 from shared.jobs import SessionFilesJob, envelope
-from shared.settings import Settings
+from shared.settings import FileSettings
 from shared.store import TaskStore
 
 __all__ = ["SessionFiles"]
@@ -34,7 +34,7 @@ class SessionFiles:
         transfer: FileTransfer,
         celery: Celery,
         store: TaskStore,
-        settings: Settings,
+        settings: FileSettings,
     ) -> None:
         self.transfer = transfer
         self.celery = celery

@@ -19,7 +19,7 @@ from services.gateway.files.deps import NewSessionIdDep, SessionFilesDep, Sessio
 from services.gateway.files.models import SessionFile, SessionFileList
 from services.gateway.guard import LargeBodies
 from shared.sandbox.kernel.files import MAX_PATH_CHARS, path_parts
-from shared.settings import Settings
+from shared.settings import FileSettings
 
 router = APIRouter(prefix="/v1/sessions", tags=["files"])
 
@@ -129,7 +129,7 @@ def _attachment(path: str) -> dict[str, str]:
     }
 
 
-def upload_limit(settings: Settings) -> LargeBodies:
+def upload_limit(settings: FileSettings) -> LargeBodies:
     """The body an upload may send, checked before it is read (every other route keeps the
     gateway's small limit): the largest file and the form around it."""
     limit = settings.files_max_bytes

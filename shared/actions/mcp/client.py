@@ -39,7 +39,7 @@ from shared.actions.web.guard import Resolver
 from shared.errors import TaskyardError
 from shared.sandbox import SandboxProvider
 from shared.schema import ActionReturn, ActionStatusCode
-from shared.settings import Settings
+from shared.settings import McpSettings
 from shared.spec import McpServer
 
 __all__ = ["ListedTool", "McpClient", "McpUnavailable"]
@@ -61,7 +61,7 @@ class McpClient:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: McpSettings,
         sandboxes: SandboxProvider | None = None,
         resolver: Resolver | None = None,
     ) -> None:

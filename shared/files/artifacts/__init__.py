@@ -31,7 +31,7 @@ from shared.files.artifacts.store import (
     Expiry,
     StoredArtifact,
 )
-from shared.settings import Settings
+from shared.settings import ArtifactSettings
 
 __all__ = [
     "ARTIFACT_NAME_PATTERN",
@@ -54,14 +54,14 @@ __all__ = [
 ]
 
 
-def _redis(settings: Settings) -> ArtifactStore:
+def _redis(settings: ArtifactSettings) -> ArtifactStore:
     limits = ArtifactLimits.from_settings(settings)
     return RedisArtifactStore.from_url(
         settings.redis_url, limits, settings.redis_max_connections, settings.sentinel
     )
 
 
-def _s3(settings: Settings) -> ArtifactStore:
+def _s3(settings: ArtifactSettings) -> ArtifactStore:
     # Imported when chosen: boto3 comes with the `service` extra, not the agent library.
     from shared.files.artifacts.s3_store import S3ArtifactStore
 
@@ -69,13 +69,13 @@ def _s3(settings: Settings) -> ArtifactStore:
 
 
 # settings.artifacts_backend names one of these.
-BACKENDS: dict[str, Callable[[Settings], ArtifactStore]] = {
+BACKENDS: dict[str, Callable[[ArtifactSettings], ArtifactStore]] = {
     "redis": _redis,
     "s3": _s3,
 }
 
 
-def make_artifact_store(settings: Settings) -> ArtifactStore:
+def make_artifact_store(settings: ArtifactSettings) -> ArtifactStore:
     """The store `settings.artifacts_backend` names. Make it on the event loop that uses it
     (the Redis backend's connections belong to that loop)."""
     try:

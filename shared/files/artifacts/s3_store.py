@@ -31,7 +31,7 @@ from shared.files.artifacts.store import (
     duration,
     over_task_budget,
 )
-from shared.settings import Settings
+from shared.settings import ArtifactSettings
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -56,7 +56,7 @@ class S3ArtifactStore:
         self.limits = limits
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> S3ArtifactStore:
+    def from_settings(cls, settings: ArtifactSettings) -> S3ArtifactStore:
         """Endpoint and region from settings (empty: AWS's defaults); credentials from the
         standard AWS chain (environment, profile, instance or task role)."""
         config = Config(

@@ -24,7 +24,7 @@ from typing import Protocol
 from shared.errors import TaskyardError
 from shared.files.artifacts.names import is_artifact_name, is_task_id, media_type
 from shared.files.info import human_size
-from shared.settings import Settings
+from shared.settings import ArtifactSettings
 from shared.task import RETENTION_S
 
 __all__ = [
@@ -103,7 +103,7 @@ class ArtifactLimits:
     retention_s: float = RETENTION_S
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> ArtifactLimits:
+    def from_settings(cls, settings: ArtifactSettings) -> ArtifactLimits:
         return cls(settings.artifacts_max_bytes, settings.artifacts_task_max_bytes)
 
 

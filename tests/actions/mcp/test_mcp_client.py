@@ -12,7 +12,7 @@ from pydantic import SecretStr
 
 from shared.actions.mcp.client import McpClient, McpUnavailable
 from shared.schema import ActionStatusCode
-from shared.settings import Settings
+from shared.settings import ToolWorkerSettings
 from shared.spec import McpServer
 
 CREDENTIALS = SecretStr('{"acme": {"weather-key": "s3cret-token"}}')
@@ -24,8 +24,10 @@ def served() -> Iterator[ServedMcp]:
         yield server
 
 
-def _allowed(**more: object) -> Settings:
-    return Settings(mcp_allow_networks="127.0.0.1/32", mcp_credentials=CREDENTIALS, **more)
+def _allowed(**more: object) -> ToolWorkerSettings:
+    return ToolWorkerSettings(
+        mcp_allow_networks="127.0.0.1/32", mcp_credentials=CREDENTIALS, **more
+    )
 
 
 def _weather(served: ServedMcp, **more: object) -> McpServer:
@@ -83,7 +85,7 @@ async def test_bad_arguments_are_an_error_the_model_reads(served: ServedMcp) -> 
 
 
 async def test_loopback_is_refused_unless_the_settings_allow_it(served: ServedMcp) -> None:
-    client = McpClient(Settings())
+    client = McpClient(ToolWorkerSettings())
     ret = await client.call_tool(_weather(served), "forecast", {"city": "Oslo"}, "acme", "acme:1")
     assert ret.state == ActionStatusCode.API_ERROR
     assert ret.errmsg == (

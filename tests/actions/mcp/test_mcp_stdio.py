@@ -10,7 +10,7 @@ from mcp_servers import STDIO_SERVER
 from shared.actions.mcp.client import McpClient, McpUnavailable
 from shared.sandbox import SandboxProvider
 from shared.schema import ActionStatusCode
-from shared.settings import Settings
+from shared.settings import ToolWorkerSettings
 from shared.spec import McpServer
 
 SESSION = "acme:stdio"
@@ -22,7 +22,7 @@ def client(local_sandboxes: SandboxProvider) -> McpClient:
     sandbox = local_sandboxes.get(SESSION)
     sandbox.run(f"open('server.py', 'w').write({STDIO_SERVER!r})", 30)
     sandbox.run("open('notes.txt', 'w').write('one two three')", 30)
-    return McpClient(Settings(sandbox_backend="local", mcp_timeout_s=20), local_sandboxes)
+    return McpClient(ToolWorkerSettings(sandbox_backend="local", mcp_timeout_s=20), local_sandboxes)
 
 
 async def test_a_local_server_is_listed_and_called_in_the_sandbox(client: McpClient) -> None:
@@ -52,4 +52,4 @@ async def test_a_command_the_sandbox_lacks_is_said(client: McpClient) -> None:
 
 async def test_a_worker_without_sandboxes_serves_remote_servers_only() -> None:
     with pytest.raises(McpUnavailable, match="this worker runs no sandboxes"):
-        await McpClient(Settings()).list_tools(FILES, "acme", SESSION)
+        await McpClient(ToolWorkerSettings()).list_tools(FILES, "acme", SESSION)

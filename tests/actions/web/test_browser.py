@@ -24,7 +24,7 @@ from shared.actions.web import (
     SearxngClient,
 )
 from shared.schema import ActionReturn, ActionStatusCode, AgentMessage
-from shared.settings import Settings
+from shared.settings import ToolWorkerSettings
 
 
 def browser(
@@ -174,7 +174,7 @@ async def test_sessions_beyond_the_memory_bound_forget_their_results(
 
 
 def test_built_from_settings_as_the_tool_worker_builds_it() -> None:
-    settings = Settings(
+    settings = ToolWorkerSettings(
         search_url="http://127.0.0.1:9/",
         search_engines=" duckduckgo, wikipedia ,",
         search_top_k=3,
@@ -198,7 +198,7 @@ def test_built_from_settings_as_the_tool_worker_builds_it() -> None:
 async def test_built_for_the_services_workers_share_results_and_pages_through_redis(
     web: FakeWeb, redis_server: str
 ) -> None:
-    settings = Settings(
+    settings = ToolWorkerSettings(
         search_url=web.url, redis_url=f"{redis_server}/0", browse_allow_private=True
     )
     resources = ActionResources(settings=settings)
@@ -221,7 +221,7 @@ async def test_built_for_the_services_workers_share_results_and_pages_through_re
 
 
 def test_the_default_settings_refuse_the_tests_own_pages(web: FakeWeb, redis_server: str) -> None:
-    settings = Settings(search_url=web.url, redis_url=f"{redis_server}/0")
+    settings = ToolWorkerSettings(search_url=web.url, redis_url=f"{redis_server}/0")
     action = WebBrowser.build(ActionResources(settings=settings))
     message = AgentMessage(
         content={"name": "WebBrowser.open", "parameters": {"url": f"{web.url}/docs/celery"}}
