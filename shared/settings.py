@@ -171,7 +171,7 @@ class Settings(RedisSentinelSettings):
     llm_timeout_s: float = 120.0
     # Shared by the agent workers and the proxy only (never the tool workers): each model call
     # carries a token signed with it naming the task's tenant, so the proxy counts and limits
-    # the call as that tenant's (`shared.tenant_tokens`). Empty: calls carry `llm_api_key`
+    # the call as that tenant's (`shared.tenant_credentials`). Empty: calls carry `llm_api_key`
     # and the proxy sees one tenant. At least 32 characters (`openssl rand -hex 32`).
     llm_token_secret: SecretStr = SecretStr("")
     llm_token_ttl_s: float = Field(default=300.0, gt=0)
