@@ -21,7 +21,8 @@ One run, one machine, the same scripted replicas (`devstack.scripted_model`, no 
    that do not share (the old behaviour): cache-hit rate and locality; then the added latency
    at one client with the sharing on (every request a new session, so every request a
    placement to publish) and off.
-   `--fleet` runs only this part (`make bench` does).
+   `--fleet` runs only this part (`make bench` does); it is `_proxy_fleet.py`, and what the
+   parts share (the plan, a load run, the routing workload) is `_proxy_load.py`.
 
 `--servers` runs only a side-by-side of the proxy's HTTP server: its own HTTP/1.1 core
 (`shared.http1`) against uvicorn (httptools + uvloop) serving the same proxy through a raw ASGI
@@ -37,12 +38,7 @@ the client itself) skews the figures.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import random
-import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -52,46 +48,31 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # devstack, from a checkout
 
-import httpx
-import redis
 from _litellm import start_litellm
+from _proxy_fleet import run_fleet
+from _proxy_load import (
+    MODEL,
+    TASKYARD_KEY,
+    Phase,
+    Plan,
+    port_of,
+    prefix_flags,
+    run_and_read,
+    run_load,
+    sessions_spec,
+    start_replicas,
+)
 from _taskyard import proxy_available, start_asgi_proxy, start_taskyard_proxy
-from _workload import SessionMix, chat_request, session_lanes
+from _workload import SessionMix, chat_request
 from _wrk import wrk_available, wrk_load
 
 from devstack.llm import start_scripted_model
-from devstack.procs import ChildFailed, Processes, free_port
+from devstack.procs import ChildFailed, Processes
 
-MODEL = "scripted"
-LOADGEN = Path(__file__).resolve().parent / "_loadgen.py"
 OTLP_SINK = Path(__file__).resolve().parent / "_otlp_sink.py"
-TASKYARD_KEY = os.environ.get("TASKYARD_LLM_API_KEY", "taskyard")
-BLOCK_TOKENS = 16
 # The reference: no proxy, session i sent straight to replica i mod N (sticky and balanced).
 STICKY = "sticky (no proxy)"
 POLICIES = ("round_robin", "least_outstanding", "affinity", STICKY)
-
-
-@dataclass(frozen=True, slots=True)
-class Phase:
-    """One measured load shape."""
-
-    name: str
-    concurrency: int
-    stream: bool
-    duration_s: float
-    warmup_s: float
-    max_requests: int
-
-
-@dataclass(frozen=True, slots=True)
-class Plan:
-    phases: tuple[Phase, ...]
-    sessions: SessionMix
-    session_concurrency: int
-    cache_headroom: float
-    policies: tuple[str, ...]
-    replicas: int
 
 
 def _plan(args: argparse.Namespace) -> Plan:
@@ -126,21 +107,7 @@ class Target:
 
     @property
     def port(self) -> int:
-        return _port(self.url)
-
-
-def run_load(spec: dict[str, Any]) -> dict[str, Any]:
-    """Run `_loadgen.py` in its own process on `spec` and return its JSON summary."""
-    limit = float(spec.get("duration_s", 60)) + float(spec.get("warmup_s", 0)) + 120
-    ran = subprocess.run(
-        [sys.executable, str(LOADGEN)],
-        input=json.dumps(spec),
-        capture_output=True,
-        text=True,
-        timeout=limit,
-        check=True,
-    )
-    return json.loads(ran.stdout)
+        return port_of(self.url)
 
 
 def _overhead_request(target: Target, stream: bool) -> dict[str, Any]:
@@ -299,7 +266,7 @@ def run_routing(procs: Processes, plan: Plan) -> None:
     if not proxy_available():
         print("! routing quality needs taskyard's proxy; skipped")
         return
-    flags = _prefix_flags(plan)
+    flags = prefix_flags(plan)
     print(f"workload: {plan.sessions.describe()}; {plan.session_concurrency} sessions at once")
     print(f"replicas: {plan.replicas} x scripted model {' '.join(flags)}")
     print(
@@ -332,231 +299,18 @@ def _ratio(row: dict[str, Any], base: dict[str, Any]) -> float:
     return row["hit_rate"] / base["hit_rate"] if base["hit_rate"] else float("inf")
 
 
-def _prefix_flags(plan: Plan) -> list[str]:
-    """Replica flags; the cache holds `cache_headroom` x its share of the live sessions' prompts.
-
-    KV cache is the scarce resource of a loaded GPU pool, which is when routing matters.
-    """
-    live_per_replica = plan.session_concurrency / plan.replicas
-    prompt_blocks = plan.sessions.mean_prompt_words() / BLOCK_TOKENS
-    system_blocks = plan.sessions.system_prompts * plan.sessions.system_words / BLOCK_TOKENS
-    blocks = round(plan.cache_headroom * live_per_replica * prompt_blocks + system_blocks)
-    return [
-        "--prefix-cache", "--latency-ms", "2", "--block-tokens", str(BLOCK_TOKENS),
-        "--cache-blocks", str(blocks), "--uncached-token-ms", "0.05",
-    ]  # fmt: skip
-
-
 def route_sessions(procs: Processes, plan: Plan, policy: str, flags: list[str]) -> dict[str, Any]:
     """Fresh replicas and a fresh proxy with `policy`; send every session; read the replicas."""
-    names, replicas = _start_replicas(procs, plan, flags)
-    spec = _sessions_spec(plan)
+    names, replicas = start_replicas(procs, plan, flags)
+    spec = sessions_spec(plan)
     if policy == STICKY:
-        ports = [_port(url) for url in replicas]
+        ports = [port_of(url) for url in replicas]
         spec["port"] = ports[0]
         spec["lane_ports"] = [ports[i % plan.replicas] for i in range(plan.sessions.sessions)]
     else:
-        spec["port"] = _port(start_taskyard_proxy(procs, "proxy", replicas, policy))
+        spec["port"] = port_of(start_taskyard_proxy(procs, "proxy", replicas, policy))
         names.append("proxy")
-    return _run_and_read(procs, spec, names, replicas)
-
-
-def _start_replicas(procs: Processes, plan: Plan, flags: list[str]) -> tuple[list[str], list[str]]:
-    names = [f"replica-{i}" for i in range(plan.replicas)]
-    return names, [start_scripted_model(procs, name, *flags) for name in names]
-
-
-def _sessions_spec(plan: Plan) -> dict[str, Any]:
-    headers = {"authorization": f"Bearer {TASKYARD_KEY}"}
-    return {
-        "host": "127.0.0.1",
-        "concurrency": plan.session_concurrency,
-        "duration_s": 300.0,
-        "lanes": session_lanes(plan.sessions, MODEL, headers),
-    }
-
-
-def _run_and_read(
-    procs: Processes, spec: dict[str, Any], names: list[str], replicas: list[str]
-) -> dict[str, Any]:
-    """Run the sessions, read the replicas' cache counters, stop everything named."""
-    load = run_load(spec)
-    stats = [httpx.get(f"{replica}/scripted/stats", timeout=5).json() for replica in replicas]
-    for name in names:
-        procs.stop(name)
-    return _routing_row(load, stats)
-
-
-def _port(url: str) -> int:
-    return int(url.rsplit(":", 1)[1])
-
-
-def _routing_row(load: dict[str, Any], stats: list[dict[str, Any]]) -> dict[str, Any]:
-    prompt = sum(s["prompt_tokens"] for s in stats)
-    per_replica = [s["requests"] for s in stats]
-    mean = sum(per_replica) / len(per_replica)
-    return {
-        "hit_rate": sum(s["cached_tokens"] for s in stats) / prompt if prompt else 0.0,
-        "ttft_mean": load["first_byte_ms"].get("mean", 0.0),
-        "ttft_p99": load["first_byte_ms"].get("p99", 0.0),
-        "spread": max(per_replica) / mean if mean else 0.0,
-        "per_replica": per_replica,
-        "locality": load["lane_locality"],
-        "errors": load["errors"],
-    }
-
-
-# 3. proxies that agree
-
-# An agent's next model call follows its tool call: time enough for two placement syncs.
-THINK_MS = 300.0
-FLEETS = ("one proxy", "two proxies, sharing", "two proxies, not sharing")
-
-
-def run_fleet(procs: Processes, plan: Plan) -> None:
-    if not proxy_available():
-        print("! proxies that agree need taskyard's proxy; skipped")
-        return
-    redis_url = start_redis(procs)
-    flags = _prefix_flags(plan)
-    print(
-        f"workload: {plan.sessions.describe()}; {plan.session_concurrency} sessions at once, "
-        f"{THINK_MS:.0f} ms between a session's turns; with two proxies, a session's first "
-        "turn goes to either at random, the next ones alternate"
-    )
-    print(f"replicas: {plan.replicas} x scripted model {' '.join(flags)}")
-    rows = {
-        name: fleet_sessions(procs, plan, flags, _fleet_env(redis_url, number, name), name)
-        for number, name in enumerate(FLEETS)
-    }
-    print(f"\n{'proxies':<26} {'hit rate':>9} {'TTFT mean':>10} {'locality':>9} {'errors':>7}")
-    for name, row in rows.items():
-        print(
-            f"{name:<26} {row['hit_rate']:>9.1%} {row['ttft_mean']:>8.2f}ms "
-            f"{row['locality']:>9.1%} {row['errors']:>7}"
-        )
-    one = rows[FLEETS[0]]["hit_rate"] or 1e-9
-    print(
-        f"two proxies sharing reach {rows[FLEETS[1]]['hit_rate'] / one:.1%} of one proxy's hit "
-        f"rate (target >= 95%); not sharing, {rows[FLEETS[2]]['hit_rate'] / one:.1%}"
-    )
-    fleet_overhead(procs, plan, redis_url)
-
-
-def start_redis(procs: Processes) -> str:
-    """A Redis of the benchmark's own (no persistence) on a free port; its URL."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        raise SystemExit("redis-server not found: `make deps` installs it")
-    port = free_port()
-    argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-    child = procs.start("redis", argv)
-    url = f"redis://127.0.0.1:{port}"
-    client = redis.Redis.from_url(url)
-    child.wait_until(lambda: _pings(client), f"PING answered on {url}")
-    client.close()
-    return url
-
-
-def _pings(client: redis.Redis) -> bool:
-    try:
-        return bool(client.ping())
-    except redis.ConnectionError:
-        return False
-
-
-def _fleet_env(redis_url: str, database: int, name: str) -> dict[str, str]:
-    # A database per configuration, so none inherits another's placements.
-    return {
-        "TASKYARD_REDIS_URL": f"{redis_url}/{database + 1}",
-        "TASKYARD_PROXY_REDIS_SYNC": "true",
-        "TASKYARD_PROXY_SHARE_PLACEMENTS": "false" if "not sharing" in name else "true",
-    }
-
-
-def fleet_sessions(
-    procs: Processes, plan: Plan, flags: list[str], env: dict[str, str], name: str
-) -> dict[str, Any]:
-    """Fresh replicas and one or two fresh proxies; every session, turns alternating."""
-    names, replicas = _start_replicas(procs, plan, flags)
-    count = 1 if name == FLEETS[0] else 2
-    proxies = [start_taskyard_proxy(procs, f"proxy-{i}", replicas, env=env) for i in range(count)]
-    names += [f"proxy-{i}" for i in range(count)]
-    if count > 1 and env["TASKYARD_PROXY_SHARE_PLACEMENTS"] == "true":
-        _wait_peers(proxies)
-    spec = _sessions_spec(plan)
-    ports = [_port(p) for p in proxies]
-    spec.update(port=ports[0], turn_ports=_alternating(plan, ports), think_ms=THINK_MS)
-    return _run_and_read(procs, spec, names, replicas)
-
-
-def _alternating(plan: Plan, ports: list[int]) -> list[list[int]]:
-    """Per session, the port of each turn: a first proxy at random (what a load balancer in
-    front of them would do), then the proxies in turn."""
-    rng = random.Random(plan.sessions.seed)
-    starts = [rng.randrange(len(ports)) for _ in range(plan.sessions.sessions)]
-    turns = range(plan.sessions.turns)
-    return [[ports[(start + turn) % len(ports)] for turn in turns] for start in starts]
-
-
-def _wait_peers(proxies: list[str], timeout_s: float = 10.0) -> None:
-    """Until each proxy counts the others (its first syncs are done)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if all(_peers(url) == len(proxies) - 1 for url in proxies):
-            return
-        time.sleep(0.05)
-    print("! the proxies did not see each other within 10 s; measuring anyway")
-
-
-def _peers(url: str) -> float:
-    for line in httpx.get(f"{url}/metrics", timeout=5).text.splitlines():
-        if line.startswith("taskyard_proxy_peers "):
-            return float(line.split()[1])
-    return -1.0
-
-
-def fleet_overhead(procs: Processes, plan: Plan, redis_url: str, rounds: int = 3) -> None:
-    """Added latency at one client, a new session per request, through one of two proxies
-    sharing and one of two not sharing: measured in alternating rounds (other work on the
-    machine comes and goes), the median of each."""
-    replica = start_scripted_model(procs, "overhead-replica")
-    auth = {"authorization": f"Bearer {TASKYARD_KEY}"}
-    hello = [{"role": "user", "content": "hello there"}]
-    targets = {"off": 0, "on": 0}
-    for number, sharing in enumerate(targets):
-        env = {"TASKYARD_REDIS_URL": f"{redis_url}/{len(FLEETS) + number + 1}",
-               "TASKYARD_PROXY_SHARE_PLACEMENTS": str(sharing == "on").lower()}  # fmt: skip
-        urls = [start_taskyard_proxy(procs, f"overhead-{sharing}-{i}", [replica], env=env)
-                for i in range(2)]  # fmt: skip
-        if sharing == "on":
-            _wait_peers(urls)
-        targets[sharing] = _port(urls[0])
-    phase = plan.phases[0]
-    added: dict[str, list[float]] = {name: [] for name in targets}
-    for number in range(rounds):
-        direct = _one_client(_port(replica), [chat_request(MODEL, hello, False, {})], phase)
-        for name, port in targets.items():
-            sessions = [  # sessions never seen before: each request a placement to publish
-                chat_request(MODEL, hello, False, {**auth, "x-session-id": f"{name}-{number}-{i}"})
-                for i in range(phase.max_requests + 5_000)
-            ]
-            through = _one_client(port, sessions, phase)
-            added[name].append(through["latency_ms"]["p50"] - direct["latency_ms"]["p50"])
-    off, on = (statistics.median(added[name]) for name in targets)
-    print(
-        f"added p50 at one client, a new session per request, through one of two proxies "
-        f"(median of {rounds} alternating rounds): not sharing {off:.3f} ms, sharing "
-        f"{on:.3f} ms (target <= 0.5 ms)"
-    )
-
-
-def _one_client(port: int, requests: list[dict[str, Any]], phase: Phase) -> dict[str, Any]:
-    spec = {
-        "host": "127.0.0.1", "port": port, "concurrency": 1, "duration_s": phase.duration_s,
-        "warmup_s": phase.warmup_s, "max_requests": phase.max_requests, "requests": requests,
-    }  # fmt: skip
-    return run_load(spec)
+    return run_and_read(procs, spec, names, replicas)
 
 
 def main() -> None:

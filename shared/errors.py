@@ -7,7 +7,7 @@
     ├── ActionError        shared.actions: a tool failed, in words the model reads
     ├── SandboxError       shared.sandbox: no interpreter to run code in (see its tree)
     ├── ArtifactError      shared.files.artifacts: an artifact refused, or a store that fails
-    ├── TokenError         shared.tenant_tokens: a tenant token that does not hold
+    ├── CredentialError    shared.tenant_credentials: a tenant token that does not hold
     ├── RegistryError      shared.registry: a name nothing registered (also a LookupError)
     ├── NotReplicated      shared.store: too few replicas confirmed a write in time
     └── InvalidSignature   shared.webhooks: a webhook delivery that does not check out (also a

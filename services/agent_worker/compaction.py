@@ -1,5 +1,5 @@
 """Memory that never overflows the model's context: before a step's call, its prompt is
-counted (`shared.tokens`); past `compaction_share` of the model's window, the oldest turns
+counted (`shared.token_count`); past `compaction_share` of the model's window, the oldest turns
 are summarised by the model into one message and the newest kept, whole turns only, so a
 tool call always travels with its results. Only what the model sees changes: the session's
 messages stay in Redis (and in `GET` answers); the summary and how many messages it stands
@@ -23,7 +23,7 @@ from shared.events import EventKind
 from shared.schema import AgentMessage, LLMResponse
 from shared.settings import AgentWorkerSettings
 from shared.store import StepStart, TaskStore
-from shared.tokens import count_tokens
+from shared.token_count import count_tokens
 
 __all__ = ["Compactor", "PromptSize"]
 
@@ -117,7 +117,7 @@ class Compactor:
         inputs = sum(
             count_tokens(aggregator.rendered(m, agent.name), model) for m in start.inputs()
         )
-        held_tokens = live.token_count.count(memory, model, agent.name, aggregator)
+        held_tokens = live.memory_size.count(memory, model, agent.name, aggregator)
         return count_tokens(fixed, model) + held_tokens + inputs + extra
 
     def _model(self, start: StepStart) -> str:

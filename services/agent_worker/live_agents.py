@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from services.agent_worker.prompt_tokens import MemoryTokens
+from services.agent_worker.memory_size import MemorySize
 from shared.agents import AsyncAgent
 from shared.memory import MemoryManager, SessionMemory
 from shared.memory.base import from_state
@@ -53,8 +53,8 @@ class LiveSession:
     # Each `SessionValues` as Redis holds it (JSON), and what this step's commit writes.
     values: dict[str, str] = field(default_factory=dict)
     staged: dict[str, str] = field(default_factory=dict)
-    # The memory's token count as of the last step (`Compactor`).
-    token_count: MemoryTokens = field(default_factory=MemoryTokens)
+    # The memory's size in tokens as of the last step (`Compactor`).
+    memory_size: MemorySize = field(default_factory=MemorySize)
 
     def mark(self) -> None:
         """Note what the memories hold now: the step's call begins."""

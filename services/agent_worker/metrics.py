@@ -8,7 +8,7 @@ from prometheus_client import Counter, Histogram
 
 from shared.metrics import DURATION_BUCKETS
 
-__all__ = ["MODEL_CALL_SECONDS", "STEP_SECONDS", "TOKENS", "count_tokens"]
+__all__ = ["MODEL_CALL_SECONDS", "STEP_SECONDS", "TOKENS", "record_usage"]
 
 STEP_SECONDS = Histogram(
     "taskyard_agent_step_seconds",
@@ -27,7 +27,7 @@ TOKENS = Counter(
 )
 
 
-def count_tokens(tenant: str, usage: Mapping[str, int]) -> None:
+def record_usage(tenant: str, usage: Mapping[str, int]) -> None:
     """Count a committed step's usage for its tenant."""
     for kind in ("prompt", "completion"):
         TOKENS.labels(tenant, kind).inc(usage.get(f"{kind}_tokens", 0))

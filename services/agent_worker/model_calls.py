@@ -3,10 +3,10 @@
 Every call made during a step (by the agent, any of its sub-agents, or the compaction of
 its memory) belongs to the step's task: `open_step_calls` marks the step's asyncio task with
 its `StepCalls` (a context variable, so sub-agents need not pass anything down, and steps
-running side by side on the loop never mix). Each call then carries a tenant token for the
-task (`shared.tenant_tokens`) as its bearer credential, so the proxy counts and limits it as
-the task's tenant's, and adds its usage to the step's: what the step commits to the task is
-every call's tokens, the one record of a task's usage.
+running side by side on the loop never mix). Each call then carries a tenant credential for
+the task (`shared.tenant_credentials`) as its bearer credential, so the proxy counts and
+limits it as the task's tenant's, and adds its usage to the step's: what the step commits
+to the task is every call's tokens, the one record of a task's usage.
 
 Observed: a client span whose context the request carries to the proxy (`traceparent`, added
 by the model client from the current context), and its duration in
@@ -29,7 +29,7 @@ from services.agent_worker.metrics import MODEL_CALL_SECONDS
 from shared.llms import AsyncOpenAIChat
 from shared.llms.base import ChatMessages, ChatResult
 from shared.task import TaskRecord
-from shared.tenant_tokens import TenantTokens
+from shared.tenant_credentials import TenantCredentials
 from shared.tracing import job_attributes
 
 __all__ = ["ModelCallOutsideStep", "ObservedModel", "StepCalls", "open_step_calls"]
@@ -75,12 +75,14 @@ class ModelCallOutsideStep(AgentWorkerError, RuntimeError):
 
 class ObservedModel:
     """The `AsyncChatModel` it wraps, each call signed for its step's task, counted into the
-    step's usage, in a span and timed. Without `tokens` (no secret set) calls carry the
+    step's usage, in a span and timed. Without `credentials` (no secret set) calls carry the
     client's one API key."""
 
-    def __init__(self, inner: AsyncOpenAIChat, tokens: TenantTokens | None = None) -> None:
+    def __init__(
+        self, inner: AsyncOpenAIChat, credentials: TenantCredentials | None = None
+    ) -> None:
         self.inner = inner
-        self.tokens = tokens
+        self.credentials = credentials
 
     async def chat(
         self,
@@ -122,9 +124,9 @@ class ObservedModel:
                     yield snapshot
 
     def _credential(self, step: StepCalls) -> dict[str, str] | None:
-        if self.tokens is None:
+        if self.credentials is None:
             return None
-        return {"Authorization": f"Bearer {self.tokens.sign(step.tenant, step.task_id)}"}
+        return {"Authorization": f"Bearer {self.credentials.sign(step.tenant, step.task_id)}"}
 
     @contextmanager
     def _observed(self, session_id: int | str | None, params: dict[str, Any]) -> Iterator[Any]:

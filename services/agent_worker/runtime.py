@@ -26,16 +26,16 @@ from shared.schedules.runner import ScheduleRunner
 from shared.settings import AgentWorkerSettings
 from shared.spec import AgentSpec
 from shared.store import TaskStore
-from shared.tenant_tokens import TenantTokens
+from shared.tenant_credentials import TenantCredentials
 from shared.webhooks import Deliverer, Outcome
 
-__all__ = ["AgentRuntime", "tenant_tokens", "worker_agent"]
+__all__ = ["AgentRuntime", "call_signer", "worker_agent"]
 
 log = logging.getLogger("taskyard.agent_worker")
 
 
-def tenant_tokens(settings: AgentWorkerSettings) -> TenantTokens | None:
-    """The signer of model calls' tenant tokens, or None (with a warning) without a secret."""
+def call_signer(settings: AgentWorkerSettings) -> TenantCredentials | None:
+    """The signer of model calls' tenant credentials, or None (with a warning) without a secret."""
     secret = settings.llm_token_secret.get_secret_value()
     if not secret:
         log.warning(
@@ -43,17 +43,17 @@ def tenant_tokens(settings: AgentWorkerSettings) -> TenantTokens | None:
             "TASKYARD_LLM_API_KEY, so the proxy counts and limits every tenant as one"
         )
         return None
-    return TenantTokens(secret, settings.llm_token_ttl_s)
+    return TenantCredentials(secret, settings.llm_token_ttl_s)
 
 
 def worker_agent(
     spec: AgentSpec,
     settings: AgentWorkerSettings,
     http: aiohttp.ClientSession,
-    tokens: TenantTokens | None,
+    credentials: TenantCredentials | None,
 ) -> AsyncAgent:
     """The agent a spec asks for, its model calls signed for their task and observed."""
-    llm = ObservedModel(default_llm(spec, settings, http), tokens)
+    llm = ObservedModel(default_llm(spec, settings, http), credentials)
     return build_agent(spec, settings, llm=llm)
 
 
@@ -63,7 +63,7 @@ class AgentRuntime:
     def __init__(self, settings: AgentWorkerSettings, celery: Celery) -> None:
         self.settings = settings
         self.celery = celery
-        self.tokens = tenant_tokens(settings)
+        self.credentials = call_signer(settings)
         self.loop = LoopThread("agent-loop")
         self.runner: StepRunner = self.loop.run(self._start())
 
@@ -84,7 +84,7 @@ class AgentRuntime:
         return runner
 
     def _build(self, spec: AgentSpec) -> AsyncAgent:
-        return worker_agent(spec, self.settings, self.http, self.tokens)
+        return worker_agent(spec, self.settings, self.http, self.credentials)
 
     def send(self, jobs: list[Job]) -> None:
         """Put the jobs on the broker as the commits do (`envelope`, then one script on the

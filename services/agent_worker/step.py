@@ -18,12 +18,12 @@ from dataclasses import replace
 from celery import Celery
 
 from services.agent_worker.compaction import Compactor, PromptSize
+from services.agent_worker.delta_buffer import DeltaBuffer
 from services.agent_worker.errors import AgentWorkerError
 from services.agent_worker.live_agents import LiveAgents, LiveSession
 from services.agent_worker.mcp_tools import McpTools, McpToolsUnavailable
-from services.agent_worker.metrics import count_tokens
+from services.agent_worker.metrics import record_usage
 from services.agent_worker.model_calls import StepCalls, open_step_calls
-from services.agent_worker.tokens import TokenBuffer
 from shared.cancel import CancelWatch, cancel_children
 from shared.events import EventKind
 from shared.jobs import AgentStepJob, Job, envelope, job_for_call
@@ -114,7 +114,7 @@ class StepRunner:
         """The agent's reply, and its streamed text not published yet."""
         record, task = start.record, asyncio.current_task()
         assert task is not None
-        tokens = TokenBuffer(self.store, record.id, live.agent.name, self.settings.token_flush_s)
+        deltas = DeltaBuffer(self.store, record.id, live.agent.name, self.settings.token_flush_s)
         cancelled = False
 
         def on_cancel() -> None:
@@ -128,14 +128,14 @@ class StepRunner:
                     *start.inputs(), session_id=record.session_id, task_id=record.id
                 )
                 async with aclosing(stream):
-                    reply = await _reply(stream, tokens)
+                    reply = await _reply(stream, deltas)
         except asyncio.CancelledError:
             if not cancelled:
                 raise
             task.uncancel()
             raise StepCancelled(record.id) from None
         finally:
-            unsent = await tokens.close()
+            unsent = await deltas.close()
         return reply, unsent
 
     async def _commit(
@@ -145,15 +145,15 @@ class StepRunner:
         record, calls = start.record, reply.tool_calls
         new = live.new_messages()
         published = [reply]  # the user's message went out with the task, tool results as they came
-        tokens = {"delta": unsent, "sender": live.agent.name} if unsent else None
+        rest = {"delta": unsent, "sender": live.agent.name} if unsent else None
         written = StepCommit(record, TaskStatus.SUCCEEDED, new, published, spent.usage,
-                             tokens=tokens, values=live.new_values())  # fmt: skip
+                             tokens=rest, values=live.new_values())  # fmt: skip
         commit = self._send_or_hold(written, calls) if calls else _answered(written, reply)
         applied, following = await self.store.commit_step(commit)
         if not applied:
             log.info("step already committed", extra={"task_id": record.id, "step": record.step})
             return None, []
-        count_tokens(record.tenant, spent.usage)
+        record_usage(record.tenant, spent.usage)
         return new, _first_step(record, following)
 
     def _send_or_hold(self, written: StepCommit, calls: list[ToolCall]) -> StepCommit:
@@ -190,7 +190,7 @@ class StepRunner:
         return None
 
 
-async def _reply(stream: AsyncIterator[AgentMessage], tokens: TokenBuffer) -> AgentMessage:
+async def _reply(stream: AsyncIterator[AgentMessage], deltas: DeltaBuffer) -> AgentMessage:
     shown, reply = "", None
     async for message in stream:
         reply = message
@@ -198,7 +198,7 @@ async def _reply(stream: AsyncIterator[AgentMessage], tokens: TokenBuffer) -> Ag
             text = str(message.content)
             # Streamed messages carry the text so far; the event stream wants what is new.
             if text.startswith(shown) and len(text) > len(shown):
-                await tokens.add(text[len(shown) :])
+                await deltas.add(text[len(shown) :])
             shown = text
     assert reply is not None  # an agent call always ends with its reply
     return reply

@@ -18,6 +18,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from services.gateway.admission import Admission
 from services.gateway.errors import (
     artifacts_unavailable,
     http_error,
@@ -26,7 +27,6 @@ from services.gateway.errors import (
     store_unavailable,
     validation_error,
 )
-from services.gateway.guard import Guard
 from services.gateway.mcp_endpoint import MCP_PATH, McpEndpoint
 from services.gateway.metrics import RequestMetrics
 from services.gateway.openapi import openapi_document
@@ -93,12 +93,12 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.add_middleware(
-        Guard,
+        Admission,
         tenants=settings.tenants_by_key(),
         max_body_bytes=settings.gateway_max_body_bytes,
         large=[files.upload_limit(settings)],
     )
-    app.add_middleware(RequestMetrics)  # outside the guard: refused requests count too
+    app.add_middleware(RequestMetrics)  # outside `Admission`: refused requests count too
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RedisConnectionError, store_unavailable)  # BusyLoading too

@@ -11,7 +11,7 @@ from celery import Celery
 from fastapi import Depends, HTTPException, Path, Request, status
 
 from services.gateway.event_hub import EventHub, reader_client
-from services.gateway.system import SystemProbe
+from services.gateway.system_probe import SystemProbe
 from shared.celery_app import make_celery
 from shared.redis_clients import async_client
 from shared.settings import GatewaySettings
@@ -89,7 +89,7 @@ async def get_system(request: Request) -> SystemProbe:
 
 
 async def get_tenant(request: Request) -> str:
-    """The tenant owning the request's API key, which the `Guard` checked before the body
+    """The tenant owning the request's API key, which the `Admission` checked before the body
     (`openapi.py` documents the scheme)."""
     tenant: str = request.state.tenant
     return tenant

@@ -1,7 +1,7 @@
 """taskyard as an MCP server: `/mcp` speaks MCP's streamable HTTP (the `mcp` SDK's transport),
 and each deployed agent (every agent registered by the gateway's plugins) is a tool.
 
-A call of an agent's tool is a task of the caller's tenant (the API key the `Guard` checked,
+A call of an agent's tool is a task of the caller's tenant (the API key the `Admission` checked,
 ``Authorization: Bearer <key>``), in a fresh session or the one the call names. The SDK has no
 MCP tasks yet, so a long run answers on the call's own event stream: a progress notification
 for each of the task's status changes and messages (the first names the task, which the REST

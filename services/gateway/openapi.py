@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from services.gateway.guard import AUTH_PREFIX
+from services.gateway.admission import AUTH_PREFIX
 from shared.agents import AGENTS
 from shared.agents.as_tool import offered_tool_names
 
@@ -34,7 +34,7 @@ def openapi_document(app: FastAPI) -> dict[str, Any]:
 
 
 def _bearer_auth(schema: dict[str, Any]) -> None:
-    # The `Guard` asks every route under AUTH_PREFIX for a key, before FastAPI sees the
+    # The `Admission` asks every route under AUTH_PREFIX for a key, before FastAPI sees the
     # request: documented here, not by a security dependency FastAPI would run per request.
     schema["components"]["securitySchemes"] = {_BEARER: {"type": "http", "scheme": "bearer"}}
     for path, operations in schema["paths"].items():

@@ -26,7 +26,7 @@ from services.llm_proxy.routing.policies import ReplicaState, make_policy
 from services.llm_proxy.routing.redis_sync import PlacementSync
 from services.llm_proxy.settings import ProxySettings
 from shared.http1 import Connection, HttpServer, Request, listen_socket
-from shared.tenant_tokens import TenantTokens
+from shared.tenant_credentials import TenantCredentials
 
 __all__ = ["ProxyApp"]
 
@@ -56,7 +56,7 @@ class ProxyApp:
         secret = settings.llm_token_secret.get_secret_value()
         self.tenants = TenantDirectory(
             settings.proxy_keys, settings.llm_api_key, settings.proxy_require_key,
-            TenantTokens(secret) if secret else None, settings.proxy_tenant_limits,
+            TenantCredentials(secret) if secret else None, settings.proxy_tenant_limits,
         )  # fmt: skip
         self._health_policy = HealthPolicy(
             settings.proxy_eject_after, settings.proxy_cooldown_s, settings.proxy_max_cooldown_s

@@ -2,8 +2,9 @@
 
 The rules, the same for every backend:
 
-- each call carries a fresh nonce; a reply that does not quote the call's id and nonce, or
-  is too long, is a broken kernel: it is stopped and the result says state was lost;
+- each call carries a fresh nonce (`kernel_call`); a reply that does not quote the call's id
+  and nonce, or is too long, is a broken kernel: it is stopped and the result says state was
+  lost;
 - a cell that outlives its timeout, or is cancelled from another thread, is interrupted: the
   kernel stops every process the session's cells started and sends the cell SIGINT. If it
   answers within a short grace, the session keeps its state and the result says why it ended;
@@ -30,13 +31,10 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import hmac
 import itertools
-import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 from shared.files.info import FileInfo, FileListing
@@ -50,61 +48,14 @@ from shared.sandbox.errors import (
     SandboxBusy,
     SandboxClosed,
 )
-from shared.sandbox.outputs import (
-    check_texts,
-    file_chunk,
-    file_info,
-    file_listing,
-    parse_display,
-    refusal,
-)
+from shared.sandbox.kernel_call import KernelCall, within
+from shared.sandbox.outputs import file_chunk, file_info, file_listing, parse_display, refusal
 
 __all__ = ["EXIT_REASON_S", "FILE_TIMEOUT_S", "INTERRUPT_GRACE_S", "KernelSandbox"]
 
 INTERRUPT_GRACE_S = 2.0
 FILE_TIMEOUT_S = 30.0  # a whole file request is disk work in a tmpfs: far less, unless stuck
 EXIT_REASON_S = 1.0  # what a dying kernel's call waits to learn why it died (exit code, OOM)
-_POLL_S = 0.1  # a waiting call looks at least this often for a cancel from another thread
-
-
-@dataclass
-class _Call:
-    """One cell in flight: what the reply must quote, and whether it was interrupted."""
-
-    channel: KernelChannel
-    id: int
-    nonce: str = field(default_factory=lambda: secrets.token_hex(16))
-    interrupted_at: float | None = None
-    cancelled: bool = False
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def interrupt(self, cancel: bool, grace: float) -> None:
-        """Ask the kernel to stop this call (the ask sent within `grace`); only the first ask
-        is sent."""
-        with self._lock:
-            self.cancelled = self.cancelled or cancel
-            if self.interrupted_at is not None:
-                return
-            self.interrupted_at = time.monotonic()
-        with contextlib.suppress(KernelGone):  # the waiting call finds out itself
-            self.channel.send({"interrupt": self.id}, self.interrupted_at + grace)
-
-    def matches(self, reply: dict[str, Any]) -> bool:
-        nonce = reply.get("nonce")
-        return (
-            reply.get("id") == self.id
-            and isinstance(nonce, str)
-            and hmac.compare_digest(nonce, self.nonce)
-        )
-
-
-def _within(seconds: float, probe: Callable[[], str]) -> str:
-    """`probe()`, or "" when it takes longer than `seconds`; it then ends in the background."""
-    said: list[str] = []
-    thread = threading.Thread(target=lambda: said.append(probe()), daemon=True)
-    thread.start()
-    thread.join(seconds)
-    return said[0] if said else ""
 
 
 class KernelSandbox:
@@ -124,7 +75,7 @@ class KernelSandbox:
         # What `cancel` reads from other threads, under its own small lock.
         self._cancel_lock = threading.Lock()
         self._busy = False  # a `run` holds the session
-        self._call: _Call | None = None  # its cell, once sent
+        self._call: KernelCall | None = None  # its cell, once sent
         self._cancel_pending = False  # cancelled before the cell was sent
         self._has_state = False  # the current kernel has run a cell, so losing it loses state
         self._loss_pending = lost_reason is not None  # a loss the caller was not told about
@@ -315,14 +266,12 @@ class KernelSandbox:
     def _file_reply(
         self, channel: KernelChannel, message: dict[str, Any], deadline: float
     ) -> dict[str, Any]:
-        call = _Call(channel, next(self._ids))
-        channel.send({"id": call.id, "nonce": call.nonce, **message}, deadline)
+        call = KernelCall(channel, next(self._ids))
+        call.send(message, deadline)
         reply = channel.receive(deadline)
         if reply is None:
             raise KernelGone(f"the sandbox did not answer a file request in {FILE_TIMEOUT_S:g}s")
-        if not call.matches(reply):
-            raise KernelProtocolError(f"a reply that does not match call {call.id}")
-        refused = refusal(reply)
+        refused = refusal(call.check(reply))
         if refused is not None:
             raise refused
         return reply
@@ -343,7 +292,7 @@ class KernelSandbox:
 
     def _run_locked(self, code: str, timeout: float, deadline: float) -> ExecutionResult:
         starting = time.monotonic()
-        call = _Call(self._live_channel(), next(self._ids))
+        call = KernelCall(self._live_channel(), next(self._ids))
         deadline += time.monotonic() - starting  # a kernel's start is not the cell's time
         with self._cancel_lock:
             if self._cancel_pending:
@@ -352,16 +301,16 @@ class KernelSandbox:
                 return result
             self._call = call
         try:
-            call.channel.send({"id": call.id, "nonce": call.nonce, "code": code}, deadline)
+            call.send({"code": code}, deadline)
             self._has_state = True
-            reply = self._await(call, deadline)
+            reply = call.reply_by(deadline, self._grace)
             display = parse_display(reply.get("display")) if reply is not None else []
         except KernelProtocolError as bad:
             return self._lost(
                 f"The sandbox broke its protocol ({bad}); its interpreter was stopped"
             )
         except KernelGone as gone:
-            reason = _within(EXIT_REASON_S, call.channel.exit_reason) or str(gone)
+            reason = within(EXIT_REASON_S, call.channel.exit_reason) or str(gone)
             return self._lost(f"The Python interpreter died while running this cell ({reason})")
         if reply is None:
             what = "Cancelled" if call.cancelled else f"Timed out after {timeout:g}s"
@@ -383,26 +332,8 @@ class KernelSandbox:
             self._has_state = False
         return self._channel
 
-    def _await(self, call: _Call, deadline: float) -> dict[str, Any] | None:
-        """The call's reply, interrupting it at `deadline`; None if even that went unanswered."""
-        while True:
-            stop = deadline if call.interrupted_at is None else call.interrupted_at + self._grace
-            now = time.monotonic()
-            if now >= stop:
-                if call.interrupted_at is not None:
-                    return None
-                call.interrupt(cancel=False, grace=self._grace)
-                continue
-            reply = call.channel.receive(min(stop, now + _POLL_S))
-            if reply is None:
-                continue
-            if not call.matches(reply):
-                raise KernelProtocolError(f"a reply that does not match call {call.id}")
-            check_texts(reply)
-            return reply
-
     def _outcome(
-        self, call: _Call, reply: dict[str, Any], timeout: float, display: list[DisplayOutput]
+        self, call: KernelCall, reply: dict[str, Any], timeout: float, display: list[DisplayOutput]
     ) -> ExecutionResult:
         result = self._result(reply)
         result.display = display

@@ -20,7 +20,7 @@ from services.agent_worker.model_calls import ModelCallOutsideStep, ObservedMode
 from shared.agents import AsyncAgent, AsyncSequential
 from shared.llms import AsyncOpenAIChat
 from shared.task import TaskRecord
-from shared.tenant_tokens import TenantClaim, TenantTokens
+from shared.tenant_credentials import TenantClaim, TenantCredentials
 
 CHUNK = (
     b'data: {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m", '
@@ -35,7 +35,7 @@ WHOLE = {
                  "finish_reason": "stop"}],
     "usage": {"prompt_tokens": 5, "completion_tokens": 3},
 }  # fmt: skip
-TOKENS = TenantTokens("0123456789abcdef" * 3)
+CREDENTIALS = TenantCredentials("0123456789abcdef" * 3)
 
 
 @pytest.fixture
@@ -89,7 +89,7 @@ async def test_every_call_of_a_step_is_signed_for_its_task_and_counted(
     url, seen = server
     spent = open_step_calls(TaskRecord(id="task_9", tenant="acme", session_id="s", input="x"))
     async with aiohttp.ClientSession() as session:
-        llm = ObservedModel(AsyncOpenAIChat(url, "m", session=session), TOKENS)
+        llm = ObservedModel(AsyncOpenAIChat(url, "m", session=session), CREDENTIALS)
         # Two sub-agents, plain text answers (no usage in their replies), one without task_id.
         pipeline = AsyncSequential(AsyncAgent(llm, name="a"), AsyncAgent(llm, name="b"))
         await pipeline("hello", session_id="s", task_id="task_9")
@@ -98,8 +98,8 @@ async def test_every_call_of_a_step_is_signed_for_its_task_and_counted(
     assert (spent.calls, spent.usage) == (4, {"prompt_tokens": 22, "completion_tokens": 11})
     for headers in seen:
         token = headers["Authorization"].removeprefix("Bearer ")
-        assert TOKENS.verify(token) == TenantClaim(
-            "acme", "task_9", TOKENS.verify(token).expires_at
+        assert CREDENTIALS.verify(token) == TenantClaim(
+            "acme", "task_9", CREDENTIALS.verify(token).expires_at
         )
         assert headers["X-Task-ID"] == "task_9"
 
@@ -107,7 +107,7 @@ async def test_every_call_of_a_step_is_signed_for_its_task_and_counted(
 async def test_a_call_outside_a_step_is_not_sent(server: tuple[str, list[dict[str, str]]]) -> None:
     url, seen = server
     async with aiohttp.ClientSession() as session:
-        llm = ObservedModel(AsyncOpenAIChat(url, "m", session=session), TOKENS)
+        llm = ObservedModel(AsyncOpenAIChat(url, "m", session=session), CREDENTIALS)
         with pytest.raises(ModelCallOutsideStep):
             await llm.chat([], session_id="s")
     assert seen == []

@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from devstack.stack import LocalStack
 from shared.client import TaskyardClient
-from shared.tenant_tokens import TenantTokens
+from shared.tenant_credentials import TenantCredentials
 
 pytestmark = pytest.mark.e2e
 
@@ -105,9 +105,9 @@ def test_a_sandbox_or_client_cannot_pass_for_another_tenant(day_window: LocalSta
 
     assert status("taskyard") == 401  # the old shared key is no tenant
     assert status("key-a") == 401  # nor a gateway key
-    foreign = TenantTokens("not-this-deployments-secret-0123456789").sign("alpha", "t")
+    foreign = TenantCredentials("not-this-deployments-secret-0123456789").sign("alpha", "t")
     assert status(foreign) == 401
-    own = TenantTokens(day_window.token_secret)
+    own = TenantCredentials(day_window.token_secret)
     assert status(own.sign("alpha", "t1"), **{"X-Task-ID": "t2"}) == 403
     assert status(own.sign("alpha", "t1"), **{"X-Taskyard-Tenant": "beta"}) == 403
     # The tool worker, where sandboxes run, is never given the secret.
@@ -128,7 +128,7 @@ def test_a_tenant_past_its_budget_waits_saying_why_then_goes_on(short_window: Lo
     # Start at the top of a rate window, so what follows happens within one.
     time.sleep(5 - time.time() % 5 + 0.05)
     # Another task of gamma's (here: signed by hand) spends the window's two requests.
-    token = TenantTokens(short_window.token_secret).sign("gamma", "task_elsewhere")
+    token = TenantCredentials(short_window.token_secret).sign("gamma", "task_elsewhere")
     proxy = f"http://127.0.0.1:{short_window.ports.proxy}/v1/chat/completions"
     body = {"model": "scripted", "messages": [{"role": "user", "content": "hi"}]}
     spent = [

@@ -25,7 +25,7 @@ def test_label_values_are_escaped() -> None:
     )
     metrics = Metrics(SimpleNamespace(replicas=[replica]), {})  # type: ignore[arg-type]
     tenant = 'a "tenant"\\with\na newline'
-    metrics.count_tokens(tenant, 3, 4)
+    metrics.record_usage(tenant, 3, 4)
     metrics.request_done("chat", 200, 0.004)
     samples = {
         (s.name, tuple(sorted(s.labels.items()))): s.value

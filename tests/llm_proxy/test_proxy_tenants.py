@@ -22,7 +22,7 @@ from proxy_support import (
 from devstack.procs import Processes, free_port
 from devstack.redis_server import start as start_redis
 from shared.keys import proxy_ratelimit
-from shared.tenant_tokens import TenantTokens
+from shared.tenant_credentials import TenantCredentials
 
 # An hour-long window: a test never straddles a window boundary.
 KEYS = {
@@ -124,7 +124,7 @@ def test_spending_survives_a_redis_outage(
 # -- tenant tokens ----------------------------------------------------------------------------
 
 SECRET = "0123456789abcdef" * 3
-TOKENS = {
+CREDENTIAL_ENV = {
     "TASKYARD_LLM_TOKEN_SECRET": SECRET,
     "TASKYARD_PROXY_KEYS": "k-direct:0:0:gamma",
     "TASKYARD_PROXY_TENANT_LIMITS": "alpha:0:0,*:1:0",
@@ -133,7 +133,7 @@ TOKENS = {
 
 
 def _signed(tenant: str, task_id: str = "task-1", **kwargs: object) -> str:
-    return TenantTokens(SECRET, **kwargs).sign(tenant, task_id)  # type: ignore[arg-type]
+    return TenantCredentials(SECRET, **kwargs).sign(tenant, task_id)  # type: ignore[arg-type]
 
 
 def _refusal(client: openai.OpenAI, **headers: str) -> tuple[int, dict[str, object]]:
@@ -146,7 +146,7 @@ def _refusal(client: openai.OpenAI, **headers: str) -> tuple[int, dict[str, obje
 
 @pytest.fixture
 def token_proxy(replicas: ReplicaFactory, proxy: ProxyFactory) -> str:
-    return proxy(upstreams_of(replicas(1)), env=TOKENS).base_url
+    return proxy(upstreams_of(replicas(1)), env=CREDENTIAL_ENV).base_url
 
 
 def test_a_tenant_token_is_counted_and_limited_as_its_tenant(token_proxy: str) -> None:
@@ -177,7 +177,7 @@ Credential = Callable[[], str]
         (lambda: _signed("alpha")[:-4] + "AAAA", "invalid_api_key"),  # a signature of its own
         (lambda: "tyt1." + _signed("alpha").split(".")[1] + "." + _signed("beta").split(".")[2],
          "invalid_api_key"),  # alpha's claim under beta's signature
-        (lambda: TenantTokens("another-deployment-secret-0123456789").sign("alpha", "t"),
+        (lambda: TenantCredentials("another-deployment-secret-0123456789").sign("alpha", "t"),
          "invalid_api_key"),
         (lambda: "tyt1.not-a-token", "invalid_api_key"),
         (lambda: _signed("alpha", ttl_s=-1), "token_expired"),

@@ -17,7 +17,9 @@ import pytest
 
 from shared.sandbox.base import ExecutionResult
 from shared.sandbox.channel import KernelChannel, wait_readable
-from shared.sandbox.docker import OWNER_LABEL, ContainerSpec, DockerChannel
+from shared.sandbox.container_spec import ContainerSpec
+from shared.sandbox.docker import OWNER_LABEL
+from shared.sandbox.docker_channel import DockerChannel
 from shared.sandbox.errors import KernelGone, KernelProtocolError
 from shared.sandbox.kernel import DISPLAY_MAX_OUTPUTS, MAX_LINE_BYTES, MAX_TEXT_CHARS
 from shared.sandbox.local import LocalChannel

@@ -15,14 +15,8 @@ import pytest
 from docker.errors import NotFound
 from docker.models.containers import Container
 
-from shared.sandbox.docker import (
-    IPC_SYSCTLS,
-    OWNER_LABEL,
-    SESSION_LABEL,
-    ULIMITS,
-    WORKER_LABEL,
-    DockerSandboxProvider,
-)
+from shared.sandbox.container_spec import IPC_SYSCTLS, ULIMITS
+from shared.sandbox.docker import OWNER_LABEL, SESSION_LABEL, WORKER_LABEL, DockerSandboxProvider
 from shared.sandbox.provider import KernelSandboxProvider
 from shared.settings import ToolWorkerSettings
 from tests.sandbox.crash import crash_a_worker

@@ -18,7 +18,8 @@ import docker
 import pytest
 
 from shared.sandbox.base import ExecutionResult
-from shared.sandbox.docker import OWNER_LABEL, ULIMITS, ContainerSpec, DockerSandboxProvider
+from shared.sandbox.container_spec import ULIMITS, ContainerSpec
+from shared.sandbox.docker import OWNER_LABEL, DockerSandboxProvider
 from shared.sandbox.provider import KernelSandboxProvider
 from shared.settings import ToolWorkerSettings
 from tests.sandbox.gvisor_support import (

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.sandbox.docker import IPC_SYSCTLS, ULIMITS
+from shared.sandbox.container_spec import IPC_SYSCTLS, ULIMITS
 from shared.sandbox.provider import KernelSandboxProvider
 
 TIMEOUT = 30.0

@@ -13,11 +13,11 @@ from urllib.parse import quote
 from fastapi import APIRouter, File, Form, HTTPException, Path, UploadFile, status
 from fastapi.responses import Response
 
+from services.gateway.admission import LargeBodies
 from services.gateway.deps import SettingsDep, TenantDep
 from services.gateway.errors import issue, responses
 from services.gateway.files.deps import NewSessionIdDep, SessionFilesDep, SessionIdDep
 from services.gateway.files.models import SessionFile, SessionFileList
-from services.gateway.guard import LargeBodies
 from shared.sandbox.kernel.files import MAX_PATH_CHARS, path_parts
 from shared.settings import FileSettings
 

@@ -96,7 +96,7 @@ class Metrics(Collector):
         self.requests[endpoint, status] += 1
         self.latency[endpoint].observe(seconds)
 
-    def count_tokens(self, tenant: str, prompt: int, completion: int) -> None:
+    def record_usage(self, tenant: str, prompt: int, completion: int) -> None:
         self.tokens[tenant, "prompt"] += prompt
         self.tokens[tenant, "completion"] += completion
 

@@ -2,8 +2,8 @@
 
 Two credentials, as `Authorization: Bearer ...`:
 
-- a tenant token (``tyt1.``, `shared.tenant_tokens`), which the agent workers sign for each
-  model call of a task: the proxy verifies it and the call is the token's tenant's, for the
+- a tenant token (``tyt1.``, `shared.tenant_credentials`), which the agent workers sign for
+  each model call of a task: the proxy verifies it and the call is the token's tenant's, for the
   token's task. Its limits are the tenant's in `TASKYARD_PROXY_TENANT_LIMITS`. A token that
   does not verify is refused (401), never taken as anonymous;
 - a plain API key from `TASKYARD_PROXY_KEYS`, for direct use (a client of the proxy itself),
@@ -19,7 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from services.llm_proxy.errors import Forbidden, Unauthorized
-from shared.tenant_tokens import ExpiredToken, TenantTokens, TokenError, is_tenant_token
+from shared.tenant_credentials import (
+    CredentialError,
+    ExpiredCredential,
+    TenantCredentials,
+    is_tenant_credential,
+)
 
 __all__ = ["Caller", "Tenant", "TenantDirectory", "parse_limits"]
 
@@ -37,7 +42,7 @@ class Tenant:
 
 @dataclass(frozen=True, slots=True)
 class Caller:
-    """An authenticated request: its tenant, and its task when a token vouches for one."""
+    """An authenticated request: its tenant, and its task when a credential vouches for one."""
 
     tenant: Tenant
     task_id: str | None = None
@@ -47,9 +52,9 @@ class TenantDirectory:
     """Looks up the tenant of a request's credential.
 
     `keys`: "key", "key:rpm:tpm" or "key:rpm:tpm:tenant", comma-separated. Without keys and
-    without `tokens`, `default_key` alone is accepted (tenant "default", no limits).
+    without `credentials`, `default_key` alone is accepted (tenant "default", no limits).
     `limits`: "tenant:rpm:tpm" comma-separated, "*" for every tenant not named; applied to
-    token tenants.
+    the tenants of tenant credentials.
     """
 
     def __init__(
@@ -57,14 +62,14 @@ class TenantDirectory:
         keys: str,
         default_key: str,
         require_key: bool,
-        tokens: TenantTokens | None = None,
+        credentials: TenantCredentials | None = None,
         limits: str = "",
     ) -> None:
-        legacy = not keys.strip() and tokens is None
+        legacy = not keys.strip() and credentials is None
         self._keys = {default_key: Tenant("default")} if legacy else _parse_keys(keys)
         self._require = require_key
         self._anonymous = Tenant("anonymous")
-        self._tokens = tokens
+        self._credentials = credentials
         self._limits = parse_limits(limits)
         self._by_name: dict[str, Tenant] = {}
 
@@ -75,8 +80,8 @@ class TenantDirectory:
         """The caller; `Unauthorized` (401) for a missing, unknown, forged or expired
         credential, `Forbidden` (403) when the request claims another task or tenant."""
         credential = _bearer(authorization)
-        if credential is not None and is_tenant_token(credential):
-            return self._from_token(credential, task_id, tenant)
+        if credential is not None and is_tenant_credential(credential):
+            return self._from_credential(credential, task_id, tenant)
         found = self._keys.get(credential) if credential else None
         if found is None and self._require:
             raise Unauthorized("missing or unknown API key")
@@ -85,14 +90,16 @@ class TenantDirectory:
         _check_tenant(caller.tenant, tenant, "this API key")
         return caller
 
-    def _from_token(self, token: str, task_id: bytes | None, tenant: bytes | None) -> Caller:
-        if self._tokens is None:
+    def _from_credential(
+        self, credential: str, task_id: bytes | None, tenant: bytes | None
+    ) -> Caller:
+        if self._credentials is None:
             raise Unauthorized("tenant tokens are not accepted here (no secret is set)")
         try:
-            claim = self._tokens.verify(token)
-        except ExpiredToken as exc:
+            claim = self._credentials.verify(credential)
+        except ExpiredCredential as exc:
             raise Unauthorized(str(exc), code="token_expired") from None
-        except TokenError as exc:
+        except CredentialError as exc:
             raise Unauthorized(str(exc)) from None
         if task_id is not None and task_id.decode(errors="replace") != claim.task_id:
             raise Forbidden("the tenant token was issued for another task")

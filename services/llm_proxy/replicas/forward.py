@@ -268,7 +268,7 @@ class Forwarder:
     def _account(self, job: Job, prompt: int, completion: int) -> None:
         # Per tenant only (budgets, metrics): a task's usage is the agent worker's record.
         self._limiter.charge(job.tenant, prompt + completion)
-        self._metrics.count_tokens(job.tenant.name, prompt, completion)
+        self._metrics.record_usage(job.tenant.name, prompt, completion)
 
     @staticmethod
     def _request_bytes(job: Job, replica: Replica, body: bytes) -> bytes:

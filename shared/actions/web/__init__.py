@@ -8,7 +8,7 @@ from shared.actions.web.fetch import Page, PageFetcher
 from shared.actions.web.guard import GuardedNetwork, GuardedTransport, Resolver, SystemResolver
 from shared.actions.web.page_cache import MemoryPageCache, PageCache, RedisPageCache
 from shared.actions.web.readable import Readable, readable_html
-from shared.actions.web.results import MemoryResultStore, RedisResultStore, ResultStore
+from shared.actions.web.result_store import MemoryResultStore, RedisResultStore, ResultStore
 from shared.actions.web.searxng import SearchHit, SearxngClient
 
 __all__ = [

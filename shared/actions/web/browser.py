@@ -11,7 +11,7 @@ from shared.actions.registry import register_action
 from shared.actions.web.addresses import AddressPolicy
 from shared.actions.web.fetch import Page, PageFetcher
 from shared.actions.web.page_cache import MemoryPageCache, PageCache, RedisPageCache
-from shared.actions.web.results import MemoryResultStore, RedisResultStore, ResultStore
+from shared.actions.web.result_store import MemoryResultStore, RedisResultStore, ResultStore
 from shared.actions.web.searxng import SearchHit, SearxngClient
 from shared.redis_clients import sync_client
 

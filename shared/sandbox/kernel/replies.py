@@ -1,5 +1,5 @@
 """A cell's reply as it leaves the sandbox: the executor's frame made into what the supervisor
-sends the worker, every cap on it applied here.
+sends the worker, every cap on it applied here, and the line it goes out as (`fit_line`).
 
 The executor caps its own output, but a cell runs in that process and can write any frame to
 its socket, so those caps are a convenience. The supervisor runs no user code: here it takes
@@ -24,11 +24,13 @@ from . import (
     DISPLAY_MIMES,
     DISPLAY_TEXT_LIMIT,
     MAX_DISPLAY_TEXT_CHARS,
+    MAX_LINE_BYTES,
     MAX_TEXT_CHARS,
     OUTPUT_LIMIT,
 )
+from .wire import encode_line
 
-__all__ = ["TEXT_FIELDS", "Malformed", "cell_reply"]
+__all__ = ["TEXT_FIELDS", "Malformed", "cell_reply", "fit_line"]
 
 TEXT_FIELDS = ("stdout", "stderr", "result", "error")
 _NOTE_ROOM = 500  # left under MAX_TEXT_CHARS for the note on what was left out
@@ -104,3 +106,23 @@ def _size(mime: str, data: str) -> int:
         return len(base64.b64decode(data, validate=True))
     except (binascii.Error, ValueError):
         raise Malformed("a binary rich output that is not base64") from None
+
+
+def fit_line(reply: dict[str, Any]) -> bytes:
+    """The reply as one line of at most MAX_LINE_BYTES: halving the longest text, then leaving
+    out rich outputs from the last, until it fits."""
+    line = encode_line(reply)
+    while len(line) > MAX_LINE_BYTES:
+        key = max(TEXT_FIELDS, key=lambda k: len(reply.get(k) or ""))
+        text = reply.get(key) or ""
+        if len(text) >= 1000:
+            keep = len(text) // 2
+            reply[key] = text[:keep] + f"\n[... {len(text) - keep} more characters not shown]\n"
+        elif reply.get("display"):
+            reply["display"] = reply["display"][:-1]
+            left_out = "[a rich output was left out: the reply was too long]\n"
+            reply["stderr"] = (reply.get("stderr") or "") + left_out
+        else:
+            break  # nothing left to cut: only a huge id or nonce, which the worker chose
+        line = encode_line(reply)
+    return line

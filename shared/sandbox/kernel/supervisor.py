@@ -5,6 +5,7 @@ the executor (a socket that reports each sender's pid), and a wake-up pipe for S
 requests (`files.py`) it answers itself, so no user code stands between them and the files.
 A cell can write any frame on the executor's socket, so each reply's caps are applied here
 (`replies.py`), never trusted from the frame; the reply's id and nonce are the call's own.
+Every process a cell starts is below it, and stopped through `processes.py`.
 """
 
 from __future__ import annotations
@@ -22,17 +23,17 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, NoReturn
 
-from . import INTERRUPTED, MAX_LINE_BYTES, MAX_REQUEST_BYTES
+from . import INTERRUPTED, MAX_REQUEST_BYTES
 from .executor import run_executor
 from .files import FileRefused, WorkDir
-from .replies import TEXT_FIELDS, Malformed, cell_reply
+from .processes import stop_tree
+from .replies import Malformed, cell_reply, fit_line
 from .seccomp import set_child_subreaper, set_dumpable
 from .wire import FrameBuffer, LineBuffer, TooLong, encode_frame, encode_line
 
-__all__ = ["fit_line", "main", "stop_tree"]
+__all__ = ["Supervisor", "main"]
 
 _MAX_FRAME_BYTES = 16 << 20  # an honest reply is at most about 5 MB of JSON
 _SEND_TIMEOUT_S = 5.0  # an executor that does not take its request in this long is broken
@@ -48,70 +49,6 @@ class _Call:
     interrupted: bool = False
     started: bool = False  # the executor runs it: a SIGINT now stops the cell
     killed: set[int] = field(default_factory=set)
-
-
-def _stat(pid: str) -> tuple[int, str] | None:
-    """(parent pid, state) of a process, or None when it is gone."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = text[text.rindex(")") + 2 :].split()  # after "pid (comm) "; comm may hold spaces
-    return int(fields[1]), fields[0]
-
-
-def _descendants(root: int) -> set[int]:
-    """Live (not zombie) processes below `root`, read from /proc."""
-    children: dict[int, list[int]] = {}
-    alive: set[int] = set()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and (stat := _stat(entry)) is not None:
-            children.setdefault(stat[0], []).append(int(entry))
-            if stat[1] != "Z":
-                alive.add(int(entry))
-    found, todo = set(), [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.add(child)
-            todo.append(child)
-    return found & alive
-
-
-def stop_tree(keep: int) -> set[int]:
-    """SIGKILL every process below this one except `keep` (not its children); their pids.
-
-    Repeated until none is left, so processes forking meanwhile are caught too.
-    """
-    killed: set[int] = set()
-    for _ in range(100):
-        victims = _descendants(os.getpid()) - {keep}
-        if not victims:
-            break
-        for pid in victims:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        killed |= victims
-    return killed
-
-
-def fit_line(reply: dict[str, Any]) -> bytes:
-    """The reply as one line of at most MAX_LINE_BYTES: halving the longest text, then leaving
-    out rich outputs from the last, until it fits."""
-    line = encode_line(reply)
-    while len(line) > MAX_LINE_BYTES:
-        key = max(TEXT_FIELDS, key=lambda k: len(reply.get(k) or ""))
-        text = reply.get(key) or ""
-        if len(text) >= 1000:
-            keep = len(text) // 2
-            reply[key] = text[:keep] + f"\n[... {len(text) - keep} more characters not shown]\n"
-        elif reply.get("display"):
-            reply["display"] = reply["display"][:-1]
-            left_out = "[a rich output was left out: the reply was too long]\n"
-            reply["stderr"] = (reply.get("stderr") or "") + left_out
-        else:
-            break  # nothing left to cut: only a huge id or nonce, which the worker chose
-        line = encode_line(reply)
-    return line
 
 
 def _sender(ancillary: list[tuple[int, int, bytes]]) -> int | None:

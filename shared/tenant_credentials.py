@@ -1,12 +1,13 @@
-"""Tenant tokens: how a model call proves whose task it serves.
+"""Tenant credentials: how a model call proves whose task it serves.
 
-The agent worker signs a short-lived token for each model call, over the task's tenant, the
-task id and an expiry, with a secret only the agent workers and the LLM proxy hold
-(`TASKYARD_LLM_TOKEN_SECRET`); it goes to the proxy as the call's bearer credential. The
-proxy verifies it and counts and limits the call as that tenant's. Nothing else can make
-one: a client of the gateway never sees a token, and code in a tool sandbox has neither the
-secret (tool workers are not given it) nor a token (they travel only from the agent worker
-to the proxy, which does not pass them upstream).
+The agent worker signs a short-lived credential for each model call, over the task's
+tenant, the task id and an expiry, with a secret only the agent workers and the LLM proxy
+hold (`TASKYARD_LLM_TOKEN_SECRET`); it goes to the proxy as the call's bearer credential.
+The proxy verifies it and counts and limits the call as that tenant's. Nothing else can
+make one: a client of the gateway never sees one, and code in a tool sandbox has neither
+the secret (tool workers are not given it) nor a credential (they travel only from the
+agent worker to the proxy, which does not pass them upstream). The docs, the settings and
+the refusals' messages call it a "tenant token", as the wire and the environment name it.
 
 Shape: ``tyt1.<payload>.<signature>``, both parts unpadded base64url; the payload is JSON
 ``{"tenant", "task", "exp"}`` and the signature HMAC-SHA256 of ``tyt1.<payload>``.
@@ -28,33 +29,33 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from shared.errors import TaskyardError
 
 __all__ = [
-    "ExpiredToken",
-    "InvalidToken",
+    "CredentialError",
+    "ExpiredCredential",
+    "InvalidCredential",
     "TenantClaim",
-    "TenantTokens",
-    "TokenError",
-    "is_tenant_token",
+    "TenantCredentials",
+    "is_tenant_credential",
 ]
 
 PREFIX = "tyt1."
 _TENANT_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"  # as `shared.settings` allows tenant names
 
 
-class TokenError(TaskyardError):
-    """A tenant token that does not hold; the message says why (never the token)."""
+class CredentialError(TaskyardError):
+    """A tenant credential that does not hold; the message says why (never the credential)."""
 
 
-class InvalidToken(TokenError):
+class InvalidCredential(CredentialError):
     """Malformed, or not signed with the secret: forged or from another deployment."""
 
 
-class ExpiredToken(TokenError):
+class ExpiredCredential(CredentialError):
     """Signed with the secret, but past its expiry."""
 
 
 @dataclass(frozen=True, slots=True)
 class TenantClaim:
-    """What a valid token vouches for."""
+    """What a valid credential vouches for."""
 
     tenant: str
     task_id: str
@@ -69,13 +70,13 @@ class _Payload(BaseModel):
     exp: int
 
 
-def is_tenant_token(credential: str) -> bool:
-    """Whether a bearer credential is meant as a tenant token (and so must verify)."""
+def is_tenant_credential(credential: str) -> bool:
+    """Whether a bearer credential is meant as a tenant credential (and so must verify)."""
     return credential.startswith(PREFIX)
 
 
-class TenantTokens:
-    """Signs and verifies tenant tokens with one secret; `clock` is injectable for tests."""
+class TenantCredentials:
+    """Signs and verifies tenant credentials with one secret; `clock` is injectable for tests."""
 
     def __init__(
         self, secret: str, ttl_s: float = 300.0, clock: Callable[[], float] = time.time
@@ -87,25 +88,25 @@ class TenantTokens:
         self._clock = clock
 
     def sign(self, tenant: str, task_id: str) -> str:
-        """A token for one call of `task_id`'s, valid for `ttl_s`."""
+        """A credential for one call of `task_id`'s, valid for `ttl_s`."""
         exp = int(self._clock() + self.ttl_s)
         payload = _b64(orjson.dumps({"tenant": tenant, "task": task_id, "exp": exp}))
         signed = PREFIX + payload
         return f"{signed}.{_b64(self._mac(signed))}"
 
-    def verify(self, token: str) -> TenantClaim:
-        """The token's claim; `InvalidToken` or `ExpiredToken` otherwise."""
-        signed, dot, signature = token.rpartition(".")
-        if not (dot and is_tenant_token(signed)):
-            raise InvalidToken("malformed tenant token")
+    def verify(self, credential: str) -> TenantClaim:
+        """The credential's claim; `InvalidCredential` or `ExpiredCredential` otherwise."""
+        signed, dot, signature = credential.rpartition(".")
+        if not (dot and is_tenant_credential(signed)):
+            raise InvalidCredential("malformed tenant token")
         if not hmac.compare_digest(_unb64(signature), self._mac(signed)):
-            raise InvalidToken("tenant token signature does not match")
+            raise InvalidCredential("tenant token signature does not match")
         try:
             payload = _Payload.model_validate_json(_unb64(signed[len(PREFIX) :]))
         except ValidationError:
-            raise InvalidToken("malformed tenant token payload") from None
+            raise InvalidCredential("malformed tenant token payload") from None
         if payload.exp <= self._clock():
-            raise ExpiredToken("tenant token expired")
+            raise ExpiredCredential("tenant token expired")
         return TenantClaim(payload.tenant, payload.task, payload.exp)
 
     def _mac(self, signed: str) -> bytes:
@@ -120,4 +121,4 @@ def _unb64(text: str) -> bytes:
     try:
         return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
     except (binascii.Error, ValueError):
-        raise InvalidToken("malformed tenant token") from None
+        raise InvalidCredential("malformed tenant token") from None

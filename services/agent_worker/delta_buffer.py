@@ -1,6 +1,6 @@
-"""The model's tokens to the task's event stream, batched: the deltas of one flush interval
-go out as one `token` event, so a fast model costs a few Redis writes per step, not one per
-token, and a follower still sees text within the interval. What is left when the model ends
+"""The model's streamed text to the task's event stream, batched: the deltas of one flush
+interval go out as one `token` event, so a fast model costs a few Redis writes per step, not
+one per token, and a follower still sees text within the interval. What is left when the model ends
 goes out with the step's commit (`close` hands it over), not in a write of its own."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import asyncio
 from shared.events import EventKind
 from shared.store import TaskStore
 
-__all__ = ["TokenBuffer"]
+__all__ = ["DeltaBuffer"]
 
 
-class TokenBuffer:
+class DeltaBuffer:
     """Collects deltas; publishes them every `interval_s` (0: each at once) and on `close`."""
 
     def __init__(self, store: TaskStore, task_id: str, sender: str, interval_s: float) -> None:
@@ -39,7 +39,7 @@ class TokenBuffer:
         self._flushing = asyncio.get_running_loop().create_task(self.flush())
 
     async def flush(self) -> None:
-        """Publish what is pending now (before the step's commit, so tokens come first)."""
+        """Publish what is pending now (before the step's commit, so the text comes first)."""
         if self._flushing is not None and self._flushing is not asyncio.current_task():
             await self._flushing
         text, self._pending = "".join(self._pending), []

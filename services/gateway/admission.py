@@ -15,7 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.gateway.errors import GatewayError
 
-__all__ = ["AUTH_PATHS", "AUTH_PREFIX", "BodyTooLarge", "Guard", "LargeBodies"]
+__all__ = ["AUTH_PATHS", "AUTH_PREFIX", "Admission", "BodyTooLarge", "LargeBodies"]
 
 AUTH_PREFIX = "/v1/"  # every route under it needs a key; health and docs do not
 AUTH_PATHS = (AUTH_PREFIX, "/mcp")  # and MCP's endpoint (`mcp_endpoint`)
@@ -41,7 +41,7 @@ class LargeBodies:
     detail: str
 
 
-class Guard:
+class Admission:
     """Puts the caller's tenant in the request's state (``request.state.tenant``) or answers
     401; answers 413 for a body over `max_body_bytes` (or a `large` route's own limit), by its
     Content-Length or, without one, while it arrives."""

@@ -1,11 +1,11 @@
-"""A memory's token count is kept between steps: only what the memory gained is counted."""
+"""A memory's size in tokens is kept between steps: only what the memory gained is counted."""
 
 from __future__ import annotations
 
-from services.agent_worker.prompt_tokens import MemoryTokens
+from services.agent_worker.memory_size import MemorySize
 from shared.aggregators import ChatMessage, DefaultAggregator
 from shared.schema import AgentMessage
-from shared.tokens import count_tokens
+from shared.token_count import count_tokens
 
 MODEL = "scripted"
 
@@ -29,23 +29,23 @@ def _whole(messages: list[AgentMessage]) -> int:
 
 
 def test_a_growing_memory_is_counted_once_per_message() -> None:
-    spy, tokens, memory = _Spy(), MemoryTokens(), _messages(10)
-    assert tokens.count(memory, MODEL, "agent", spy) == _whole(memory)
+    spy, size, memory = _Spy(), MemorySize(), _messages(10)
+    assert size.count(memory, MODEL, "agent", spy) == _whole(memory)
     memory += _messages(3, start=10)
     spy.seen.clear()
-    assert tokens.count(memory, MODEL, "agent", spy) == _whole(memory)
+    assert size.count(memory, MODEL, "agent", spy) == _whole(memory)
     assert spy.seen == memory[10:]  # the first ten were not counted again
 
 
 def test_a_rewritten_memory_or_another_model_is_counted_again() -> None:
-    spy, tokens, memory = _Spy(), MemoryTokens(), _messages(6)
-    tokens.count(memory, MODEL, "agent", spy)
+    spy, size, memory = _Spy(), MemorySize(), _messages(6)
+    size.count(memory, MODEL, "agent", spy)
     rewritten = [m.model_copy() for m in memory]  # same text, other objects (reloaded)
     spy.seen.clear()
-    assert tokens.count(rewritten, MODEL, "agent", spy) == _whole(rewritten)
+    assert size.count(rewritten, MODEL, "agent", spy) == _whole(rewritten)
     assert spy.seen == rewritten
     compacted = [AgentMessage(sender="user", content="a summary"), *rewritten[4:]]
-    assert tokens.count(compacted, MODEL, "agent", spy) == _whole(compacted)
+    assert size.count(compacted, MODEL, "agent", spy) == _whole(compacted)
     spy.seen.clear()
-    tokens.count(compacted, "another-model", "agent", spy)
+    size.count(compacted, "another-model", "agent", spy)
     assert spy.seen == compacted

@@ -1,4 +1,4 @@
-"""A session memory's token count, kept between steps: a step counts only what the memory
+"""A session memory's size in tokens, kept between steps: a step counts only what the memory
 gained since the last count, so the prompt of a long session is not counted whole each step.
 
 The count holds while the memory only grows: its messages are never edited in place (the
@@ -13,12 +13,12 @@ from collections.abc import Sequence
 
 from shared.aggregators import DefaultAggregator
 from shared.schema import AgentMessage
-from shared.tokens import count_tokens
+from shared.token_count import count_tokens
 
-__all__ = ["MemoryTokens"]
+__all__ = ["MemorySize"]
 
 
-class MemoryTokens:
+class MemorySize:
     """How many of a memory's first messages were counted, for which model, and their tokens."""
 
     __slots__ = ("_counted", "_last", "_model", "_tokens")

@@ -1,0 +1,58 @@
+"""The processes below the supervisor: found in /proc, and stopped all at once.
+
+The supervisor is the sandbox's PID 1 (or a child subreaper), so every process a cell starts,
+forked or orphaned, is its descendant; stopping them needs no cooperation from any of them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from pathlib import Path
+
+__all__ = ["stop_tree"]
+
+
+def _stat(pid: str) -> tuple[int, str] | None:
+    """(parent pid, state) of a process, or None when it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2 :].split()  # after "pid (comm) "; comm may hold spaces
+    return int(fields[1]), fields[0]
+
+
+def _descendants(root: int) -> set[int]:
+    """Live (not zombie) processes below `root`, read from /proc."""
+    children: dict[int, list[int]] = {}
+    alive: set[int] = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (stat := _stat(entry)) is not None:
+            children.setdefault(stat[0], []).append(int(entry))
+            if stat[1] != "Z":
+                alive.add(int(entry))
+    found, todo = set(), [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found & alive
+
+
+def stop_tree(keep: int) -> set[int]:
+    """SIGKILL every process below this one except `keep` (not its children); their pids.
+
+    Repeated until none is left, so processes forking meanwhile are caught too.
+    """
+    killed: set[int] = set()
+    for _ in range(100):
+        victims = _descendants(os.getpid()) - {keep}
+        if not victims:
+            break
+        for pid in victims:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        killed |= victims
+    return killed
