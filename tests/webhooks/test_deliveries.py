@@ -78,13 +78,6 @@ def settings(redis_server: str, redis_client: redis.Redis) -> Settings:
 
 
 @pytest.fixture
-async def store(settings: Settings) -> AsyncIterator[TaskStore]:
-    store = TaskStore.from_url(settings.redis_url, settings.broker_url)
-    yield store
-    await store.close()
-
-
-@pytest.fixture
 async def deliverer(store: TaskStore, settings: Settings) -> AsyncIterator[Deliverer]:
     deliverer = Deliverer(store, settings)
     yield deliverer
