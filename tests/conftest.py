@@ -1,11 +1,12 @@
-"""Fixtures every test area shares: a real Redis of the test run's own, the sandbox image."""
+"""Fixtures every test area shares: a real Redis of the test run's own, the task store on it,
+the sandbox image."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from redis_group import RedisGroup, start_redis_group
 from devstack.procs import Processes, free_port
 from devstack.redis_server import start as start_redis
 from shared.settings import SandboxSettings
+from shared.store import TaskStore
 
 
 @pytest.fixture(scope="session")
@@ -37,6 +39,16 @@ def redis_client(redis_server: str) -> Iterator[redis.Redis]:
     client.flushdb()
     yield client
     client.close()
+
+
+@pytest.fixture
+async def store(redis_server: str, redis_client: redis.Redis) -> AsyncIterator[TaskStore]:
+    """The task store on database 0 (`redis_client` flushes it), its Celery broker on 1, flushed
+    too: the URLs every area's `settings` names (`{redis_server}/0`, `/1`)."""
+    redis.Redis.from_url(f"{redis_server}/1").flushdb()
+    store = TaskStore.from_url(f"{redis_server}/0", f"{redis_server}/1")
+    yield store
+    await store.close()
 
 
 @pytest.fixture(scope="session", autouse=True)

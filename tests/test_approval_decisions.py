@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import AsyncIterator
 
 import pytest
 import redis
@@ -25,14 +24,6 @@ from shared.task import TaskRecord, TaskStatus
 
 CODE = ToolCall(id="c1", name="IPythonInterpreter", parameters={"command": "print(1)"})
 SEARCH = ToolCall(id="c2", name="WebBrowser.search", parameters={"query": "x"})
-
-
-@pytest.fixture
-async def store(redis_server: str, redis_client: redis.Redis) -> AsyncIterator[TaskStore]:
-    redis.Redis.from_url(f"{redis_server}/1").flushdb()
-    store = TaskStore.from_url(f"{redis_server}/0", f"{redis_server}/1")
-    yield store
-    await store.close()
 
 
 @pytest.fixture

@@ -15,15 +15,10 @@ import time
 from pathlib import Path
 
 import pytest
+from hosts_support import run_on
 
-from devstack.hosts import PREFIX, RANGE, STATE_DIR, Host, HostNetwork
+from devstack.hosts import PREFIX, RANGE, STATE_DIR, HostNetwork
 from devstack.procs import ROOT, Processes
-
-
-def _on(host: Host, code: str) -> str:
-    """Run Python `code` on `host`; what it printed."""
-    argv = host.argv([sys.executable, "-c", code])
-    return subprocess.run(argv, capture_output=True, text=True, timeout=30, check=True).stdout
 
 
 def _fetch(address: str, port: int) -> str:
@@ -68,15 +63,15 @@ def test_hosts_reach_each_other_by_address_with_their_own_tmp(tmp_path: Path) ->
         assert ipaddress.ip_address(web.address) in RANGE and web.address != client.address
         server = [sys.executable, "-m", "http.server", "--bind", web.address, "8080"]
         procs.start("web", web.argv(server)).wait_http(f"http://{web.address}:8080/")
-        assert _on(client, _fetch(web.address, 8080)) == "200\n"
-        assert _on(client, _fetch("127.0.0.1", 8080)) == "ConnectionRefusedError\n"
+        assert run_on(client, _fetch(web.address, 8080)) == "200\n"
+        assert run_on(client, _fetch("127.0.0.1", 8080)) == "ConnectionRefusedError\n"
         # /tmp (its TMPDIR) and the hostname are the host's, for every process on it.
-        _on(web, "import tempfile; open(tempfile.gettempdir() + '/mine', 'w').close()")
+        run_on(web, "import tempfile; open(tempfile.gettempdir() + '/mine', 'w').close()")
         # Of the machine's /tmp, a host sees only what its services run from, if it lies there.
         ran_from = _under_tmp(ROOT, Path(sys.prefix))
         listing = "import os, socket; print(sorted(os.listdir('/tmp')), socket.gethostname())"
-        assert _on(web, listing) == f"{sorted(['mine', *ran_from])} web\n"
-        assert _on(client, listing) == f"{ran_from} client-1\n"
+        assert run_on(web, listing) == f"{sorted(['mine', *ran_from])} web\n"
+        assert run_on(client, listing) == f"{ran_from} client-1\n"
         assert not Path("/tmp/mine").exists()
 
 
@@ -91,7 +86,7 @@ def test_a_removed_host_takes_its_processes_and_address(tmp_path: Path) -> None:
         assert (
             gone.netns not in subprocess.run(["ip", "netns"], capture_output=True).stdout.decode()
         )
-        assert _on(left, _fetch(gone.address, 8080)) in {"TimeoutError\n", "OSError\n"}
+        assert run_on(left, _fetch(gone.address, 8080)) in {"TimeoutError\n", "OSError\n"}
 
 
 def test_everything_goes_on_exit_even_after_a_failure() -> None:

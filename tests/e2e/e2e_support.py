@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 
@@ -34,6 +35,17 @@ def wait_status(
     return task
 
 
+def delivered(client: TaskyardClient, task_id: str, count: int) -> list[dict]:
+    """The task's webhook deliveries once `count` of them were delivered; fail after 30 s."""
+    deadline = time.monotonic() + 30
+    while True:
+        told = client.get(task_id)["webhook_deliveries"]
+        if sum(t["state"] == "delivered" for t in told) >= count:
+            return list(told)
+        assert time.monotonic() < deadline, told
+        time.sleep(0.1)
+
+
 def configure_model(stack: LocalStack, **config: object) -> None:
     """Change the stack's scripted model on the fly (`latency_ms`, ...: /scripted/config)."""
     url = f"{stack.model_url}/scripted/config"
@@ -53,3 +65,38 @@ def cell_output(client: TaskyardClient, code: str, session: str, timeout: float 
     done = wait_status(client, task["id"], timeout=timeout)
     assert done["status"] == "succeeded", done
     return tool_output(done)
+
+
+class HookReceiver(ThreadingHTTPServer):
+    """A webhook receiver on loopback: answers each POST with the next of `codes` (200 once
+    they run out) and keeps its headers (lower-cased) and body."""
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _HookHandler)
+        self.codes: list[int] = []
+        self.received: list[tuple[dict[str, str], bytes]] = []
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/hook"
+
+    def wait_for(self, count: int, timeout: float = 60) -> list[tuple[dict[str, str], bytes]]:
+        """What it received, once that is `count` requests; fail after `timeout`."""
+        deadline = time.monotonic() + timeout
+        while len(self.received) < count:
+            assert time.monotonic() < deadline, self.received
+            time.sleep(0.05)
+        return self.received
+
+
+class _HookHandler(BaseHTTPRequestHandler):
+    server: HookReceiver
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["content-length"]))
+        self.server.received.append(({k.lower(): v for k, v in self.headers.items()}, body))
+        self.send_response(self.server.codes.pop(0) if self.server.codes else 200)
+        self.end_headers()
+
+    def log_message(self, *_: object) -> None:  # quiet
+        pass

@@ -14,12 +14,9 @@ import io
 import json
 import re
 import subprocess
-import threading
-import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import aclosing, asynccontextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +47,7 @@ from a2a.types import (
     UnsupportedOperationError,
 )
 from a2a.utils.proto_utils import parse_lenient
-from e2e_support import configure_model
+from e2e_support import HookReceiver, configure_model
 
 from devstack.stack import LocalStack
 from shared.client import TaskyardClient
@@ -253,48 +250,7 @@ async def test_an_a2a_0_3_client_streams_a_task_too(stack: LocalStack) -> None:
     assert _state(events[-1]) == TaskState.TASK_STATE_COMPLETED
 
 
-class _Receiver(ThreadingHTTPServer):
-    """Takes every POST (200) and keeps its headers and body."""
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.received: list[tuple[dict[str, str], bytes]] = []
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/a2a-hook"
-
-    def wait_for(self, count: int) -> list[tuple[dict[str, str], bytes]]:
-        deadline = time.monotonic() + 60
-        while len(self.received) < count:
-            assert time.monotonic() < deadline, self.received
-            time.sleep(0.05)
-        return self.received
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: _Receiver
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers["content-length"]))
-        self.server.received.append(({k.lower(): v for k, v in self.headers.items()}, body))
-        self.send_response(200)
-        self.end_headers()
-
-    def log_message(self, *_: object) -> None:  # quiet
-        pass
-
-
-@pytest.fixture
-def receiver() -> Iterator[_Receiver]:
-    server = _Receiver()
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server
-    server.shutdown()
-    server.server_close()
-
-
-def _push_config(receiver: _Receiver, token: str) -> TaskPushNotificationConfig:
+def _push_config(receiver: HookReceiver, token: str) -> TaskPushNotificationConfig:
     auth = AuthenticationInfo(scheme="Bearer", credentials="receiver-secret")
     return TaskPushNotificationConfig(url=receiver.url, token=token, authentication=auth)
 
@@ -309,7 +265,7 @@ def _told(secret: str, delivery: tuple[dict[str, str], bytes], token: str) -> St
 
 
 async def test_push_notifications_are_signed_webhooks_in_a2a_s_format(
-    stack: LocalStack, rest: TaskyardClient, receiver: _Receiver
+    stack: LocalStack, rest: TaskyardClient, receiver: HookReceiver
 ) -> None:
     secret = rest.webhook_secret()
     async with _a2a(stack) as client:

@@ -6,7 +6,6 @@ others, and its sessions keep their state."""
 
 from __future__ import annotations
 
-import re
 import threading
 import uuid
 from collections import Counter
@@ -14,7 +13,18 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from e2e_support import QUICK_RECOVERY, tool_output, wait_status
+from e2e_support import QUICK_RECOVERY
+from scale_support import (
+    LOST,
+    cell,
+    has_state,
+    holder,
+    kept,
+    number,
+    task_output,
+    values,
+    worker_process,
+)
 
 from devstack.stack import LocalStack
 from shared.client import TaskyardClient
@@ -22,7 +32,6 @@ from shared.client import TaskyardClient
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
 CELLS = 5
-LOST = "Note: state lost ("
 
 
 @pytest.fixture(scope="module")
@@ -36,30 +45,6 @@ def stack(sandbox_image: str) -> Iterator[LocalStack]:
     stack = LocalStack(sandbox_backend="docker", tool_workers=3, extra_env=env).start()
     yield stack
     stack.stop()
-
-
-def _cell(value: int, index: int) -> str:
-    if index == 0:
-        return f"```python\nx = {value}\nprint(x)\n```"
-    # A lost interpreter starts over at 1 instead of raising NameError for every later cell.
-    return '```python\nx = globals().get("x", 0) + 1\nprint(x)\n```'
-
-
-def _output(client: TaskyardClient, task_id: str) -> str:
-    task = wait_status(client, task_id, timeout=120)
-    assert task["status"] == "succeeded", task
-    return tool_output(task)
-
-
-def _holder(client: TaskyardClient, session_id: str) -> str | None:
-    interpreter = client.session(session_id, limit=1).get("interpreter")
-    return interpreter["worker"] if interpreter and interpreter["alive"] else None
-
-
-def _has_state(client: TaskyardClient, session_id: str) -> bool:
-    """Whether a call finished in the session's interpreter (else it has no state to lose)."""
-    interpreter = client.session(session_id, limit=1).get("interpreter")
-    return bool(interpreter and interpreter["last_used"])
 
 
 def _names(count: int) -> list[str]:
@@ -80,8 +65,8 @@ def _sessions(
     def run(session: str) -> tuple[str, list[str]]:
         outputs = []
         for index in range(CELLS):
-            task_id = client.submit(_cell(_number(session), index), session_id=session)["id"]
-            outputs.append(_output(client, task_id))
+            task_id = client.submit(cell(number(session), index), session_id=session)["id"]
+            outputs.append(task_output(client, task_id))
             with lock:
                 done[0] += 1
                 cells[session] += 1
@@ -92,23 +77,6 @@ def _sessions(
         return dict(pool.map(run, names))
 
 
-def _number(session: str) -> int:
-    return int(session.rsplit("-", 1)[1]) * 100
-
-
-def _values(outputs: list[str]) -> list[int]:
-    return [int(re.findall(r"-?\d+", out.strip().splitlines()[-1])[-1]) for out in outputs]
-
-
-def _kept(outputs: list[str], session: str) -> bool:
-    return _values(outputs) == [_number(session) + i for i in range(CELLS)]
-
-
-def _process(stack: LocalStack, node: str) -> str:
-    """The stack's process name of the tool worker whose Celery node is `node`."""
-    return {n: name for name, n in stack.tool_worker_nodes().items()}[node.split("@")[0]]
-
-
 def test_sixty_sessions_keep_their_state_across_three_workers(
     stack: LocalStack, client: TaskyardClient
 ) -> None:
@@ -116,10 +84,10 @@ def test_sixty_sessions_keep_their_state_across_three_workers(
     wrong = {
         session: out
         for session, out in outputs.items()
-        if not _kept(out, session) or any(LOST in o for o in out)
+        if not kept(out, session, CELLS) or any(LOST in o for o in out)
     }
     assert wrong == {}
-    holders = Counter(_holder(client, session) for session in outputs)
+    holders = Counter(holder(client, session) for session in outputs)
     assert len(holders) == 3 and None not in holders, holders  # spread over the pool
 
 
@@ -136,11 +104,11 @@ def test_a_killed_worker_costs_its_own_sessions_their_state_once(
     def kill_mid_run(cells_done: int, cells: dict[str, int]) -> None:
         if cells_done != len(names) * 2:  # most sessions have state; cells are in flight
             return
-        held = {session: _holder(client, session) for session in names}
+        held = {session: holder(client, session) for session in names}
         node = Counter(n for n in held.values() if n).most_common(1)[0][0]
         mine = [s for s, n in held.items() if n == node]
-        stateful.update(s for s in mine if _has_state(client, s))
-        stack.kill(_process(stack, node))
+        stateful.update(s for s in mine if has_state(client, s))
+        stack.kill(worker_process(stack, node))
         killed.append(node)
         victims.update({s: CELLS - cells[s] for s in mine})
 
@@ -158,10 +126,10 @@ def test_a_killed_worker_costs_its_own_sessions_their_state_once(
             said = next(o for o in out if LOST in o)
             assert f"its tool worker {node} stopped answering" in said
         # Every other session keeps its state, and is told nothing.
-        kept = [s for s in names if s not in victims]
-        assert {s: outputs[s] for s in kept if not _kept(outputs[s], s) or notes[s]} == {}
+        others = [s for s in names if s not in victims]
+        assert {s: outputs[s] for s in others if not kept(outputs[s], s, CELLS) or notes[s]} == {}
     finally:
-        stack.restart(_process(stack, node))
+        stack.restart(worker_process(stack, node))
 
 
 def test_a_worker_stopped_on_purpose_hands_its_sessions_over(
@@ -169,16 +137,18 @@ def test_a_worker_stopped_on_purpose_hands_its_sessions_over(
 ) -> None:
     names = _names(9)
     for session in names:
-        _output(client, client.submit(_cell(_number(session), 0), session_id=session)["id"])
-    held = {session: _holder(client, session) for session in names}
+        task_output(client, client.submit(cell(number(session), 0), session_id=session)["id"])
+    held = {session: holder(client, session) for session in names}
     node = Counter(n for n in held.values() if n).most_common(1)[0][0]
-    name = _process(stack, node)
+    name = worker_process(stack, node)
     stack.processes.stop(name)  # a warm shutdown, as scaling in with compose does
     try:
-        after = {s: _output(client, client.submit(_cell(0, 1), session_id=s)["id"]) for s in names}
+        after = {
+            s: task_output(client, client.submit(cell(0, 1), session_id=s)["id"]) for s in names
+        }
         assert {s: out for s, out in after.items() if LOST in out} == {}
-        assert {s: _values([after[s]]) for s in names} == {s: [_number(s) + 1] for s in names}
-        moved = {s: _holder(client, s) for s, n in held.items() if n == node}
+        assert {s: values([after[s]]) for s in names} == {s: [number(s) + 1] for s in names}
+        moved = {s: holder(client, s) for s, n in held.items() if n == node}
         assert moved and node not in moved.values() and None not in moved.values()
     finally:
         stack.restart(name)

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import re
 import struct
-import subprocess
 import sys
 import time
 import uuid
@@ -23,14 +21,15 @@ from pathlib import Path
 
 import httpx
 import pytest
-from e2e_support import QUICK_RECOVERY, wait_status
+from e2e_support import QUICK_RECOVERY, delivered
+from hosts_support import run_on
+from scale_support import LOST, cell, holder, kept, number, task_output, worker_process
 
-from devstack.hosts import RANGE, Host, HostNetwork
+from devstack.hosts import RANGE, HostNetwork
 from devstack.procs import Child, Processes
 from devstack.stack import LocalStack
 from shared.client import TaskyardClient
 from shared.events import EventKind
-from shared.schema import ActionReturn, AgentMessage
 from shared.webhooks import verify
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
@@ -52,7 +51,6 @@ PLOT = (
 )
 GATED = {"approval": {"tools": ["IPythonInterpreter"]}}
 CELLS = 4
-LOST = "Note: state lost ("
 
 
 @dataclass
@@ -108,12 +106,12 @@ def test_every_service_has_an_address_and_a_tmp_of_its_own(
         assert httpx.get(url, timeout=5).status_code == 200, name
     # From the gateway's host, Redis is at its address, not on loopback.
     port = stack.ports.redis
-    assert _on(network["gateway"], _connect(addresses["redis"], port)) == "connected\n"
-    assert _on(network["gateway"], _connect("127.0.0.1", port)) == "ConnectionRefusedError\n"
+    assert run_on(network["gateway"], _connect(addresses["redis"], port)) == "connected\n"
+    assert run_on(network["gateway"], _connect("127.0.0.1", port)) == "ConnectionRefusedError\n"
     # Redis keeps its append-only file in its host's /tmp, which no other host sees.
     listing = "import os; print('appendonlydir' in os.listdir('/tmp'))"
-    assert _on(network["redis"], listing) == "True\n"
-    assert _on(network["gateway"], listing) == "False\n"
+    assert run_on(network["redis"], listing) == "True\n"
+    assert run_on(network["gateway"], listing) == "False\n"
 
 
 @dataclass
@@ -147,7 +145,7 @@ def test_files_a_figure_approvals_and_a_webhook_through_the_gateways_address(
     assert "call 2 mean 12.5" in task["result"]  # the second call saw the first one's state
     assert client.download(charted.session, "summary.txt") == b"mean 12.5"  # the cell wrote it
 
-    told = _delivered(client, charted.task_id, 3)
+    told = delivered(client, charted.task_id, 3)
     assert [t["type"] for t in told] == ["task.waiting_approval"] * 2 + ["task.succeeded"]
     secret = client.webhook_secret()
     for headers, body in receiver.deliveries():
@@ -174,17 +172,17 @@ def test_a_tool_host_taken_away_costs_its_own_sessions_their_state_once(
 ) -> None:
     names = [f"hosts-{uuid.uuid4().hex[:6]}-{n}" for n in range(1, 13)]
     outputs = {s: [out] for s, out in _round(client, names, 0).items()}  # each has state
-    held = {session: _holder(client, session) for session in names}
+    held = {session: holder(client, session) for session in names}
     node = Counter(n for n in held.values() if n).most_common(1)[0][0]
     victims = {s for s, n in held.items() if n == node}
     assert 0 < len(victims) < len(names), held  # sessions on other hosts are there to keep
-    name = _process(stack, node)
+    name = worker_process(stack, node)
     assert node.endswith(f"@{network[name].hostname}")  # %h: its host's name
-    in_flight = {s: client.submit(_cell(s, 1), session_id=s)["id"] for s in names}
+    in_flight = {s: client.submit(cell(number(s), 1), session_id=s)["id"] for s in names}
     stack.kill(name)
     network.remove(name)  # the machine is gone, and its address with it
     for session, task_id in in_flight.items():  # every task ends, and succeeds
-        outputs[session].append(_output(client, task_id))
+        outputs[session].append(task_output(client, task_id, timeout=60))
     for index in range(2, CELLS):
         for session, out in _round(client, names, index).items():
             outputs[session].append(out)
@@ -195,14 +193,8 @@ def test_a_tool_host_taken_away_costs_its_own_sessions_their_state_once(
         said = next(o for o in outputs[session] if LOST in o)
         assert f"its tool worker {node} stopped answering" in said
         assert "call this tool with `%replay`" in said  # its cells, kept in Redis, may re-run
-    kept = {s: out for s, out in outputs.items() if s not in victims}
-    assert {s: out for s, out in kept.items() if not _kept(out, s) or notes[s]} == {}
-
-
-def _on(host: Host, code: str) -> str:
-    """Run Python `code` on `host`; what it printed."""
-    argv = host.argv([sys.executable, "-c", code])
-    return subprocess.run(argv, capture_output=True, text=True, timeout=30, check=True).stdout
+    others = {s: out for s, out in outputs.items() if s not in victims}
+    assert {s: out for s, out in others.items() if not kept(out, s, CELLS) or notes[s]} == {}
 
 
 def _connect(address: str, port: int) -> str:
@@ -228,16 +220,6 @@ def _approve_each(client: TaskyardClient, task_id: str) -> list[str]:
     return approved
 
 
-def _delivered(client: TaskyardClient, task_id: str, count: int) -> list[dict]:
-    deadline = time.monotonic() + 30
-    while True:
-        told = client.get(task_id)["webhook_deliveries"]
-        if sum(t["state"] == "delivered" for t in told) >= count:
-            return list(told)
-        assert time.monotonic() < deadline, told
-        time.sleep(0.1)
-
-
 def _figures(client: TaskyardClient, task_id: str) -> list[dict]:
     return [e.data for e in client.events(task_id)
             if e.kind == EventKind.ARTIFACT and e.data["kind"] == "figure"]  # fmt: skip
@@ -248,48 +230,8 @@ def _png_size(data: bytes) -> tuple[int, int]:
     return struct.unpack(">II", data[16:24])
 
 
-def _cell(session: str, index: int) -> str:
-    if index == 0:
-        return f"```python\nx = {_number(session)}\nprint(x)\n```"
-    # A lost interpreter starts over at 1 instead of raising NameError for every later cell.
-    return '```python\nx = globals().get("x", 0) + 1\nprint(x)\n```'
-
-
-def _number(session: str) -> int:
-    return int(session.rsplit("-", 1)[1]) * 100
-
-
-def _output(client: TaskyardClient, task_id: str) -> str:
-    task = wait_status(client, task_id, timeout=60)
-    assert task["status"] == "succeeded", task
-    tool = AgentMessage.model_validate(task["messages"][2])
-    assert isinstance(tool.content, ActionReturn)
-    return tool.content.format_result() + (tool.content.errmsg or "")
-
-
 def _round(client: TaskyardClient, names: list[str], index: int) -> dict[str, str]:
     """Cell `index` of every session at once; their outputs."""
-    ids = {session: client.submit(_cell(session, index), session_id=session)["id"]
+    ids = {session: client.submit(cell(number(session), index), session_id=session)["id"]
            for session in names}  # fmt: skip
-    return {session: _output(client, task_id) for session, task_id in ids.items()}
-
-
-def _kept(outputs: list[str], session: str) -> bool:
-    values = [int(re.findall(r"-?\d+", out.strip().splitlines()[-1])[-1]) for out in outputs]
-    return values == [_number(session) + i for i in range(CELLS)]
-
-
-def _holder(client: TaskyardClient, session_id: str) -> str | None:
-    interpreter = client.session(session_id, limit=1).get("interpreter")
-    return interpreter["worker"] if interpreter and interpreter["alive"] else None
-
-
-def _has_state(client: TaskyardClient, session_id: str) -> bool:
-    """Whether a call finished in the session's interpreter (else it has no state to lose)."""
-    interpreter = client.session(session_id, limit=1).get("interpreter")
-    return bool(interpreter and interpreter["last_used"])
-
-
-def _process(stack: LocalStack, node: str) -> str:
-    """The stack's process name (its host's name too) of the tool worker on Celery node `node`."""
-    return {n: name for name, n in stack.tool_worker_nodes().items()}[node.split("@")[0]]
+    return {session: task_output(client, task_id, timeout=60) for session, task_id in ids.items()}

@@ -30,13 +30,6 @@ async def _no_submissions(body: TaskCreate, key: str | None) -> TaskAccepted:
 
 
 @pytest.fixture
-async def store(settings: GatewaySettings) -> AsyncIterator[TaskStore]:
-    store = TaskStore.from_url(settings.redis_url, settings.broker_url)
-    yield store
-    await store.close()
-
-
-@pytest.fixture
 async def handler(settings: GatewaySettings, store: TaskStore) -> AsyncIterator[TaskyardHandler]:
     hub = EventHub(reader_client(settings, "test-a2a"), store.r, keep_alive_s=0.2)
     caller = Caller("tenant-a", None, "http://gateway.test/", _no_submissions)

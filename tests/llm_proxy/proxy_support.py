@@ -153,16 +153,6 @@ def metric(proxy: ProxyProcess, selector: str, absent: float | None = None) -> f
     return absent
 
 
-def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    """Poll `condition` until true; fail the test if it never becomes true."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.02)
-    raise AssertionError("the condition did not become true in time")
-
-
 @dataclass(eq=False)
 class StubReplica:
     """What a routing policy reads of a replica, and nothing else."""

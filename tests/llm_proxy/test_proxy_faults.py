@@ -16,8 +16,8 @@ from proxy_support import (
     client_for,
     metric,
     upstreams_of,
-    wait_until,
 )
+from waiting import wait_until
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 

@@ -43,24 +43,9 @@ async def test_a_request_continues_the_callers_trace(
     replicas: ReplicaFactory, spans: InMemorySpanExporter
 ) -> None:
     (replica,) = replicas(1)
-    settings = ProxySettings(
-        proxy_upstreams=replica.url, llm_api_key=API_KEY, proxy_redis_sync=False
-    )
-    app = ProxyApp(settings, tracing=True)
-    port = await app.start(port=0)
-    headers = {
-        "Authorization": f"Bearer {API_KEY}",
-        "traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01",
-        "X-Task-ID": "task_1",
-        "X-Session-ID": "s1",
-    }
-    body = {"model": "scripted", "messages": [{"role": "user", "content": "hi"}]}
-    try:
-        async with httpx.AsyncClient() as client:
-            url = f"http://127.0.0.1:{port}/v1/chat/completions"
-            assert (await client.post(url, json=body, headers=headers)).status_code == 200
-    finally:
-        await app.stop()
+    caller = {"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01", "X-Task-ID": "task_1",
+              "X-Session-ID": "s1"}  # fmt: skip
+    assert await _chat_once(replica.url, caller, tracing=True) == 200
     (upstream,) = [s for s in spans.get_finished_spans() if s.kind == SpanKind.CLIENT]
     (server,) = [s for s in spans.get_finished_spans() if s.kind == SpanKind.SERVER]
     assert f"{server.context.trace_id:032x}" == TRACE_ID
@@ -75,17 +60,21 @@ async def test_without_tracing_no_span_is_made(
     replicas: ReplicaFactory, spans: InMemorySpanExporter
 ) -> None:
     (replica,) = replicas(1)
-    settings = ProxySettings(
-        proxy_upstreams=replica.url, llm_api_key=API_KEY, proxy_redis_sync=False
-    )
-    app = ProxyApp(settings)
+    assert await _chat_once(replica.url, {}, tracing=False) == 200
+    assert spans.get_finished_spans() == ()
+
+
+async def _chat_once(upstream: str, headers: dict[str, str], tracing: bool) -> int:
+    """One chat call through a proxy in front of `upstream`, started and stopped for it; the
+    status it answered."""
+    settings = ProxySettings(proxy_upstreams=upstream, llm_api_key=API_KEY, proxy_redis_sync=False)
+    app = ProxyApp(settings, tracing=tracing)
     port = await app.start(port=0)
     body = {"model": "scripted", "messages": [{"role": "user", "content": "hi"}]}
     try:
         async with httpx.AsyncClient() as client:
             url = f"http://127.0.0.1:{port}/v1/chat/completions"
-            headers = {"Authorization": f"Bearer {API_KEY}"}
-            assert (await client.post(url, json=body, headers=headers)).status_code == 200
+            auth = {"Authorization": f"Bearer {API_KEY}"}
+            return (await client.post(url, json=body, headers={**auth, **headers})).status_code
     finally:
         await app.stop()
-    assert spans.get_finished_spans() == ()

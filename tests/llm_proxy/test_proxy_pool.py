@@ -18,8 +18,8 @@ from proxy_support import (
     client_for,
     metric,
     upstreams_of,
-    wait_until,
 )
+from waiting import wait_until
 
 SYSTEM = "You are the taskyard agent. Use tools when they help. " * 8
 

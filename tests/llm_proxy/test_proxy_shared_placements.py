@@ -21,8 +21,8 @@ from proxy_support import (
     ReplicaFactory,
     metric,
     upstreams_of,
-    wait_until,
 )
+from waiting import wait_until
 
 from devstack.procs import Processes
 

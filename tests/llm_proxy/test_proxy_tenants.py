@@ -16,8 +16,8 @@ from proxy_support import (
     chat,
     metric,
     upstreams_of,
-    wait_until,
 )
+from waiting import wait_until
 
 from devstack.procs import Processes, free_port
 from devstack.redis_server import start as start_redis

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import subprocess
-import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
+
+from waiting import wait_until
 
 from shared.sandbox.cgroups import CgroupLimits, CgroupTree, _v2_tree, find_cgroups
 
@@ -33,7 +33,7 @@ def test_a_sandbox_cgroup_holds_its_limits_and_its_processes() -> None:
         else:
             assert (cgroup.dirs[""] / "pids.max").read_text().strip() == "12"
         sleeper = subprocess.Popen([*cgroup.join_argv(), "sleep", "60"])
-        _wait_until(lambda: bool(cgroup.pids()))
+        wait_until(lambda: bool(cgroup.pids()), "its processes", timeout=5)
     finally:
         cgroup.remove()
     assert sleeper.wait(timeout=5) == -9  # removing a cgroup stops what still runs in it
@@ -54,10 +54,3 @@ def test_cgroup_v2_files_on_a_stand_in_tree(tmp_path: Path) -> None:
     written = {name: (made / name).read_text() for name in ("memory.max", "pids.max", "cpu.max")}
     assert written == {"memory.max": str(128 << 20), "pids.max": "10", "cpu.max": "50000 100000"}
     assert cgroup.join_argv()[-2:] == [str(made / "cgroup.procs"), "--"]
-
-
-def _wait_until(condition: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + 5
-    while not condition():
-        assert time.monotonic() < deadline, "gave up waiting"
-        time.sleep(0.01)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import socket
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +13,7 @@ import docker
 import pytest
 from docker.errors import NotFound
 from docker.models.containers import Container
+from waiting import wait_until
 
 from shared.sandbox.container_spec import IPC_SYSCTLS, ULIMITS
 from shared.sandbox.docker import OWNER_LABEL, SESSION_LABEL, WORKER_LABEL, DockerSandboxProvider
@@ -24,17 +24,12 @@ from tests.sandbox.crash import crash_a_worker
 ProviderFactory = Callable[..., KernelSandboxProvider]
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 20.0
+# Listing containers inspects each: polled faster, it meets one the pool is removing (404).
+ENGINE_POLL_S = 0.1
 
 
 def _containers(client: docker.DockerClient, provider: DockerSandboxProvider) -> list:
     return client.containers.list(all=True, filters={"label": f"{OWNER_LABEL}={provider.owner}"})
-
-
-def _wait_for(condition: Callable[[], bool], what: str, limit_s: float = 30.0) -> None:
-    deadline = time.monotonic() + limit_s
-    while not condition():
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
-        time.sleep(0.1)
 
 
 @pytest.fixture
@@ -100,11 +95,21 @@ def test_warm_pool_hands_out_started_containers(
 ) -> None:
     provider = make_docker_provider(pool_size=2)
     assert isinstance(provider, DockerSandboxProvider)
-    _wait_for(lambda: provider.pool_state().ready == 2, "the pool to fill")
+    wait_until(
+        lambda: provider.pool_state().ready == 2,
+        "the pool to fill",
+        timeout=30,
+        every=ENGINE_POLL_S,
+    )
     assert len(_containers(docker_client, provider)) == 2
     assert provider.get("t:warm").run("'warm'", TIMEOUT).result == "'warm'"
     # The session took a pooled container (labelled for no session); the pool refills.
-    _wait_for(lambda: len(_containers(docker_client, provider)) == 3, "the pool to refill")
+    wait_until(
+        lambda: len(_containers(docker_client, provider)) == 3,
+        "the pool to refill",
+        timeout=30,
+        every=ENGINE_POLL_S,
+    )
     labels = sorted(c.labels[SESSION_LABEL] for c in _containers(docker_client, provider))
     assert labels == ["", "", ""]
     provider.close_all()
@@ -137,7 +142,12 @@ def test_a_crashed_workers_containers_end_and_its_restart_removes_them(
         return docker_client.containers.list(all=True, filters=labelled)
 
     # Every kernel, the busy one too, saw its stdin close and ended with the worker...
-    _wait_for(lambda: [c.status for c in left()] == ["exited"] * 2, "the kernels to end")
+    wait_until(
+        lambda: [c.status for c in left()] == ["exited"] * 2,
+        "the kernels to end",
+        timeout=30,
+        every=ENGINE_POLL_S,
+    )
     # ...and the worker's next start removes them, and any other container of its label.
     stray = _sleeper(docker_client, sandbox_image, label)
     elsewhere = _sleeper(docker_client, sandbox_image, f"{label}-other")

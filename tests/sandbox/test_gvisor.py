@@ -30,6 +30,7 @@ from tests.sandbox.gvisor_support import (
     under_gvisor,
 )
 from tests.sandbox.test_kernel_sinks import FILL_FDS, MAKE_OBJECTS
+from tests.sandbox.test_session import FORK_UNTIL_REFUSED
 
 TIMEOUT = 20.0
 ProviderFactory = Callable[..., KernelSandboxProvider]
@@ -174,21 +175,9 @@ def test_process_limit_is_per_sandbox_and_counts_threads(
     # gVisor's kernel counts the sandbox's own tasks (RLIMIT_NPROC): 24 with the supervisor
     # and the executor; more memory than the runc tests give, for gVisor's own per process.
     provider = make_gvisor(sandbox_pids=24, sandbox_memory="768m")
-    fill = (
-        "import os, threading, time\n"
-        "n = 0\n"
-        "try:\n"
-        "    while n < 100:\n"
-        "        if os.fork() == 0:\n"
-        "            time.sleep(30)\n"
-        "            os._exit(0)\n"
-        "        n += 1\n"
-        "except OSError as e:\n"
-        "    print(e.strerror)\n"
-        "n"
-    )
-    first = provider.get("t:pids-a").run(fill, TIMEOUT)
-    second = provider.get("t:pids-b").run(fill, TIMEOUT)  # while the first holds its budget
+    first = provider.get("t:pids-a").run(FORK_UNTIL_REFUSED, TIMEOUT)
+    # While the first holds its budget:
+    second = provider.get("t:pids-b").run(FORK_UNTIL_REFUSED, TIMEOUT)
     assert first.stdout == second.stdout == "Resource temporarily unavailable\n"
     assert first.result == second.result == "22"
     threads = "import threading, time\nthreading.Thread(target=time.sleep, args=(5,)).start()"

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
+from waiting import wait_until
 
 from shared.sandbox.demand import Demand, PoolBounds
 from shared.sandbox.pool import WarmPool
@@ -75,13 +75,6 @@ class Starter:
                 self.running -= pooled
 
 
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
-
-
 @pytest.fixture
 def clock() -> Clock:
     return Clock()
@@ -135,12 +128,12 @@ def test_a_burst_grows_the_pool_with_starts_in_parallel(clock: Clock) -> None:
     starter = Starter(delay_s=0.2)
     pool = WarmPool(starter, PoolBounds(minimum=1, maximum=8, starters=4), clock)
     try:
-        wait_for(lambda: pool.state().ready == 1, "the minimum")
+        wait_until(lambda: pool.state().ready == 1, "the minimum")
         taken = [pool.take(f"t:s{n}") for n in range(6)]  # six new sessions in one second
         assert taken[0].session_key is None  # the warm one
         assert all(channel.alive() for channel in taken)
         assert pool.state().target == 6
-        wait_for(lambda: pool.state().ready == 6, "the pool to grow to the burst")
+        wait_until(lambda: pool.state().ready == 6, "the pool to grow to the burst")
         assert starter.most_at_once == 4  # its four starters refilled in parallel
     finally:
         pool.close()
@@ -150,9 +143,9 @@ def test_an_empty_pool_hands_its_next_kernel_to_a_waiting_session(clock: Clock) 
     starter = Starter(delay_s=0.3)
     pool = WarmPool(starter, PoolBounds(minimum=1, maximum=1, starters=1), clock)
     try:
-        wait_for(lambda: pool.state().ready == 1, "the pool to fill")
+        wait_until(lambda: pool.state().ready == 1, "the pool to fill")
         assert pool.take("t:first").session_key is None
-        wait_for(lambda: pool.state().starting == 1, "the refill to begin")
+        wait_until(lambda: pool.state().starting == 1, "the refill to begin")
         assert pool.take("t:second").session_key is None  # the refill, not a start of its own
         assert [c.session_key for c in starter.started] == [None, None]
     finally:
@@ -163,9 +156,9 @@ def test_sessions_past_the_starts_under_way_start_their_own(clock: Clock) -> Non
     starter = Starter(delay_s=0.5)
     pool = WarmPool(starter, PoolBounds(minimum=1, maximum=1, starters=1), clock)
     try:
-        wait_for(lambda: pool.state().ready == 1, "the pool to fill")
+        wait_until(lambda: pool.state().ready == 1, "the pool to fill")
         pool.take("t:first")
-        wait_for(lambda: pool.state().starting == 1, "the refill to begin")
+        wait_until(lambda: pool.state().starting == 1, "the refill to begin")
         got: dict[str, str | None] = {}
         takers = [
             threading.Thread(target=lambda k=key: got.update({k: pool.take(k).session_key}))
@@ -188,9 +181,9 @@ def test_the_pool_shrinks_back_once_the_burst_leaves_the_window(clock: Clock) ->
     try:
         for n in range(5):
             pool.take(f"t:s{n}")
-        wait_for(lambda: pool.state().ready == 5, "the pool to grow")
+        wait_until(lambda: pool.state().ready == 5, "the pool to grow")
         clock.now += 11
-        wait_for(lambda: pool.state().ready == 1, "the pool to shrink")
+        wait_until(lambda: pool.state().ready == 1, "the pool to shrink")
         stopped = [c for c in starter.started if c.closed and c.session_key is None]
         assert len(stopped) == 4
     finally:
@@ -201,7 +194,7 @@ def test_a_warm_kernel_that_died_is_not_handed_out(clock: Clock) -> None:
     starter = Starter(delay_s=0.0)
     pool = WarmPool(starter, PoolBounds(minimum=1, maximum=1, starters=1), clock)
     try:
-        wait_for(lambda: pool.state().ready == 1, "the pool to fill")
+        wait_until(lambda: pool.state().ready == 1, "the pool to fill")
         dead = starter.started[0]
         dead.closed = True  # it died while waiting
         channel = pool.take("t:s")
@@ -222,7 +215,7 @@ def test_a_failing_engine_leaves_sessions_their_own_starts(
         assert pool.state().ready == 0
         starter.fail = False
         assert pool.take("t:s").session_key == "t:s"  # started for the session itself
-        wait_for(lambda: pool.state().ready == 2, "the pool to fill once the engine is back")
+        wait_until(lambda: pool.state().ready == 2, "the pool to fill once the engine is back")
     finally:
         pool.close()
 
@@ -243,6 +236,6 @@ def test_no_pool_starts_nothing_ahead(clock: Clock) -> None:
 def test_close_stops_the_warm_kernels(clock: Clock) -> None:
     starter = Starter(delay_s=0.0)
     pool = WarmPool(starter, PoolBounds.fixed(3), clock)
-    wait_for(lambda: pool.state().ready == 3, "the pool to fill")
+    wait_until(lambda: pool.state().ready == 3, "the pool to fill")
     pool.close()
     assert all(channel.closed for channel in starter.started)

@@ -37,6 +37,20 @@ time.sleep(0.3)
 after = ticks()
 sum(after[pid] - before.get(pid, 0) for pid in after)
 """
+# Forks sleeping children until the process limit refuses one (its error printed); how many.
+FORK_UNTIL_REFUSED = """
+import os, time
+n = 0
+try:
+    while n < 100:
+        if os.fork() == 0:
+            time.sleep(30)
+            os._exit(0)
+        n += 1
+except OSError as e:
+    print(e.strerror)
+n
+"""
 OTHER_PROCESSES = "import os\nlen([p for p in os.listdir('/proc') if p.isdigit()]) - 2"
 
 
@@ -327,22 +341,10 @@ def test_memory_limit_holds_for_the_sandbox_as_a_whole(provider: KernelSandboxPr
 
 def test_process_limit_is_per_sandbox(make_provider: ProviderFactory) -> None:
     provider = make_provider(sandbox_pids=24)
-    fill = (
-        "import os, time\n"
-        "n = 0\n"
-        "try:\n"
-        "    while n < 100:\n"
-        "        if os.fork() == 0:\n"
-        "            time.sleep(30)\n"
-        "            os._exit(0)\n"
-        "        n += 1\n"
-        "except OSError as e:\n"
-        "    print(e.strerror)\n"
-        "n"
-    )
-    first = provider.get("t:pids-a").run(fill, TIMEOUT)
+    first = provider.get("t:pids-a").run(FORK_UNTIL_REFUSED, TIMEOUT)
     assert first.stdout == "Resource temporarily unavailable\n"
-    second = provider.get("t:pids-b").run(fill, TIMEOUT)  # while the first holds its budget
+    # While the first holds its budget:
+    second = provider.get("t:pids-b").run(FORK_UNTIL_REFUSED, TIMEOUT)
     assert second.stdout == "Resource temporarily unavailable\n"
     assert 15 <= int(first.result or "0") < 24 and second.result == first.result
 

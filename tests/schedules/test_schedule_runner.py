@@ -4,8 +4,6 @@ scheduler was down (no tick for an hour) follow the schedule's `missed` policy."
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 import redis
 
@@ -33,13 +31,6 @@ class Clock:
 def settings(redis_server: str, redis_client: redis.Redis) -> AgentWorkerSettings:
     redis.Redis.from_url(f"{redis_server}/1").flushdb()
     return AgentWorkerSettings(redis_url=f"{redis_server}/0", broker_url=f"{redis_server}/1")
-
-
-@pytest.fixture
-async def store(settings: AgentWorkerSettings) -> AsyncIterator[TaskStore]:
-    store = TaskStore.from_url(settings.redis_url, settings.broker_url)
-    yield store
-    await store.close()
 
 
 @pytest.fixture

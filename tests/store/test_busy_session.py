@@ -5,9 +5,6 @@ the compaction), and nothing of the displaced task lands afterwards."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
-import pytest
 import redis
 
 from shared import keys
@@ -18,14 +15,6 @@ from shared.store import StepCommit, TaskStore
 from shared.task import TaskRecord, TaskStatus
 
 T, S = "acme", "s1"
-
-
-@pytest.fixture
-async def store(redis_server: str, redis_client: redis.Redis) -> AsyncIterator[TaskStore]:
-    redis.Redis.from_url(f"{redis_server}/1").flushdb()
-    store = TaskStore.from_url(f"{redis_server}/0", f"{redis_server}/1")
-    yield store
-    await store.close()
 
 
 def _record(text: str = "hi") -> TaskRecord:

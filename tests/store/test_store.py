@@ -4,7 +4,6 @@ the session hand-over, each a Lua script."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pytest
 import redis
@@ -17,13 +16,6 @@ from shared.schema import ActionReturn, AgentMessage, ToolCall
 from shared.spec import AgentSpec
 from shared.store import NotReplicated, StepCommit, TaskStore
 from shared.task import TaskRecord, TaskStatus
-
-
-@pytest.fixture
-async def store(redis_server: str, redis_client: redis.Redis) -> AsyncIterator[TaskStore]:
-    store = TaskStore.from_url(f"{redis_server}/0", f"{redis_server}/1")  # db 0 is flushed
-    yield store
-    await store.close()
 
 
 def _record(**kw: object) -> TaskRecord:

@@ -3,21 +3,9 @@ so a task can always be ended, with its reason told."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
-import pytest
-import redis
-
 from shared.events import EventKind
 from shared.store import TaskStore
 from shared.task import TaskRecord, TaskStatus
-
-
-@pytest.fixture
-async def store(redis_server: str, redis_client: redis.Redis) -> AsyncIterator[TaskStore]:
-    store = TaskStore.from_url(f"{redis_server}/0", f"{redis_server}/1")  # db 0 flushed
-    yield store
-    await store.close()
 
 
 async def test_a_reason_holding_a_lone_surrogate_still_ends_the_task(store: TaskStore) -> None:

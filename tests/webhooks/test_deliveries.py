@@ -78,13 +78,6 @@ def settings(redis_server: str, redis_client: redis.Redis) -> AgentWorkerSetting
 
 
 @pytest.fixture
-async def store(settings: AgentWorkerSettings) -> AsyncIterator[TaskStore]:
-    store = TaskStore.from_url(settings.redis_url, settings.broker_url)
-    yield store
-    await store.close()
-
-
-@pytest.fixture
 async def deliverer(store: TaskStore, settings: AgentWorkerSettings) -> AsyncIterator[Deliverer]:
     deliverer = Deliverer(store, settings)
     yield deliverer

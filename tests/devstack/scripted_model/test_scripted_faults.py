@@ -2,26 +2,18 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import openai
 import pytest
+from waiting import wait_until
 
 
 def _chat(client: openai.OpenAI, **kwargs: object) -> object:
     return client.chat.completions.create(
         model="m", messages=[{"role": "user", "content": "one two three"}], **kwargs
     )
-
-
-def wait_until(condition: Callable[[], bool], timeout_s: float = 30) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met"
-        time.sleep(0.02)
 
 
 def test_config_reports_the_options_it_set(control: httpx.Client) -> None:
@@ -98,7 +90,9 @@ def test_held_calls_are_answered_together_once_the_batch_is_full(
     control.post("/scripted/config", json={"hold_until": 3})
     with ThreadPoolExecutor(3) as pool:
         first = [pool.submit(_chat, client) for _ in range(2)]
-        wait_until(lambda: control.get("/scripted/stats").json()["held"] == 2)
+        wait_until(
+            lambda: control.get("/scripted/stats").json()["held"] == 2, "the held calls", timeout=30
+        )
         assert not any(call.done() for call in first)  # two of three: still held
         last = pool.submit(_chat, client, stream=True)
         answers = [call.result(timeout=30) for call in [*first, last]]
@@ -113,7 +107,9 @@ def test_switching_holding_off_lets_the_held_calls_go(
     control.post("/scripted/config", json={"hold_until": 1000})
     with ThreadPoolExecutor(1) as pool:
         held = pool.submit(_chat, client)
-        wait_until(lambda: control.get("/scripted/stats").json()["held"] == 1)
+        wait_until(
+            lambda: control.get("/scripted/stats").json()["held"] == 1, "the held calls", timeout=30
+        )
         control.post("/scripted/config", json={"hold_until": None})
         assert held.result(timeout=30).choices[0].finish_reason == "stop"
     assert control.get("/scripted/stats").json()["peak_held"] == 1
