@@ -235,7 +235,8 @@ class TaskStore:
         replicas_timeout_ms: int = 500,
     ) -> Created:
         """Store a new task and claim its session, pushing `first_step` then (or, while
-        another task runs the session, do as `busy` says: see `create_task.lua`), in one
+        another task runs the session, do as `busy` says: see `create_task.lua`; a queued
+        task keeps `first_step`, pushed by the write that passes the session on), in one
         atomic step. With `replicas`, a task made or found is answered only once that many
         replicas hold it (`NotReplicated` if they do not within `replicas_timeout_ms`)."""
         idem = keys.idempotency(record.tenant, idempotency_key) if idempotency_key else ""
@@ -277,8 +278,9 @@ class TaskStore:
     async def end(
         self, record: TaskRecord, status: TaskStatus, **fields_: Any
     ) -> tuple[bool, str | None]:
-        """End a live task (cancelled, failed, timed out) and pass its session on, or take it
-        out of the session's queue. Returns (whether it ended now, the next task's id)."""
+        """End a live task (cancelled, failed, timed out) and pass its session on (the next
+        task's first step pushed in the same write), or take it out of the session's queue.
+        Returns (whether it ended now, the next task's id)."""
         assert status in TERMINAL
         data = dumps({"status": status.value, **fields_})
         reason = replace_lone_surrogates(str(fields_.get("error") or "no reason given"))
@@ -329,9 +331,10 @@ class TaskStore:
         )
 
     async def commit_step(self, commit: StepCommit) -> tuple[bool, str | None]:
-        """Apply one step exactly once. Returns (False, None) if the step was applied already
-        or the task ended meanwhile; else (True, the next task of the session if this step
-        ended the task and one was waiting)."""
+        """Apply one step exactly once, pushing every job that follows from it: its tool
+        jobs and, when it ends the task, the first step of the session's next task. Returns
+        (False, None) if the step was applied already or the task ended meanwhile; else
+        (True, the next task of the session if this step ended the task and one waited)."""
         record, paths = commit.record, list(commit.memories)
         fields_ = _flat(_stamp(commit.fields))
         events: list[str] = []
@@ -421,14 +424,18 @@ class TaskStore:
         return replies.text(await self.r.get(keys.session_lock(tenant, session_id)))
 
     async def release_session(self, record: TaskRecord) -> str | None:
-        """Pass the session on from `record` (which holds it); the next task's id, if any."""
-        following = await self._run("release_session", _session_keys(record), [record.id])
+        """Pass the session on from `record` (which holds it), pushing the next task's first
+        step in the same write; that task's id, if any."""
+        following = await self._run(
+            "release_session", _session_keys(record), [record.id, self.db, self.broker_db]
+        )
         return following or None
 
     async def heal_session(self, tenant: str, session_id: str) -> str | None:
-        """A session whose lock nobody live holds passes to its next waiting task (returned)."""
+        """A session whose lock nobody live holds passes to its next waiting task (returned),
+        its first step pushed in the same write."""
         keys_ = [keys.session_lock(tenant, session_id), keys.session_waiting(tenant, session_id)]
-        return await self._run("heal_session", keys_, []) or None
+        return await self._run("heal_session", keys_, [self.db, self.broker_db]) or None
 
     # -- the sweep's view --------------------------------------------------------------------
 

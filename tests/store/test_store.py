@@ -288,3 +288,25 @@ async def test_a_create_no_replica_confirms_is_refused_though_stored(store: Task
     assert await store.get(record.id) == record  # on the primary: it may run
     busy = await store.create(_record(), busy="reject", replicas=1, replicas_timeout_ms=50)
     assert busy.outcome == "busy"  # a refusal promises nothing: no wait is held against it
+
+
+async def test_the_write_passing_a_session_on_pushes_the_next_tasks_first_step(
+    store: TaskStore, redis_server: str
+) -> None:
+    # The task taking the session gets its first step from the same script that hands it
+    # over (a commit, an end, a heal): no worker has to send it afterwards.
+    redis.Redis.from_url(f"{redis_server}/1").flushdb()
+    first, second, third, fourth = _record(), _record(), _record(), _record()
+    for record in (first, second, third, fourth):
+        await store.create(record, Envelope("q", f"{record.id} step 0"))
+    assert _broker_queue(redis_server, "q") == [f"{first.id} step 0"]
+    done = StepCommit(first, TaskStatus.SUCCEEDED, fields={"result": "x"})
+    assert await store.commit_step(done) == (True, second.id)
+    assert _broker_queue(redis_server, "q")[0] == f"{second.id} step 0"
+    assert await store.end(second, TaskStatus.CANCELLED) == (True, third.id)
+    assert _broker_queue(redis_server, "q")[0] == f"{third.id} step 0"
+    await store.r.delete(keys.session_lock("acme", "s1"))  # as if its holder's end was lost
+    assert await store.heal_session("acme", "s1") == fourth.id
+    assert _broker_queue(redis_server, "q")[0] == f"{fourth.id} step 0"
+    assert len(_broker_queue(redis_server, "q")) == 4  # each pushed once
+    assert await store.r.hget(keys.task(fourth.id), "first_message") is None  # spent

@@ -57,7 +57,7 @@ notify(KEYS[1], ARGV[3], ARGV[8], ARGV[9])
 if ARGV[4] == '1' then
   ended(KEYS[1])
   deliver_to_parent(KEYS[1], ARGV[8], ARGV[9], redis.call('HGET', KEYS[1], 'result') or '', nil)
-  return {'committed', release_session(KEYS[3], KEYS[4], ARGV[2])}
+  return {'committed', release_session(KEYS[3], KEYS[4], ARGV[2], ARGV[8], ARGV[9])}
 end
 moved(KEYS[1])
 return {'committed', ''}

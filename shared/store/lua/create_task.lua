@@ -84,5 +84,7 @@ if not holder then
   push_jobs(ARGV[6], ARGV[7], {ARGV[8], '', ARGV[9]})
   return {'created', '1', displaced}
 end
+-- Queued: its first step waits with it, pushed by the write that hands it the session.
+if ARGV[9] ~= '' then redis.call('HSET', KEYS[1], 'first_queue', ARGV[8], 'first_message', ARGV[9]) end
 redis.call('RPUSH', KEYS[4], ARGV[1])
 return {'created', '0', ''}

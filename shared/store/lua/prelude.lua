@@ -1,22 +1,6 @@
 -- Shared by every script (prepended when the scripts are loaded).
 local TERMINAL = {succeeded = true, failed = true, cancelled = true, timed_out = true}
 
--- Pass the session on: the next waiting task takes the lock and its id is returned; a task
--- that does not hold the lock only leaves the waiting list.
-local function release_session(lock, waiting, task_id)
-  if redis.call('GET', lock) ~= task_id then
-    redis.call('LREM', waiting, 0, task_id)
-    return ''
-  end
-  local following = redis.call('LPOP', waiting)
-  if following then
-    redis.call('SET', lock, following)
-    return following
-  end
-  redis.call('DEL', lock)
-  return ''
-end
-
 -- Live tasks by the time they last moved (the sweep re-drives those that stand still), and
 -- by their deadline; names filled in from shared/keys.py when the scripts load.
 local LIVE, DEADLINES, TASK_PREFIX = '{live}', '{deadlines}', '{task_prefix}'
@@ -77,6 +61,33 @@ local function push_jobs(store_db, broker_db, jobs)
     if jobs[i] ~= '' then redis.call('LPUSH', queues[(i + 2) / 3], jobs[i + 2]) end
   end
   redis.call('SELECT', store_db)
+end
+
+-- Pass the session on: the next waiting task takes the lock, its first step's job (stored
+-- with it as it was queued) goes to the broker in the same write, and its id is returned; a
+-- task that does not hold the lock only leaves the waiting list.
+local function give_session(lock, following, store_db, broker_db)
+  redis.call('SET', lock, following)
+  local key = TASK_PREFIX .. following
+  local first = redis.call('HMGET', key, 'first_queue', 'first_message')
+  if first[2] then
+    push_jobs(store_db, broker_db, {first[1], '', first[2]})
+    redis.call('HDEL', key, 'first_queue', 'first_message')
+  end
+end
+
+local function release_session(lock, waiting, task_id, store_db, broker_db)
+  if redis.call('GET', lock) ~= task_id then
+    redis.call('LREM', waiting, 0, task_id)
+    return ''
+  end
+  local following = redis.call('LPOP', waiting)
+  if following then
+    give_session(lock, following, store_db, broker_db)
+    return following
+  end
+  redis.call('DEL', lock)
+  return ''
 end
 
 -- Store one tool call's result (the first write wins) with its message event, and say whether
