@@ -34,9 +34,10 @@ local function ended(task_key)
   redis.call('DEL', string.format(SESSION_BEFORE_KEY, task_id))  -- nothing left to roll back
 end
 
--- Set a hash's fields from a document's {name = value} object (nothing for an empty one).
-local function hset_fields(key, fields)
-  local flat = {}
+-- Set a hash's fields from a document's {name = value} object, after the `first` name,
+-- value pairs (if any), in one HSET (none for nothing to set).
+local function hset_fields(key, fields, first)
+  local flat = first or {}
   for name, value in pairs(fields) do
     flat[#flat + 1] = name
     flat[#flat + 1] = value

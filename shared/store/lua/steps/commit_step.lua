@@ -27,8 +27,7 @@ for call_id, state in pairs(doc.held) do
     redis.call('ZADD', APPROVAL_DEADLINES, now() + doc.approval_timeout_s, member)
   end
 end
-hset_fields(KEYS[1], doc.fields)
-redis.call('HSET', KEYS[1], 'step', tostring(tonumber(doc.step) + 1), 'status', doc.status)
+hset_fields(KEYS[1], doc.fields, {'step', tostring(tonumber(doc.step) + 1), 'status', doc.status})
 redis.call('HINCRBY', KEYS[1], 'prompt_tokens', doc.prompt_tokens)
 redis.call('HINCRBY', KEYS[1], 'completion_tokens', doc.completion_tokens)
 -- A child's tokens count toward every ancestor's budget too.
