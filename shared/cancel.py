@@ -17,7 +17,6 @@ import redis.asyncio as aioredis
 from celery import Celery
 
 from shared import keys
-from shared.jobs import AgentStepJob, enqueue
 from shared.store import TaskStore
 from shared.task import TaskRecord, TaskStatus
 
@@ -39,15 +38,12 @@ async def announce_forgotten(client: aioredis.Redis, session_key: str) -> None:
 
 
 async def cancel(store: TaskStore, celery: Celery, record: TaskRecord, reason: str) -> bool:
-    """End a live task as cancelled, stop what runs for it, pass its session on (sending the
-    next task's first step). False if it had ended already."""
-    ended, following = await store.end(record, TaskStatus.CANCELLED, error=reason)
-    if not ended:
-        return False
-    await stop(store, celery, record.id)
-    if following:
-        enqueue(celery, AgentStepJob.next_in_session(record, following))
-    return True
+    """End a live task as cancelled, stop what runs for it, pass its session on (the end
+    pushes the next task's first step). False if it had ended already."""
+    ended, _ = await store.end(record, TaskStatus.CANCELLED, error=reason)
+    if ended:
+        await stop(store, celery, record.id)
+    return ended
 
 
 async def stop(store: TaskStore, celery: Celery, task_id: str) -> None:

@@ -15,7 +15,7 @@ from redis.retry import Retry as SyncRetry
 from redis_group import RedisGroup
 
 from shared.redis_clients import async_client, sync_client
-from shared.store.store import outage_retry
+from shared.store.base import outage_retry
 
 
 class _Marked:

@@ -87,19 +87,19 @@ class AgentRuntime:
         return worker_agent(spec, self.settings, self.http, self.credentials)
 
     def send(self, jobs: list[Job]) -> None:
-        """Put the jobs on the broker as the commits do (`envelope`, then one script on the
-        loop) rather than through Celery's producer: under gevent that costs 616 us of CPU a
-        job, this 203 (measured; docs/benchmarks.md). The envelopes are sealed here, in the
-        caller's context, so each carries the job's trace."""
+        """Put the sweep's re-sent jobs on the broker as the commits put theirs (`envelope`,
+        then one script on the loop) rather than through Celery's producer: under gevent that
+        costs 616 us of CPU a job, this 203 (measured; docs/benchmarks.md). The envelopes are
+        sealed here, in the caller's context, so each carries the job's trace."""
         if jobs:
             sealed = [envelope(self.celery, job) for job in jobs]
             self.loop.run(self.store.push(sealed))
 
-    def run_step(self, job: AgentStepJob) -> list[Job]:
-        return self.loop.run(self.runner.run(job))
+    def run_step(self, job: AgentStepJob) -> None:
+        self.loop.run(self.runner.run(job))
 
-    def fail(self, job: AgentStepJob, reason: str) -> list[Job]:
-        return self.loop.run(self.runner.fail(job, reason))
+    def fail(self, job: AgentStepJob, reason: str) -> None:
+        self.loop.run(self.runner.fail(job, reason))
 
     def waiting(self, job: AgentStepJob, retry: RetryLater) -> None:
         """Say on the task's stream why it waits, when the wait is the tenant's rate limit."""

@@ -1,9 +1,9 @@
 """One agent step: begin it (one round trip: the task, its inputs, the session's new
 messages), call the session's warm agent on the inputs while its text streams to the event
-stream, and commit exactly once (one round trip) together with the tool jobs it starts.
+stream, and commit exactly once (one round trip) together with every job that follows from
+it: its tool jobs and, when it ends the task, the first step of the session's next task.
 
-The step runs on the worker's event loop. It returns the jobs left for the caller to send:
-only the first step of a task that was waiting for the session.
+The step runs on the worker's event loop and leaves nothing for the caller to send.
 """
 
 from __future__ import annotations
@@ -62,14 +62,14 @@ class StepRunner:
         self.compactor = compactor or Compactor(store, settings)
         self.mcp = mcp or McpTools(store, settings, celery)
 
-    async def run(self, job: AgentStepJob) -> list[Job]:
-        """Run the step `job` names; returns the jobs to send next."""
+    async def run(self, job: AgentStepJob) -> None:
+        """Run the step `job` names (its writes push the jobs that follow)."""
         offsets, epoch = self.agents.offsets(job.tenant, job.session_id)
         start = await self.store.begin_step(
             job.task_id, job.step, job.tenant, job.session_id, offsets, epoch
         )
         if start is None:
-            return []
+            return
         if not start.current:
             return await self._not_current(start.record)
         if (limit := self._limit_reached(start.record)) is not None:
@@ -86,27 +86,24 @@ class StepRunner:
             if (over := _over_budget(start.record, size)) is not None:
                 return await self.end(start.record, TaskStatus.FAILED, over)
             reply, unsent = await self._call(live, start)
-            committed, jobs = await self._commit(start, live, reply, unsent, spent)
+            committed = await self._commit(start, live, reply, unsent, spent)
         except StepCancelled:
-            return []
+            return
         finally:
             self.agents.release(live, committed)
-        return jobs
 
-    async def end(self, record: TaskRecord, status: TaskStatus, reason: str) -> list[Job]:
+    async def end(self, record: TaskRecord, status: TaskStatus, reason: str) -> None:
         """End a task without a result (limits, errors) with the reason, and the child tasks
-        it started; the next task of its session, if one waits, is the job returned."""
-        ended, following = await self.store.end(record, status, error=reason)
+        it started; the end pushes the first step of its session's next task, if one waits."""
+        ended, _ = await self.store.end(record, status, error=reason)
         if ended:
             await cancel_children(self.store, self.celery, record.id)
-        return _first_step(record, following)
 
-    async def fail(self, job: AgentStepJob, reason: str) -> list[Job]:
+    async def fail(self, job: AgentStepJob, reason: str) -> None:
         """End the job's task as failed, unless it ended already."""
         record = await self.store.get(job.task_id)
-        if record is None or record.terminal:
-            return []
-        return await self.end(record, TaskStatus.FAILED, reason)
+        if record is not None and not record.terminal:
+            await self.end(record, TaskStatus.FAILED, reason)
 
     # -- the call ----------------------------------------------------------------------------
 
@@ -141,7 +138,7 @@ class StepRunner:
     async def _commit(
         self, start: StepStart, live: LiveSession, reply: AgentMessage, unsent: str,
         spent: StepCalls,
-    ) -> tuple[dict[str, list[AgentMessage]] | None, list[Job]]:  # fmt: skip
+    ) -> dict[str, list[AgentMessage]] | None:  # fmt: skip
         record, calls = start.record, reply.tool_calls
         new = live.new_messages()
         published = [reply]  # the user's message went out with the task, tool results as they came
@@ -149,12 +146,12 @@ class StepRunner:
         written = StepCommit(record, TaskStatus.SUCCEEDED, new, published, spent.usage,
                              tokens=rest, values=live.new_values())  # fmt: skip
         commit = self._send_or_hold(written, calls) if calls else _answered(written, reply)
-        applied, following = await self.store.commit_step(commit)
+        applied, _ = await self.store.commit_step(commit)
         if not applied:
             log.info("step already committed", extra={"task_id": record.id, "step": record.step})
-            return None, []
+            return None
         record_usage(record.tenant, spent.usage)
-        return new, _first_step(record, following)
+        return new
 
     def _send_or_hold(self, written: StepCommit, calls: list[ToolCall]) -> StepCommit:
         """`written` with the calls going out as tool jobs, but those the spec's approval
@@ -173,13 +170,12 @@ class StepRunner:
 
     # -- steps that are not to run -----------------------------------------------------------
 
-    async def _not_current(self, record: TaskRecord) -> list[Job]:
+    async def _not_current(self, record: TaskRecord) -> None:
         """A duplicate or stale step does nothing (its commit pushed its jobs already); but an
         ended task may still hold its session (it ended between two steps): pass it on."""
         holder = await self.store.session_holder(record.tenant, record.session_id)
         if record.terminal and holder == record.id:
-            return _first_step(record, await self.store.release_session(record))
-        return []
+            await self.store.release_session(record)
 
     def _limit_reached(self, record: TaskRecord) -> tuple[TaskStatus, str] | None:
         max_steps = record.spec.max_steps or self.settings.default_max_steps
@@ -219,12 +215,6 @@ def _over_budget(record: TaskRecord, size: PromptSize) -> str | None:
 def _job(record: TaskRecord, call: ToolCall) -> Job:
     """A call's job: a tool run, or a child task for an agent offered as a tool."""
     return job_for_call(record.id, record.step, record.tenant, record.session_id, call, record.spec)
-
-
-def _first_step(record: TaskRecord, following: str | None) -> list[Job]:
-    if following is None:
-        return []
-    return [AgentStepJob.next_in_session(record, following)]
 
 
 def _answered(written: StepCommit, reply: AgentMessage) -> StepCommit:

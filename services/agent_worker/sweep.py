@@ -71,7 +71,7 @@ class Sweeper:
         now = time.time()
         jobs: list[Job] = []
         for task_id in await self.store.overdue(now):
-            jobs += await self._time_out(task_id)
+            await self._time_out(task_id)
         for held in await self.store.undecided(now):
             await self._deny(*held)
         for task_id in await self.store.stalled(now - self.settings.stall_s):
@@ -88,14 +88,14 @@ class Sweeper:
                 log.warning("tool worker %s is gone: %d jobs of its queue moved to the pool "
                             "(%d left for the next sweep)", node, moved, left)  # fmt: skip
 
-    async def _time_out(self, task_id: str) -> list[Job]:
+    async def _time_out(self, task_id: str) -> None:
         record = await self.store.get(task_id)
         if record is None or record.terminal:
             await self.store.forget(task_id)
-            return []
+            return
         reason = f"deadline of {self.settings.task_deadline_s:.0f}s passed"
         log.warning("task timed out", extra={"task_id": task_id, "session_id": record.session_id})
-        return await self.runner.end(record, TaskStatus.TIMED_OUT, reason)
+        await self.runner.end(record, TaskStatus.TIMED_OUT, reason)
 
     async def _deny(self, task_id: str, step: int, call_id: str) -> None:
         record = await self.store.get(task_id)
@@ -111,7 +111,9 @@ class Sweeper:
         record = await self.store.get(task_id)
         if record is None or record.terminal:
             await self.store.forget(task_id)
-            return await self._heal(record) if record is not None else []
+            if record is not None:
+                await self._heal(record)
+            return []
         await self.store.touch(task_id)
         jobs = await self._waited_on(record)
         if jobs:
@@ -123,7 +125,9 @@ class Sweeper:
         """What the task waits for, sent again."""
         if record.status == TaskStatus.QUEUED:
             holder = await self.store.session_holder(record.tenant, record.session_id)
-            return [AgentStepJob.first(record)] if holder == record.id else await self._heal(record)
+            if holder == record.id:
+                return [AgentStepJob.first(record)]
+            await self._heal(record)
         if record.status == TaskStatus.RUNNING:
             return [AgentStepJob.again(record)]
         if record.status in (TaskStatus.WAITING_TOOLS, TaskStatus.WAITING_APPROVAL):
@@ -144,10 +148,10 @@ class Sweeper:
         return [job_for_call(record.id, step, record.tenant, record.session_id, c, record.spec)
                 for c in calls if c]  # fmt: skip
 
-    async def _heal(self, record: TaskRecord) -> list[Job]:
-        """Give a session nobody live holds to its next waiting task."""
-        taker = await self.store.heal_session(record.tenant, record.session_id)
-        return [AgentStepJob.next_in_session(record, taker)] if taker else []
+    async def _heal(self, record: TaskRecord) -> None:
+        """Give a session nobody live holds to its next waiting task (the heal pushes that
+        task's first step)."""
+        await self.store.heal_session(record.tenant, record.session_id)
 
 
 def _as_approved(call: ToolCall, held: dict[str, Any] | None) -> ToolCall | None:

@@ -25,7 +25,7 @@ from services.agent_worker.retries import GiveUp, after_model_error
 from services.agent_worker.runtime import AgentRuntime
 from shared import keys
 from shared.celery_app import JobTask, make_celery
-from shared.jobs import AgentStepJob, ChildJob, Job, WebhookJob
+from shared.jobs import AgentStepJob, ChildJob, WebhookJob
 from shared.llms import LLMError
 from shared.logs import bind_job, setup_logging
 from shared.metrics import serve_metrics
@@ -71,7 +71,7 @@ def runtime() -> AgentRuntime:
 
 @app.task(name=keys.AGENT_STEP_TASK, bind=True, max_retries=_MAX_RETRIES)
 def agent_step(self: JobTask, payload: dict[str, Any]) -> None:
-    """Run one step of a task, then send the jobs it leads to."""
+    """Run one step of a task: its commit (or its end) pushes every job that follows."""
     job = AgentStepJob.model_validate(payload)
     ids = {"task_id": job.task_id, "session_id": job.session_id, "tenant": job.tenant}
     trace.get_current_span().set_attributes(job_attributes(**ids, step=job.step))
@@ -79,14 +79,13 @@ def agent_step(self: JobTask, payload: dict[str, Any]) -> None:
     started, outcome = time.perf_counter(), "retry"
     with bind_job(**ids, step=job.step):
         try:
-            jobs = runtime().run_step(job)
+            runtime().run_step(job)
             outcome = "done"
         except Exception as exc:
-            jobs = _retry_or_fail(self, job, exc)
+            _retry_or_fail(self, job, exc)
             outcome = "failed"
         finally:
             STEP_SECONDS.labels(outcome).observe(time.perf_counter() - started)
-        send(jobs)
 
 
 @app.task(
@@ -112,8 +111,8 @@ def deliver_webhooks(self: JobTask, payload: dict[str, Any]) -> None:
 
 @app.task(name=keys.SWEEP_TASK)
 def sweep() -> None:
-    """Keep accepted tasks moving (see services/agent_worker/sweep.py)."""
-    send(runtime().sweep())
+    """Keep accepted tasks moving (see services/agent_worker/sweep.py): send what it finds lost."""
+    runtime().send(runtime().sweep())
 
 
 @app.task(name=keys.SCHEDULE_TASK)
@@ -122,23 +121,20 @@ def run_schedules() -> None:
     runtime().run_schedules()
 
 
-def send(jobs: list[Job]) -> None:
-    runtime().send(jobs)
-
-
-def _retry_or_fail(task: JobTask, job: AgentStepJob, exc: Exception) -> list[Job]:
+def _retry_or_fail(task: JobTask, job: AgentStepJob, exc: Exception) -> None:
     """Retry a transient upstream error with backoff (the task stays accepted meanwhile);
     end the task with the reason on anything else, never dropping it silently."""
     if isinstance(exc, LLMError) and exc.transient:
         wait = settings.llm_rate_limit_max_wait_s
         decision = after_model_error(exc, task.request.retries, _MAX_RETRIES, wait)
         if isinstance(decision, GiveUp):
-            return runtime().fail(job, decision.reason)
+            runtime().fail(job, decision.reason)
+            return
         log.warning("model upstream error, retrying: %s", exc)
         runtime().waiting(job, decision)
         raise task.retry(exc=exc, countdown=decision.countdown_s) from exc
     log.exception("agent step failed")
-    return runtime().fail(job, f"agent step failed: {type(exc).__name__}: {exc}")
+    runtime().fail(job, f"agent step failed: {type(exc).__name__}: {exc}")
 
 
 @signals.worker_init.connect

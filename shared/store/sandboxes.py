@@ -17,7 +17,6 @@ worker's claim says `adopt`, with the interpreter's handle.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -25,7 +24,14 @@ from typing import Literal
 
 from shared import keys
 from shared.store import replies
-from shared.store.store import TaskStore
+from shared.store.documents import (
+    ClaimSessionDoc,
+    EndSessionsDoc,
+    HandOverDoc,
+    HeirDoc,
+    RedriveQueueDoc,
+)
+from shared.store.tasks import Tasks
 
 __all__ = ["Handover", "SandboxDirectory", "SessionClaim", "ToolWorkerId"]
 
@@ -69,7 +75,7 @@ class SandboxDirectory:
     Redis. `record_ttl_s`: how long a record outlives its interpreter's last use (long enough
     that a session coming back is told its interpreter expired)."""
 
-    def __init__(self, store: TaskStore, record_ttl_s: float = 86400.0) -> None:
+    def __init__(self, store: Tasks, record_ttl_s: float = 86400.0) -> None:
         self.store = store
         self.record_ttl_s = max(1, int(record_ttl_s))
 
@@ -79,8 +85,10 @@ class SandboxDirectory:
         """See `claim_session.lua`; `place`: where the worker's sandboxes run (None: it can
         take no interpreter over)."""
         record = keys.session_sandbox(session_key)
-        args = [worker.node, worker.incarnation, worker.queue, self.record_ttl_s, place or ""]
-        verdict, detail, handle = await self.store._run("claim_session", [record], args)
+        doc = ClaimSessionDoc(node=worker.node, incarnation=worker.incarnation,
+                              queue=worker.queue, record_ttl_s=self.record_ttl_s,
+                              place=place or "")  # fmt: skip
+        verdict, detail, handle = await self.store.script("sandboxes/claim_session", [record], doc)
         return SessionClaim(verdict, detail, handle)
 
     async def hand_over(
@@ -92,9 +100,9 @@ class SandboxDirectory:
         if not handed:
             return 0
         records = [keys.session_sandbox(key) for key in handed]
-        documents = [_handover_document(one) for one in handed.values()]
-        args = [worker.node, worker.incarnation, reason, *documents]
-        return int(await self.store._run("hand_over", records, args))
+        doc = HandOverDoc(node=worker.node, incarnation=worker.incarnation, reason=reason,
+                          to=[_heir(one) for one in handed.values()])  # fmt: skip
+        return int(await self.store.script("sandboxes/hand_over", records, doc))
 
     async def peers(self, worker: ToolWorkerId, place: str) -> list[ToolWorkerId]:
         """The other live workers whose sandboxes run in `place` (as their heartbeats say)."""
@@ -119,9 +127,9 @@ class SandboxDirectory:
         if not ended:
             return 0
         records = [keys.session_sandbox(key) for key in ended]
-        reasons = [reason or "" for reason in ended.values()]
-        args = [worker.node, worker.incarnation, *reasons]
-        return int(await self.store._run("end_sessions", records, args))
+        doc = EndSessionsDoc(node=worker.node, incarnation=worker.incarnation,
+                             reasons=[reason or "" for reason in ended.values()])  # fmt: skip
+        return int(await self.store.script("sandboxes/end_sessions", records, doc))
 
     async def holder(self, session_key: str) -> dict[str, str]:
         """The session's record as stored (empty when no worker holds its interpreter)."""
@@ -158,18 +166,16 @@ class SandboxDirectory:
         one without); (moved, left). A worker whose queue is empty leaves the list."""
         store = self.store
         queue = keys.tool_worker_queue(node)
-        args = [store.db, store.broker_db, limit, fallback]
-        moved, left = await store._run("redrive_queue", [queue], args)
+        doc = RedriveQueueDoc(store_db=store.db, broker_db=store.broker_db, limit=limit,
+                              fallback=fallback)  # fmt: skip
+        moved, left = await store.script("sandboxes/redrive_queue", [queue], doc)
         if not left and not await store.r.exists(keys.tool_worker_alive(node)):
             await store.r.srem(keys.TOOL_WORKERS, node)
         return int(moved), int(left)
 
 
-def _handover_document(handover: Handover) -> str:
+def _heir(handover: Handover) -> HeirDoc:
     to = handover.to
-    return json.dumps({
-        "handle": handover.handle,
-        "node": to.node if to else "",
-        "incarnation": to.incarnation if to else "",
-        "queue": to.queue if to else "",
-    })  # fmt: skip
+    return HeirDoc(handle=handover.handle, node=to.node if to else "",
+                   incarnation=to.incarnation if to else "",
+                   queue=to.queue if to else "")  # fmt: skip

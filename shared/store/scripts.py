@@ -1,7 +1,10 @@
 """The store's Lua scripts: each step-critical change is one atomic round trip to Redis.
 
-The scripts live as `.lua` files beside this module; each gets `prelude.lua` (the terminal
-states, the session hand-over) prepended, so the rules are written once.
+The scripts live as `.lua` files under `lua/`, a folder per concern of the store (`tasks/`,
+`steps/`, `tool_calls/`, `approvals/`, `sandboxes/`, `schedules/`), each named by its path
+there ("steps/commit_step"); each gets `prelude.lua` (the terminal states, the session
+hand-over, the job push, the call's JSON document as `doc`) prepended, so the rules are
+written once.
 """
 
 from __future__ import annotations
@@ -15,27 +18,7 @@ from shared.task import TERMINAL
 __all__ = ["SCRIPTS", "source"]
 
 _DIR = Path(__file__).with_name("lua")
-SCRIPTS = (
-    "advance_schedule",
-    "begin_step",
-    "claim_call",
-    "claim_session",
-    "commit_step",
-    "create_schedule",
-    "create_task",
-    "decide_approval",
-    "end_sessions",
-    "end_task",
-    "hand_over",
-    "heal_session",
-    "publish_live",
-    "push_jobs",
-    "put_tool_result",
-    "redrive_queue",
-    "release_claims",
-    "release_session",
-    "save_compaction",
-)
+SCRIPTS = tuple(sorted(str(p.relative_to(_DIR).with_suffix("")) for p in _DIR.glob("*/*.lua")))
 
 
 @cache

@@ -1,6 +1,6 @@
-"""The jobs an agent worker sends outside a commit (the session's next task, the sweep's
-re-sends) go on the broker as the commits put theirs: sealed envelopes, one push, each on
-its queue and carrying its payload."""
+"""The jobs an agent worker sends outside a commit (the sweep's re-sends) go on the broker
+as the commits put theirs: sealed envelopes, one push, each on its queue and carrying its
+payload."""
 
 from __future__ import annotations
 

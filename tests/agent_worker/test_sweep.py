@@ -4,6 +4,8 @@ nobody live holds pass on, tasks past their deadline end timed out, busy tasks a
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import time
 from collections.abc import AsyncIterator
 
@@ -17,7 +19,7 @@ from shared import keys
 from shared.agents import build_agent
 from shared.cancel import CancelWatch
 from shared.celery_app import make_celery
-from shared.jobs import AgentStepJob, Job, ToolRunJob, WebhookJob
+from shared.jobs import AgentStepJob, Job, ToolRunJob, WebhookJob, envelope
 from shared.schema import ActionReturn, AgentMessage, ToolCall
 from shared.settings import AgentWorkerSettings
 from shared.store import StepCommit, TaskStore
@@ -51,6 +53,21 @@ async def _task(store: TaskStore, session: str = "s", **fields: object) -> TaskR
     record = TaskRecord(tenant="t", session_id=session, input="hi", **fields)
     await store.create(record)
     return record
+
+
+async def _queued(sweeper: Sweeper, store: TaskStore) -> TaskRecord:
+    """A task queued behind the session's, its first step's job stored with it."""
+    record = TaskRecord(tenant="t", session_id="s", input="hi")
+    await store.create(record, envelope(sweeper.celery, AgentStepJob.first(record)))
+    return record
+
+
+def _pushed(redis_server: str) -> list[AgentStepJob]:
+    """The agent step jobs the store's scripts pushed to the broker, oldest first."""
+    broker = redis.Redis.from_url(f"{redis_server}/1")
+    raw = [json.loads(m) for m in reversed(broker.lrange(keys.AGENT_QUEUE, 0, -1))]
+    broker.delete(keys.AGENT_QUEUE)
+    return [AgentStepJob.model_validate(json.loads(base64.b64decode(m["body"]))[0][0]) for m in raw]
 
 
 def _step(record: TaskRecord, step: int = 0) -> AgentStepJob:
@@ -104,28 +121,31 @@ async def test_a_task_that_moves_is_left_be(sweeper: Sweeper, store: TaskStore) 
 
 
 async def test_a_session_held_by_an_ended_task_passes_on(
-    sweeper: Sweeper, store: TaskStore, redis_client: redis.Redis
+    sweeper: Sweeper, store: TaskStore, redis_client: redis.Redis, redis_server: str
 ) -> None:
     first = await _task(store)
-    second = await _task(store)
+    second = await _queued(sweeper, store)
+    _pushed(redis_server)
     # Ended without passing the session on, as a crash between the two writes could leave it.
     redis_client.hset(keys.task(first.id), "status", "failed")
     redis_client.zrem(keys.LIVE_TASKS, first.id)
-    assert await _sweep(sweeper) == [_step(second)]
+    assert await _sweep(sweeper) == []  # nothing to send: the heal pushed the first step
+    assert _pushed(redis_server) == [_step(second)]
     assert await store.session_holder("t", "s") == second.id
 
 
 async def test_a_task_past_its_deadline_times_out_and_passes_its_session_on(
-    sweeper: Sweeper, store: TaskStore, redis_client: redis.Redis
+    sweeper: Sweeper, store: TaskStore, redis_client: redis.Redis, redis_server: str
 ) -> None:
     late = await _task(store)
-    following = await _task(store)
+    following = await _queued(sweeper, store)
+    _pushed(redis_server)
     redis_client.zadd(keys.TASK_DEADLINES, {late.id: 1.0})  # long past
-    jobs = await _sweep(sweeper)
+    await _sweep(sweeper)
     ended = await store.get(late.id)
     assert ended is not None and ended.status == TaskStatus.TIMED_OUT
     assert ended.error == "deadline of 60s passed"
-    assert _step(following) in jobs
+    assert _pushed(redis_server) == [_step(following)]  # pushed by the timing out
     assert redis_client.zscore(keys.LIVE_TASKS, late.id) is None
 
 

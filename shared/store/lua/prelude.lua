@@ -1,21 +1,8 @@
--- Shared by every script (prepended when the scripts are loaded).
+-- Shared by every script (prepended when the scripts are loaded). Each script is called with
+-- its keys in KEYS and one JSON document in ARGV[1], read by name as `doc` (the documents are
+-- typed in shared/store/documents.py).
+local doc = cjson.decode(ARGV[1])
 local TERMINAL = {succeeded = true, failed = true, cancelled = true, timed_out = true}
-
--- Pass the session on: the next waiting task takes the lock and its id is returned; a task
--- that does not hold the lock only leaves the waiting list.
-local function release_session(lock, waiting, task_id)
-  if redis.call('GET', lock) ~= task_id then
-    redis.call('LREM', waiting, 0, task_id)
-    return ''
-  end
-  local following = redis.call('LPOP', waiting)
-  if following then
-    redis.call('SET', lock, following)
-    return following
-  end
-  redis.call('DEL', lock)
-  return ''
-end
 
 -- Live tasks by the time they last moved (the sweep re-drives those that stand still), and
 -- by their deadline; names filled in from shared/keys.py when the scripts load.
@@ -47,6 +34,17 @@ local function ended(task_key)
   redis.call('DEL', string.format(SESSION_BEFORE_KEY, task_id))  -- nothing left to roll back
 end
 
+-- Set a hash's fields from a document's {name = value} object, after the `first` name,
+-- value pairs (if any), in one HSET (none for nothing to set).
+local function hset_fields(key, fields, first)
+  local flat = first or {}
+  for name, value in pairs(fields) do
+    flat[#flat + 1] = name
+    flat[#flat + 1] = value
+  end
+  if #flat > 0 then redis.call('HSET', key, unpack(flat)) end
+end
+
 local function add_event(events, kind, data)
   return redis.call('XADD', events, '*', 'kind', kind, 'data', data)
 end
@@ -63,29 +61,58 @@ local function owner_queue(session_key)
   return f[4]
 end
 
--- Push jobs (queue list, sticky session key or '', kombu message triples) onto the broker's
--- database, then come back: the commit and the jobs it starts are one atomic write. A job
--- bound to a session's interpreter goes to the queue of the worker holding it, if one does;
--- its message keeps the pool queue as routing key, where kombu restores it should it be
--- taken and not acknowledged.
+-- Push jobs ({queue = list, sticky = session key or '', message = kombu's JSON}) onto the
+-- broker's database, then come back: the commit and the jobs it starts are one atomic write.
+-- A job bound to a session's interpreter goes to the queue of the worker holding it, if one
+-- does; its message keeps the pool queue as routing key, where kombu restores it should it
+-- be taken and not acknowledged.
 local function push_jobs(store_db, broker_db, jobs)
   if #jobs == 0 then return end
   local queues = {}
-  for i = 1, #jobs, 3 do queues[#queues + 1] = owner_queue(jobs[i + 1]) or jobs[i] end
+  for i, job in ipairs(jobs) do queues[i] = owner_queue(job.sticky) or job.queue end
   redis.call('SELECT', broker_db)
-  for i = 1, #jobs, 3 do
-    if jobs[i] ~= '' then redis.call('LPUSH', queues[(i + 2) / 3], jobs[i + 2]) end
-  end
+  for i, job in ipairs(jobs) do redis.call('LPUSH', queues[i], job.message) end
   redis.call('SELECT', store_db)
 end
 
+local function one_job(queue, message)
+  return {queue = queue, sticky = '', message = message}
+end
+
+-- Pass the session on: the next waiting task takes the lock, its first step's job (stored
+-- with it as it was queued) goes to the broker in the same write, and its id is returned; a
+-- task that does not hold the lock only leaves the waiting list.
+local function give_session(lock, following, store_db, broker_db)
+  redis.call('SET', lock, following)
+  local key = TASK_PREFIX .. following
+  local first = redis.call('HMGET', key, 'first_queue', 'first_message')
+  if first[2] then
+    push_jobs(store_db, broker_db, {one_job(first[1], first[2])})
+    redis.call('HDEL', key, 'first_queue', 'first_message')
+  end
+end
+
+local function release_session(lock, waiting, task_id, store_db, broker_db)
+  if redis.call('GET', lock) ~= task_id then
+    redis.call('LREM', waiting, 0, task_id)
+    return ''
+  end
+  local following = redis.call('LPOP', waiting)
+  if following then
+    give_session(lock, following, store_db, broker_db)
+    return following
+  end
+  redis.call('DEL', lock)
+  return ''
+end
+
 -- Store one tool call's result (the first write wins) with its message event, and say whether
--- it completed the step's calls; the one caller that completes the step pushes `next_job`.
+-- it completed the step's calls; the one caller that completes the step pushes `next_jobs`.
 -- Returns 'ended' (the task is over), 'stored' or 'complete', and '1' for that caller.
 local WAITING = {waiting_tools = true, waiting_approval = true}
 
 local function store_result(results, task, events, advanced, step, call_id, message, ttl,
-                            store_db, broker_db, next_job)
+                            store_db, broker_db, next_jobs)
   local status = redis.call('HGET', task, 'status')
   if not status or TERMINAL[status] then return {'ended', '0'} end
   if message ~= '' and redis.call('HSETNX', results, call_id, message) == 1 then
@@ -100,7 +127,7 @@ local function store_result(results, task, events, advanced, step, call_id, mess
     if redis.call('HEXISTS', results, call['id']) == 0 then return {'stored', '0'} end
   end
   if redis.call('SET', advanced, '1', 'NX', 'EX', ttl) then
-    push_jobs(store_db, broker_db, next_job)
+    push_jobs(store_db, broker_db, next_jobs)
     return {'complete', '1'}
   end
   return {'complete', '0'}
@@ -130,7 +157,8 @@ local function deliver_to_parent(task_key, store_db, broker_db, answer, failure)
   end
   store_result(string.format(RESULTS_KEY, f[1], f[2]), TASK_PREFIX .. f[1],
                string.format(EVENTS_KEY, f[1]), string.format(ADVANCED_KEY, f[1], f[2]),
-               f[2], f[3], cjson.encode(message), 604800, store_db, broker_db, {f[5], '', f[6]})
+               f[2], f[3], cjson.encode(message), 604800, store_db, broker_db,
+               {one_job(f[5], f[6])})
 end
 
 -- Tell the task's webhook of a state change it subscribed to: push its delivery job, with
@@ -148,7 +176,7 @@ local function notify(task_key, status, store_db, broker_db)
   message['headers']['root_id'] = tag
   message['properties']['correlation_id'] = tag
   message['properties']['delivery_tag'] = tag
-  push_jobs(store_db, broker_db, {f[2], '', cjson.encode(message)})
+  push_jobs(store_db, broker_db, {one_job(f[2], cjson.encode(message))})
 end
 
 -- Close a task whose status was just set to a final one: its status event, out of the

@@ -2,17 +2,17 @@
 -- (each message's routing key; `fallback` for one that names the dead queue itself), oldest
 -- first, at most `limit`; returns how many moved and how many are left.
 -- KEYS: the worker's queue (a list of the broker's database)
--- ARGV: store db, broker db, limit, fallback queue
-redis.call('SELECT', ARGV[2])
+-- doc: RedriveQueueDoc
+redis.call('SELECT', doc.broker_db)
 local moved = 0
-while moved < tonumber(ARGV[3]) do
+while moved < doc.limit do
   local message = redis.call('RPOP', KEYS[1])
   if not message then break end
   local target = cjson.decode(message)['properties']['delivery_info']['routing_key']
-  if target == KEYS[1] or not target then target = ARGV[4] end
+  if target == KEYS[1] or not target then target = doc.fallback end
   redis.call('LPUSH', target, message)
   moved = moved + 1
 end
 local left = redis.call('LLEN', KEYS[1])
-redis.call('SELECT', ARGV[1])
+redis.call('SELECT', doc.store_db)
 return {moved, left}

@@ -6,28 +6,28 @@
 -- 'lost' with why the state the session had is gone (now this worker holds it, fresh): its
 -- holder ended it (idle, evicted), stopped, restarted or stopped answering.
 -- KEYS: the session's sandbox record
--- ARGV: this worker's node name, incarnation, own queue, the record's lifetime (s), where its
---       sandboxes run ('' where it can take none over: see SandboxProvider.place)
+-- doc: ClaimSessionDoc (`place`: where its sandboxes run, '' where it can take none over:
+--      see SandboxProvider.place)
 local f = redis.call('HMGET', KEYS[1], 'node', 'incarnation', 'state', 'reason', 'queue',
                      'last_used', 'sandbox')
 local function take(verdict, why, handle)
-  redis.call('HSET', KEYS[1], 'node', ARGV[1], 'incarnation', ARGV[2], 'queue', ARGV[3],
+  redis.call('HSET', KEYS[1], 'node', doc.node, 'incarnation', doc.incarnation, 'queue', doc.queue,
              'state', 'live', 'reason', '', 'sandbox', handle or '')
-  redis.call('EXPIRE', KEYS[1], ARGV[4])
+  redis.call('EXPIRE', KEYS[1], doc.record_ttl_s)
   return {verdict, why, handle or ''}
 end
 if not f[1] then return take('new', '') end
-local same_node, same_run = f[1] == ARGV[1], f[2] == ARGV[2]
+local same_node, same_run = f[1] == doc.node, f[2] == doc.incarnation
 local holder_lives = redis.call('GET', string.format(WORKER_ALIVE_KEY, f[1])) == f[2]
 if same_node and same_run and f[3] == 'live' then
-  redis.call('EXPIRE', KEYS[1], ARGV[4])
+  redis.call('EXPIRE', KEYS[1], doc.record_ttl_s)
   return {'mine', '', ''}
 end
 -- Handed over to the worker it names (or, parked, to none in particular): taken over here if
 -- it runs where this worker's sandboxes run, unless it waits for another live worker.
 if f[3] == 'handed' or f[3] == 'parked' then
   if f[3] == 'handed' and not same_node and holder_lives then return {'forward', f[5], ''} end
-  local handle, place = f[7] or '', ARGV[5]
+  local handle, place = f[7] or '', doc.place
   if place ~= '' and string.sub(handle, 1, #place + 1) == place .. '/' then
     return take('adopt', f[4] or '', handle)
   end

@@ -1,9 +1,10 @@
 -- Free the tool-call claims a worker (by its label) held, as it starts again; a claim that
 -- lapsed and was taken by another worker since is left to it.
--- KEYS: the worker's claims set. ARGV: the worker's label
+-- KEYS: the worker's claims set
+-- doc: ReleaseClaimsDoc
 local freed = 0
 for _, claim in ipairs(redis.call('SMEMBERS', KEYS[1])) do
-  if redis.call('GET', claim) == ARGV[1] then
+  if redis.call('GET', claim) == doc.worker then
     redis.call('DEL', claim)
     freed = freed + 1
   end
