@@ -23,17 +23,17 @@ from devstack.scripted_model import ScriptedModelThread
 from devstack.stack import LocalStack
 from services.agent_worker.live_agents import LiveAgents
 from services.agent_worker.step import StepRunner
-from shared import keys
-from shared.agents import AsyncAgent, build_agent
-from shared.cancel import CancelWatch
-from shared.celery_app import make_celery
-from shared.jobs import AgentStepJob
-from shared.llms import AsyncOpenAIChat
-from shared.schema import ActionReturn, AgentMessage
-from shared.settings import AgentWorkerSettings
-from shared.spec import AgentSpec
-from shared.store import TaskStore
-from shared.task import TaskRecord
+from shared.agentkit.agents import AsyncAgent, build_agent
+from shared.agentkit.llms import AsyncOpenAIChat
+from shared.agentkit.schema import ActionReturn, AgentMessage
+from shared.agentkit.spec import AgentSpec
+from shared.plumbing import keys
+from shared.plumbing.celery_app import make_celery
+from shared.plumbing.settings import AgentWorkerSettings
+from shared.runtime.cancel import CancelWatch
+from shared.runtime.jobs import AgentStepJob
+from shared.runtime.store import TaskStore
+from shared.runtime.task import TaskRecord
 
 __all__ = ["long_section"]
 

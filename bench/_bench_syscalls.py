@@ -13,9 +13,9 @@ import uuid
 
 import docker
 
+from shared.plumbing.settings import ToolWorkerSettings
 from shared.sandbox import SandboxUnavailable
 from shared.sandbox.docker import OWNER_LABEL, DockerSandboxProvider
-from shared.settings import ToolWorkerSettings
 
 CELL = """
 import numpy as np, os, socket, threading

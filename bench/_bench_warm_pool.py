@@ -16,10 +16,10 @@ import time
 import uuid
 from dataclasses import dataclass
 
+from shared.plumbing.settings import ToolWorkerSettings
 from shared.sandbox.demand import PoolBounds
 from shared.sandbox.docker import DockerSandboxProvider
 from shared.sandbox.provider import SandboxLimits
-from shared.settings import ToolWorkerSettings
 
 __all__ = ["warm_pool_section"]
 

@@ -26,10 +26,10 @@ from pathlib import Path
 import docker
 from _bench_syscalls import syscall_section
 
+from shared.plumbing.settings import ToolWorkerSettings
 from shared.sandbox import LocalSandboxProvider, SandboxUnavailable
 from shared.sandbox.docker import OWNER_LABEL, WORKER_LABEL, DockerSandboxProvider
 from shared.sandbox.provider import KernelSandboxProvider, SandboxLimits
-from shared.settings import ToolWorkerSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD_TAGS = {

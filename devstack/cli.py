@@ -17,7 +17,12 @@ from devstack.stack import LocalStack, StackPorts
 from shared.client import TaskyardClient
 from shared.client.cli import follow
 from shared.client.cli.contributed import DEV_COMMANDS
-from shared.settings import AgentWorkerSettings, GatewaySettings, ToolWorkerSettings, env_name
+from shared.plumbing.settings import (
+    AgentWorkerSettings,
+    GatewaySettings,
+    ToolWorkerSettings,
+    env_name,
+)
 
 __all__ = ["DEMO_TASK", "add_up", "local_stack"]
 

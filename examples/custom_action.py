@@ -13,8 +13,14 @@ from __future__ import annotations
 import json
 from typing import Literal
 
-from shared.actions import ActionError, ActionExecutor, BaseAction, register_action, tool_api
-from shared.schema import ActionReturn, ToolCall
+from shared.agentkit.actions import (
+    ActionError,
+    ActionExecutor,
+    BaseAction,
+    register_action,
+    tool_api,
+)
+from shared.agentkit.schema import ActionReturn, ToolCall
 
 __all__ = ["UnitConverter"]
 

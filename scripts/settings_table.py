@@ -13,8 +13,8 @@ from pathlib import Path
 from pydantic_settings import BaseSettings
 
 from services.llm_proxy.settings import ProxySettings
-from shared.settings import AgentWorkerSettings, GatewaySettings, ToolWorkerSettings
-from shared.settings.table import markdown
+from shared.plumbing.settings import AgentWorkerSettings, GatewaySettings, ToolWorkerSettings
+from shared.plumbing.settings.table import markdown
 
 __all__ = ["BEGIN", "END", "README", "SERVICES", "readme_tables", "with_tables"]
 

@@ -2,16 +2,16 @@
 
     TaskyardError
     ├── ClientError        shared.client: the gateway refused a request, or was not reached
-    ├── AgentError         shared.agents: an agent cannot go on
-    ├── LLMError           shared.llms: a model call failed
-    ├── ActionError        shared.actions: a tool failed, in words the model reads
+    ├── AgentError         shared.agentkit.agents: an agent cannot go on
+    ├── LLMError           shared.agentkit.llms: a model call failed
+    ├── ActionError        shared.agentkit.actions: a tool failed, in words the model reads
     ├── SandboxError       shared.sandbox: no interpreter to run code in (see its tree)
     ├── ArtifactError      shared.files.artifacts: an artifact refused, or a store that fails
-    ├── CredentialError    shared.tenant_credentials: a tenant token that does not hold
-    ├── RegistryError      shared.registry: a name nothing registered (also a LookupError)
-    ├── NotReplicated      shared.store: too few replicas confirmed a write in time
-    └── InvalidSignature   shared.webhooks: a webhook delivery that does not check out (also a
-                           ValueError)
+    ├── CredentialError    shared.plumbing.tenant_credentials: a credential that does not hold
+    ├── RegistryError      shared.agentkit.registry: a name nothing registered (also a LookupError)
+    ├── NotReplicated      shared.runtime.store: too few replicas confirmed a write in time
+    └── InvalidSignature   shared.runtime.webhooks: a webhook delivery that does not check
+                           out (also a ValueError)
 
 Each package's errors derive from these; the services' roots (`GatewayError`,
 `AgentWorkerError`) derive from `TaskyardError` too. The sandbox kernel

@@ -13,10 +13,17 @@ from celery import Celery
 from opentelemetry import trace
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from shared.jobs import AgentStepJob, McpListJob, ToolRunJob, enqueue, envelope, job_for_call
-from shared.schema import ToolCall
-from shared.spec import AgentSpec
-from shared.task import TaskRecord
+from shared.agentkit.schema import ToolCall
+from shared.agentkit.spec import AgentSpec
+from shared.runtime.jobs import (
+    AgentStepJob,
+    McpListJob,
+    ToolRunJob,
+    enqueue,
+    envelope,
+    job_for_call,
+)
+from shared.runtime.task import TaskRecord
 
 STEP = AgentStepJob(task_id="task_1", step=2, tenant="t", session_id="s")
 SEARCH = ToolCall(id="c1", name="WebBrowser.search", parameters={"query": "x"})

@@ -15,7 +15,7 @@ from devstack.scripted_model.reply import Reply
 from devstack.scripted_model.script import ScriptedTurn, chat_turn, echo_text, message_text
 from shared.errors import TaskyardError
 from shared.http1 import Request
-from shared.openai_errors import error_body
+from shared.http1.openai_errors import error_body
 
 __all__ = ["ScriptedApp"]
 

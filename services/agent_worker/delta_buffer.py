@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import asyncio
 
-from shared.events import EventKind
-from shared.store import TaskStore
+from shared.runtime.events import EventKind
+from shared.runtime.store import TaskStore
 
 __all__ = ["DeltaBuffer"]
 

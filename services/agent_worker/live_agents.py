@@ -21,13 +21,13 @@ from typing import Any
 import orjson
 
 from services.agent_worker.memory_size import MemorySize
-from shared.agents import AsyncAgent
-from shared.memory import MemoryManager, SessionMemory
-from shared.memory.base import from_state
-from shared.schema import AgentMessage
-from shared.spec import AgentSpec
-from shared.store import StepStart, TaskStore
-from shared.task import TaskRecord
+from shared.agentkit.agents import AsyncAgent
+from shared.agentkit.memory import MemoryManager, SessionMemory
+from shared.agentkit.memory.base import from_state
+from shared.agentkit.schema import AgentMessage
+from shared.agentkit.spec import AgentSpec
+from shared.runtime.store import StepStart, TaskStore
+from shared.runtime.task import TaskRecord
 
 __all__ = ["LiveAgents", "LiveSession"]
 

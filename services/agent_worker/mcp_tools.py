@@ -3,7 +3,7 @@
 The agent worker never connects to an MCP server: a remote one is reached by tool workers
 only (through the web guard, with the tenant's credential), a local one runs in the session's
 sandbox. So a step reads each server's listing kept in Redis, and where none is kept asks a
-tool worker for one (`McpListJob`) and waits for its answer (`shared.actions.mcp.listing`).
+tool worker for one (`McpListJob`) and waits for its answer (`shared.agentkit.actions.mcp.listing`).
 A server that cannot be listed ends the task with the reason: the model would otherwise work
 without tools the spec promised it.
 """
@@ -17,12 +17,12 @@ from typing import Any
 from celery import Celery
 
 from services.agent_worker.errors import AgentWorkerError
-from shared.actions.mcp.listing import ListingExchange, McpListing, server_id, tool_schemas
-from shared.jobs import McpListJob, envelope
-from shared.settings import AgentWorkerSettings
-from shared.spec import McpServer
-from shared.store import TaskStore
-from shared.task import TaskRecord
+from shared.agentkit.actions.mcp.listing import ListingExchange, McpListing, server_id, tool_schemas
+from shared.agentkit.spec import McpServer
+from shared.plumbing.settings import AgentWorkerSettings
+from shared.runtime.jobs import McpListJob, envelope
+from shared.runtime.store import TaskStore
+from shared.runtime.task import TaskRecord
 
 __all__ = ["McpTools", "McpToolsUnavailable"]
 

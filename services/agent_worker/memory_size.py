@@ -11,9 +11,9 @@ from __future__ import annotations
 import weakref
 from collections.abc import Sequence
 
-from shared.aggregators import DefaultAggregator
-from shared.schema import AgentMessage
-from shared.token_count import count_tokens
+from shared.agentkit.aggregators import DefaultAggregator
+from shared.agentkit.schema import AgentMessage
+from shared.agentkit.token_count import count_tokens
 
 __all__ = ["MemorySize"]
 

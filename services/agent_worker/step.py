@@ -24,13 +24,13 @@ from services.agent_worker.live_agents import LiveAgents, LiveSession
 from services.agent_worker.mcp_tools import McpTools, McpToolsUnavailable
 from services.agent_worker.metrics import record_usage
 from services.agent_worker.model_calls import StepCalls, open_step_calls
-from shared.cancel import CancelWatch, cancel_children
-from shared.events import EventKind
-from shared.jobs import AgentStepJob, Job, envelope, job_for_call
-from shared.schema import AgentMessage, AgentStatusCode, ToolCall
-from shared.settings import AgentWorkerSettings
-from shared.store import StepCommit, StepStart, TaskStore
-from shared.task import TaskRecord, TaskStatus
+from shared.agentkit.schema import AgentMessage, AgentStatusCode, ToolCall
+from shared.plumbing.settings import AgentWorkerSettings
+from shared.runtime.cancel import CancelWatch, cancel_children
+from shared.runtime.events import EventKind
+from shared.runtime.jobs import AgentStepJob, Job, envelope, job_for_call
+from shared.runtime.store import StepCommit, StepStart, TaskStore
+from shared.runtime.task import TaskRecord, TaskStatus
 
 __all__ = ["StepRunner"]
 

@@ -23,15 +23,15 @@ from typing import Any
 from celery import Celery
 
 from services.agent_worker.step import StepRunner
-from shared import keys
-from shared.approvals import Decision, decide
-from shared.jobs import FILES_TOOL, AgentStepJob, Job, WebhookJob, job_for_call
-from shared.schema import ToolCall
-from shared.settings import AgentWorkerSettings
-from shared.store import TaskStore
-from shared.store.sandboxes import SandboxDirectory
-from shared.task import TaskRecord, TaskStatus
-from shared.webhooks import Deliverer
+from shared.agentkit.schema import ToolCall
+from shared.plumbing import keys
+from shared.plumbing.settings import AgentWorkerSettings
+from shared.runtime.approvals import Decision, decide
+from shared.runtime.jobs import FILES_TOOL, AgentStepJob, Job, WebhookJob, job_for_call
+from shared.runtime.store import TaskStore
+from shared.runtime.store.sandboxes import SandboxDirectory
+from shared.runtime.task import TaskRecord, TaskStatus
+from shared.runtime.webhooks import Deliverer
 
 __all__ = ["Sweeper"]
 

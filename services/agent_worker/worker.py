@@ -23,15 +23,15 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from services.agent_worker.metrics import STEP_SECONDS
 from services.agent_worker.retries import GiveUp, after_model_error
 from services.agent_worker.runtime import AgentRuntime
-from shared import keys
-from shared.celery_app import JobTask, make_celery
-from shared.jobs import AgentStepJob, ChildJob, WebhookJob
-from shared.llms import LLMError
-from shared.logs import bind_job, setup_logging
-from shared.metrics import serve_metrics
-from shared.registry import load_plugins
-from shared.settings import AgentWorkerSettings, get_settings
-from shared.tracing import job_attributes, setup_tracing
+from shared.agentkit.llms import LLMError
+from shared.agentkit.registry import load_plugins
+from shared.plumbing import keys
+from shared.plumbing.celery_app import JobTask, make_celery
+from shared.plumbing.logs import bind_job, setup_logging
+from shared.plumbing.metrics import serve_metrics
+from shared.plumbing.settings import AgentWorkerSettings, get_settings
+from shared.plumbing.tracing import job_attributes, setup_tracing
+from shared.runtime.jobs import AgentStepJob, ChildJob, WebhookJob
 
 settings = get_settings(AgentWorkerSettings)
 setup_logging("agent_worker")
@@ -117,7 +117,8 @@ def sweep() -> None:
 
 @app.task(name=keys.SCHEDULE_TASK)
 def run_schedules() -> None:
-    """Submit the tasks of the cron schedules that are due (see shared/schedules/runner.py)."""
+    """Submit the tasks of the cron schedules that are due (see
+    shared/runtime/schedules/runner.py)."""
     runtime().run_schedules()
 
 

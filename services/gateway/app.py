@@ -42,12 +42,12 @@ from services.gateway.routes import (
     tasks,
     webhooks,
 )
+from shared.agentkit.registry import load_plugins
 from shared.files.artifacts import ArtifactStoreUnavailable, make_artifact_store
-from shared.logs import setup_logging
-from shared.registry import load_plugins
-from shared.settings import GatewaySettings, get_settings
-from shared.store import NotReplicated
-from shared.tracing import setup_tracing
+from shared.plumbing.logs import setup_logging
+from shared.plumbing.settings import GatewaySettings, get_settings
+from shared.plumbing.tracing import setup_tracing
+from shared.runtime.store import NotReplicated
 
 UI_DIR = Path(__file__).with_name("ui")
 

@@ -12,11 +12,12 @@ from fastapi import Depends, HTTPException, Path, Request, status
 
 from services.gateway.event_hub import EventHub, reader_client
 from services.gateway.system_probe import SystemProbe
-from shared.celery_app import make_celery
-from shared.redis_clients import async_client
-from shared.settings import GatewaySettings
-from shared.store import TaskStore
-from shared.task import TASK_ID_PATTERN, TaskRecord
+from shared.plumbing.celery_app import make_celery
+from shared.plumbing.keys import TASK_ID_PATTERN
+from shared.plumbing.redis_clients import async_client
+from shared.plumbing.settings import GatewaySettings
+from shared.runtime.store import TaskStore
+from shared.runtime.task import TaskRecord
 
 __all__ = [
     "CeleryDep",

@@ -18,8 +18,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from shared.errors import TaskyardError
-from shared.store import NotReplicated
-from shared.submission import SubmissionRefused
+from shared.runtime.store import NotReplicated
+from shared.runtime.submission import SubmissionRefused
 
 __all__ = [
     "ErrorBody",

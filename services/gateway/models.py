@@ -6,12 +6,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
+from shared.agentkit.schema import AgentMessage
+from shared.agentkit.spec import WebhookSpec
+from shared.runtime.store.sessions import SessionOverview
+from shared.runtime.submission import TaskRequest
+from shared.runtime.task import TaskRecord, TaskStatus
 from shared.sandbox.kernel.files import MAX_PATH_CHARS, path_parts
-from shared.schema import AgentMessage
-from shared.spec import WebhookSpec
-from shared.store.sessions import SessionOverview
-from shared.submission import TaskRequest
-from shared.task import TaskRecord, TaskStatus
 
 _INPUT_PREVIEW = 200  # characters of a task's input a summary shows
 

@@ -1,12 +1,12 @@
-"""The schedules' response bodies (the request is `shared.schedules.ScheduleRequest`)."""
+"""The schedules' response bodies (the request is `shared.runtime.schedules.ScheduleRequest`)."""
 
 from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from shared.schedules import MissedPolicy, RunOutcome, Schedule, ScheduleRun
-from shared.submission import TaskRequest
-from shared.task import TaskRecord, TaskStatus
+from shared.runtime.schedules import MissedPolicy, RunOutcome, Schedule, ScheduleRun
+from shared.runtime.submission import TaskRequest
+from shared.runtime.task import TaskRecord, TaskStatus
 
 __all__ = ["ScheduleList", "SchedulePublic", "ScheduleRunList", "ScheduleRunPublic"]
 

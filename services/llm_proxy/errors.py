@@ -23,7 +23,7 @@ ProxyError
 from __future__ import annotations
 
 from shared.errors import TaskyardError
-from shared.openai_errors import error_body
+from shared.http1.openai_errors import error_body
 
 __all__ = [
     "BadRequest",

@@ -2,8 +2,8 @@
 
 Only what the proxy reads; the variables it shares with other services keep their names and
 checks: Sentinel's, the tenant-token secret and traces by reusing the shared areas
-(`shared.settings`), `TASKYARD_REDIS_URL` and `TASKYARD_LLM_API_KEY` declared again (the shared
-areas holding them carry fields the proxy does not read).
+(`shared.plumbing.settings`), `TASKYARD_REDIS_URL` and `TASKYARD_LLM_API_KEY` declared again (the
+shared areas holding them carry fields the proxy does not read).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from services.llm_proxy.limits.tenants import parse_limits
-from shared.settings import (
+from shared.plumbing.settings import (
     HTTP_SCHEMES,
     REDIS_SCHEMES,
     OtlpSettings,

@@ -16,10 +16,10 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from shared.events import EventKind
+from shared.agentkit.schema import ActionReturn, AgentMessage, Artifact
 from shared.files.artifacts import ArtifactRefused, ArtifactStore, artifact_url
-from shared.jobs import ToolRunJob
-from shared.schema import ActionReturn, AgentMessage, Artifact
+from shared.runtime.events import EventKind
+from shared.runtime.jobs import ToolRunJob
 
 __all__ = ["ArtifactKeeper", "Publish"]
 

@@ -30,11 +30,17 @@ from services.tool_worker.files import FileLimits, serve
 from services.tool_worker.metrics import TOOL_CALL_SECONDS
 from services.tool_worker.placement import Placement
 from services.tool_worker.toolbox import Toolbox
-from shared.actions.mcp.listing import ListingExchange
-from shared.cancel import CancelWatch
+from shared.agentkit.actions.mcp.listing import ListingExchange
+from shared.agentkit.schema import ActionReturn, ActionStatusCode, AgentMessage, ToolCall
+from shared.agentkit.text import replace_lone_surrogates
 from shared.files.artifacts import ArtifactStore, ArtifactStoreUnavailable, make_artifact_store
 from shared.files.transfer import FileTransfer
-from shared.jobs import (
+from shared.plumbing.logs import bind_job
+from shared.plumbing.loop import LoopThread
+from shared.plumbing.redis_clients import async_client
+from shared.plumbing.settings import ToolWorkerSettings
+from shared.runtime.cancel import CancelWatch
+from shared.runtime.jobs import (
     AgentStepJob,
     Envelope,
     McpListJob,
@@ -43,14 +49,8 @@ from shared.jobs import (
     envelope,
     sticky_session,
 )
-from shared.logs import bind_job
-from shared.loop import LoopThread
-from shared.redis_clients import async_client
-from shared.schema import ActionReturn, ActionStatusCode, AgentMessage, ToolCall
-from shared.settings import ToolWorkerSettings
-from shared.store import CallClaim, TaskStore, ToolResultStored
-from shared.store.sandboxes import SandboxDirectory, ToolWorkerId
-from shared.text import replace_lone_surrogates
+from shared.runtime.store import CallClaim, TaskStore, ToolResultStored
+from shared.runtime.store.sandboxes import SandboxDirectory, ToolWorkerId
 
 __all__ = ["Claimed", "ToolCallRunner", "record_ttl_s"]
 

@@ -1,12 +1,12 @@
-"""The interpreter cells of each session, in Redis (`shared.actions.cells.CellLog`): any tool
-worker that gets a session's next call can replay what the lost interpreter ran."""
+"""The interpreter cells of each session, in Redis (`shared.agentkit.actions.cells.CellLog`): any
+tool worker that gets a session's next call can replay what the lost interpreter ran."""
 
 from __future__ import annotations
 
 import redis.asyncio as aioredis
 
-from shared import keys
-from shared.loop import LoopThread
+from shared.plumbing import keys
+from shared.plumbing.loop import LoopThread
 
 __all__ = ["RedisCellLog"]
 

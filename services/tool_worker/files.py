@@ -8,10 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from shared.files.transfer import FilesReply
-from shared.jobs import SessionFilesJob
+from shared.plumbing.settings import FileSettings
+from shared.runtime.jobs import SessionFilesJob
 from shared.sandbox import SandboxError, SandboxProvider
 from shared.sandbox.errors import FileRefused, NoLiveSandbox, SandboxClosed
-from shared.settings import FileSettings
 
 __all__ = ["FileLimits", "serve"]
 

@@ -1,5 +1,5 @@
-"""The tool worker's Prometheus metrics (served by `shared.metrics.serve_metrics`): tool call
-durations, and the sandboxes read from the provider when scraped."""
+"""The tool worker's Prometheus metrics (served by `shared.plumbing.metrics.serve_metrics`): tool
+call durations, and the sandboxes read from the provider when scraped."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from prometheus_client import REGISTRY, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from shared.metrics import DURATION_BUCKETS
+from shared.plumbing.metrics import DURATION_BUCKETS
 from shared.sandbox import SandboxProvider
 
 __all__ = ["TOOL_CALL_SECONDS", "SandboxCollector", "watch_sandboxes"]

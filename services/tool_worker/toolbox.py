@@ -11,12 +11,12 @@ from collections.abc import Coroutine
 from typing import TypeVar
 
 from services.tool_worker.mcp_calls import McpCalls
-from shared.actions import ActionExecutor, ActionResources, CellLog
-from shared.jobs import ToolRunJob
-from shared.loop import cancel_others
+from shared.agentkit.actions import ActionExecutor, ActionResources, CellLog
+from shared.agentkit.schema import AgentMessage, ToolCall
+from shared.plumbing.loop import cancel_others
+from shared.plumbing.settings import ToolWorkerSettings
+from shared.runtime.jobs import ToolRunJob
 from shared.sandbox import SandboxProvider, make_sandbox_provider
-from shared.schema import AgentMessage, ToolCall
-from shared.settings import ToolWorkerSettings
 
 __all__ = ["Toolbox"]
 

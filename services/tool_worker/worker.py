@@ -25,16 +25,16 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from services.tool_worker.call_runner import ToolCallRunner
 from services.tool_worker.errors import CallFailed
 from services.tool_worker.metrics import watch_sandboxes
-from shared import keys
-from shared.celery_app import JobTask, make_celery
-from shared.jobs import McpListJob, SessionFilesJob, ToolRunJob
-from shared.logs import bind_job, setup_logging
-from shared.metrics import serve_metrics
-from shared.registry import load_plugins
+from shared.agentkit.registry import load_plugins
+from shared.plumbing import keys
+from shared.plumbing.celery_app import JobTask, make_celery
+from shared.plumbing.logs import bind_job, setup_logging
+from shared.plumbing.metrics import serve_metrics
+from shared.plumbing.settings import ToolWorkerSettings, get_settings
+from shared.plumbing.tracing import job_attributes, setup_tracing
+from shared.runtime.jobs import McpListJob, SessionFilesJob, ToolRunJob
+from shared.runtime.store.sandboxes import ToolWorkerId
 from shared.sandbox import SandboxError
-from shared.settings import ToolWorkerSettings, get_settings
-from shared.store.sandboxes import ToolWorkerId
-from shared.tracing import job_attributes, setup_tracing
 
 settings = get_settings(ToolWorkerSettings)
 setup_logging("tool_worker")

@@ -1,10 +1,10 @@
 """`TaskyardClient`, derived from the async core: each method runs the core's coroutine over
 `BlockingIO`, whose coroutines never suspend, so it completes on its first step with no event
-loop (as `shared/agents/drive.py` drives the sync agents). It works in a plain script and in a
-thread that runs an event loop alike, and Ctrl-C stops it where it blocks.
+loop (as `shared/agentkit/agents/drive.py` drives the sync agents). It works in a plain script and
+in a thread that runs an event loop alike, and Ctrl-C stops it where it blocks.
 
 The driver is the client's own (a dozen lines) rather than `drive.run_sync`: importing
-`shared.agents` loads the whole agent library, which a client has no use for.
+`shared.agentkit.agents` loads the whole agent library, which a client has no use for.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from shared.client.errors import raise_for
 from shared.client.io import AsyncIO, GatewayIO
 from shared.client.stream import task_events
 from shared.client.wire import MissedRuns, SessionBusy
-from shared.events import Event
+from shared.runtime.events import Event
 
 __all__ = ["AsyncTaskyardClient", "ClientCore"]
 
@@ -140,7 +140,8 @@ class ClientCore:
         return await self._json("GET", "/v1/system")
 
     async def webhook_secret(self) -> str:
-        """What this tenant's webhook deliveries are signed with (`shared.webhooks.verify`)."""
+        """What this tenant's webhook deliveries are signed with
+        (`shared.runtime.webhooks.verify`)."""
         secret: str = (await self._json("GET", "/v1/webhooks/secret"))["secret"]
         return secret
 

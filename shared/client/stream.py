@@ -12,7 +12,7 @@ from httpx_sse import ServerSentEvent
 from shared.client.errors import unreachable
 from shared.client.io import GatewayIO
 from shared.client.wire import events_path
-from shared.events import Event, EventKind
+from shared.runtime.events import Event, EventKind
 
 __all__ = ["task_events"]
 

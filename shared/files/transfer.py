@@ -22,8 +22,8 @@ from typing import Literal, cast
 import redis.asyncio as aioredis
 from pydantic import BaseModel
 
-from shared import keys
 from shared.files.info import FileInfo, FileListing
+from shared.plumbing import keys
 
 __all__ = ["FileTransfer", "FilesReply", "Outcome"]
 

@@ -16,8 +16,8 @@ from typing import cast
 import httptools
 
 from shared.http1.framing import Headers, chunk, head
+from shared.http1.openai_errors import error_body
 from shared.http1.request import Request
-from shared.openai_errors import error_body
 
 __all__ = ["Connection", "Handler"]
 

@@ -9,6 +9,7 @@ The docker backend (`shared.sandbox.docker`) needs the Docker SDK, from the ``se
 
 from collections.abc import Callable
 
+from shared.plumbing.settings import SandboxSettings
 from shared.sandbox.base import CodeSandbox, DisplayOutput, ExecutionResult, SandboxProvider
 from shared.sandbox.errors import (
     FileRefused,
@@ -23,7 +24,6 @@ from shared.sandbox.errors import (
 )
 from shared.sandbox.local import LocalSandboxProvider
 from shared.sandbox.provider import SandboxLimits
-from shared.settings import SandboxSettings
 
 __all__ = [
     "BACKENDS",

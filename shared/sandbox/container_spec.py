@@ -16,7 +16,7 @@ import docker
 from docker.errors import APIError, DockerException
 from docker.types import LogConfig, Ulimit
 
-from shared.settings import SandboxSettings
+from shared.plumbing.settings import SandboxSettings
 
 __all__ = [
     "GVISOR",

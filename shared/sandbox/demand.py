@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from shared.settings import SandboxSettings
+from shared.plumbing.settings import SandboxSettings
 
 __all__ = ["Demand", "PoolBounds", "pool_bounds"]
 

@@ -26,12 +26,12 @@ import docker
 import requests
 from docker.errors import APIError, DockerException, NotFound
 
+from shared.plumbing.settings import SandboxSettings, get_settings
 from shared.sandbox.container_spec import ContainerSpec, missing_runtime, runtimes
 from shared.sandbox.demand import PoolBounds, pool_bounds
 from shared.sandbox.docker_channel import DockerChannel, Leases
 from shared.sandbox.errors import KernelGone, SandboxError, SandboxUnavailable
 from shared.sandbox.provider import KernelSandboxProvider, SandboxLimits
-from shared.settings import SandboxSettings, get_settings
 
 __all__ = [
     "HANDOFF_PREFIX",

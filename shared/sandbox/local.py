@@ -23,6 +23,7 @@ import time
 import uuid
 from typing import Any
 
+from shared.plumbing.settings import SandboxSettings, get_settings
 from shared.sandbox.cgroups import CgroupLimits, CgroupTree, SandboxCgroup, find_cgroups, safe_name
 from shared.sandbox.channel import (
     OutputTail,
@@ -37,7 +38,6 @@ from shared.sandbox.errors import KernelGone, SandboxUnavailable
 from shared.sandbox.kernel_copy import KernelCopy
 from shared.sandbox.launchers import LAUNCHERS, LaunchSpec, explain_failure, parse_size
 from shared.sandbox.provider import KernelSandboxProvider, SandboxLimits
-from shared.settings import SandboxSettings, get_settings
 
 __all__ = ["LocalChannel", "LocalSandboxProvider"]
 

@@ -12,12 +12,12 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from shared.plumbing.settings import SandboxSettings
 from shared.sandbox.channel import KernelChannel, StartKernel
 from shared.sandbox.demand import PoolBounds
 from shared.sandbox.errors import SandboxLimitReached, SandboxUnavailable
 from shared.sandbox.pool import PoolState, WarmPool
 from shared.sandbox.session import INTERRUPT_GRACE_S, KernelSandbox
-from shared.settings import SandboxSettings
 
 __all__ = ["KernelSandboxProvider", "SandboxLimits"]
 

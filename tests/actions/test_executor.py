@@ -3,7 +3,7 @@ import threading
 
 import pytest
 
-from shared.actions import (
+from shared.agentkit.actions import (
     ActionExecutor,
     ActionHook,
     AsyncActionExecutor,
@@ -11,9 +11,9 @@ from shared.actions import (
     FinishAction,
     tool_api,
 )
-from shared.hooks import Hook
-from shared.parsers import NativeToolCallParser
-from shared.schema import (
+from shared.agentkit.hooks import Hook
+from shared.agentkit.parsers import NativeToolCallParser
+from shared.agentkit.schema import (
     ActionReturn,
     ActionStatusCode,
     ActionValidCode,

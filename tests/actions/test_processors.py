@@ -1,10 +1,15 @@
 import pytest
 
-from shared.actions import ActionExecutor, FinishAction, InternLMActionProcessor, IPythonInterpreter
-from shared.actions.processors import ActionProcessor
-from shared.parsers import InterpreterParser, MixedToolParser, PluginParser
+from shared.agentkit.actions import (
+    ActionExecutor,
+    FinishAction,
+    InternLMActionProcessor,
+    IPythonInterpreter,
+)
+from shared.agentkit.actions.processors import ActionProcessor
+from shared.agentkit.parsers import InterpreterParser, MixedToolParser, PluginParser
+from shared.agentkit.schema import ActionReturn, ActionStatusCode, AgentMessage, FunctionCall
 from shared.sandbox import SandboxProvider
-from shared.schema import ActionReturn, ActionStatusCode, AgentMessage, FunctionCall
 
 
 def model_turn(text: str) -> AgentMessage:

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.actions import (
+from shared.agentkit.actions import (
     ACTIONS,
     ActionResources,
     FinishAction,
@@ -14,10 +14,10 @@ from shared.actions import (
     openai_tool_schemas,
     tool_names,
 )
-from shared.actions.web import RedisResultStore
-from shared.registry import RegistryError, load_plugins
+from shared.agentkit.actions.web import RedisResultStore
+from shared.agentkit.registry import RegistryError, load_plugins
+from shared.plumbing.settings import ToolWorkerSettings
 from shared.sandbox import SandboxProvider
-from shared.settings import ToolWorkerSettings
 
 
 def names(schemas: list[dict]) -> list[str]:
@@ -86,7 +86,7 @@ def test_a_user_action_deploys_by_naming_its_module(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (tmp_path / "my_tools.py").write_text(
-        "from shared.actions import BaseAction, register_action\n\n"
+        "from shared.agentkit.actions import BaseAction, register_action\n\n"
         "@register_action\n"
         "class Shout(BaseAction):\n"
         '    """Upper-case text."""\n\n'

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from services.agent_worker.memory_size import MemorySize
-from shared.aggregators import ChatMessage, DefaultAggregator
-from shared.schema import AgentMessage
-from shared.token_count import count_tokens
+from shared.agentkit.aggregators import ChatMessage, DefaultAggregator
+from shared.agentkit.schema import AgentMessage
+from shared.agentkit.token_count import count_tokens
 
 MODEL = "scripted"
 

@@ -15,16 +15,16 @@ import redis
 from services.agent_worker.live_agents import LiveAgents
 from services.agent_worker.step import StepRunner
 from services.agent_worker.sweep import Sweeper
-from shared import keys
-from shared.agents import build_agent
-from shared.cancel import CancelWatch
-from shared.celery_app import make_celery
-from shared.jobs import AgentStepJob, Job, ToolRunJob, WebhookJob, envelope
-from shared.schema import ActionReturn, AgentMessage, ToolCall
-from shared.settings import AgentWorkerSettings
-from shared.store import StepCommit, TaskStore
-from shared.task import TaskRecord, TaskStatus
-from shared.webhooks import Deliverer
+from shared.agentkit.agents import build_agent
+from shared.agentkit.schema import ActionReturn, AgentMessage, ToolCall
+from shared.plumbing import keys
+from shared.plumbing.celery_app import make_celery
+from shared.plumbing.settings import AgentWorkerSettings
+from shared.runtime.cancel import CancelWatch
+from shared.runtime.jobs import AgentStepJob, Job, ToolRunJob, WebhookJob, envelope
+from shared.runtime.store import StepCommit, TaskStore
+from shared.runtime.task import TaskRecord, TaskStatus
+from shared.runtime.webhooks import Deliverer
 
 # Long enough that a task which moved just now is not taken for one standing still, on a
 # machine loaded enough to pause this test for tens of milliseconds.

@@ -8,11 +8,17 @@ from typing import Any
 import pytest
 from scripted_llm import AsyncScriptedLLM, scripted
 
-from shared.agents import Agent, AgentError, AsyncAgent, EmptyReplyError, NotSynchronousError
-from shared.aggregators import NativeToolAggregator
-from shared.memory import Memory, MemoryManager
-from shared.parsers import NativeToolCallParser
-from shared.schema import ActionReturn, AgentMessage, LLMResponse, ToolCall
+from shared.agentkit.agents import (
+    Agent,
+    AgentError,
+    AsyncAgent,
+    EmptyReplyError,
+    NotSynchronousError,
+)
+from shared.agentkit.aggregators import NativeToolAggregator
+from shared.agentkit.memory import Memory, MemoryManager
+from shared.agentkit.parsers import NativeToolCallParser
+from shared.agentkit.schema import ActionReturn, AgentMessage, LLMResponse, ToolCall
 
 
 def test_the_issue_example() -> None:

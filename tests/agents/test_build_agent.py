@@ -9,15 +9,22 @@ import pytest
 from scripted_llm import AsyncScriptedLLM
 
 from devstack.scripted_model import ScriptedModelThread
-from shared.actions import openai_tool_schemas
-from shared.agents import AGENTS, Agent, AsyncAgent, AsyncStreamingAgent, build_agent, default_llm
-from shared.aggregators import NativeToolAggregator
-from shared.llms import AsyncOpenAIChat
-from shared.parsers import NativeToolCallParser
-from shared.registry import RegistryError
-from shared.schema import ActionReturn, AgentMessage, AgentStatusCode
-from shared.settings import AgentWorkerSettings
-from shared.spec import AgentSpec
+from shared.agentkit.actions import openai_tool_schemas
+from shared.agentkit.agents import (
+    AGENTS,
+    Agent,
+    AsyncAgent,
+    AsyncStreamingAgent,
+    build_agent,
+    default_llm,
+)
+from shared.agentkit.aggregators import NativeToolAggregator
+from shared.agentkit.llms import AsyncOpenAIChat
+from shared.agentkit.parsers import NativeToolCallParser
+from shared.agentkit.registry import RegistryError
+from shared.agentkit.schema import ActionReturn, AgentMessage, AgentStatusCode
+from shared.agentkit.spec import AgentSpec
+from shared.plumbing.settings import AgentWorkerSettings
 
 
 @pytest.fixture

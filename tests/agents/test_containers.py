@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from scripted_llm import AsyncScriptedLLM, scripted
 
-from shared.agents import Agent, AsyncAgent, AsyncSequential, Sequential
-from shared.schema import AgentMessage
+from shared.agentkit.agents import Agent, AsyncAgent, AsyncSequential, Sequential
+from shared.agentkit.schema import AgentMessage
 
 
 class Suffix(Agent):

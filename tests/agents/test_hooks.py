@@ -8,10 +8,16 @@ from typing import Any
 import pytest
 from scripted_llm import AsyncScriptedLLM, scripted
 
-from shared.actions import ActionHook
-from shared.agents import Agent, AsyncAgent, AsyncStreamingAgent, BaseAgent, NotSynchronousError
-from shared.hooks import Hook
-from shared.schema import AgentMessage
+from shared.agentkit.actions import ActionHook
+from shared.agentkit.agents import (
+    Agent,
+    AsyncAgent,
+    AsyncStreamingAgent,
+    BaseAgent,
+    NotSynchronousError,
+)
+from shared.agentkit.hooks import Hook
+from shared.agentkit.schema import AgentMessage
 
 
 class Spy(Hook):

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from scripted_llm import AsyncScriptedLLM, scripted
 
-from shared.agents import Agent, AsyncAgent, AsyncStreamingAgent, BaseAgent, StreamingAgent
-from shared.hooks import Hook
-from shared.schema import AgentMessage
+from shared.agentkit.agents import Agent, AsyncAgent, AsyncStreamingAgent, BaseAgent, StreamingAgent
+from shared.agentkit.hooks import Hook
+from shared.agentkit.schema import AgentMessage
 
 
 class Journal(Hook):

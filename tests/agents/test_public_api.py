@@ -7,7 +7,13 @@ import importlib
 
 import pytest
 
-PACKAGES = ["shared.agents", "shared.memory", "shared.aggregators", "shared.llms", "shared.hooks"]
+PACKAGES = [
+    "shared.agentkit.agents",
+    "shared.agentkit.memory",
+    "shared.agentkit.aggregators",
+    "shared.agentkit.llms",
+    "shared.agentkit.hooks",
+]
 
 
 @pytest.mark.parametrize("name", PACKAGES)
@@ -19,7 +25,7 @@ def test_all_names_exist(name: str) -> None:
 
 
 def test_issue_import_line() -> None:
-    from shared.agents import Agent, AsyncAgent, Sequential
+    from shared.agentkit.agents import Agent, AsyncAgent, Sequential
 
     assert issubclass(Sequential, Agent)
     assert not issubclass(AsyncAgent, Agent)

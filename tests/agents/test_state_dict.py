@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from scripted_llm import scripted
 
-from shared.agents import (
+from shared.agentkit.agents import (
     Agent,
     AgentDict,
     AgentList,
@@ -16,7 +16,7 @@ from shared.agents import (
     StateKeys,
     UnknownSessionWarning,
 )
-from shared.schema import AgentMessage
+from shared.agentkit.schema import AgentMessage
 
 
 class Team(Agent):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from shared.aggregators import DefaultAggregator
-from shared.parsers.base import OutputParser
-from shared.schema import ActionReturn, AgentMessage
+from shared.agentkit.aggregators import DefaultAggregator
+from shared.agentkit.parsers.base import OutputParser
+from shared.agentkit.schema import ActionReturn, AgentMessage
 
 
 class InstructedParser(OutputParser):

@@ -3,9 +3,13 @@ a turn whose call failed to parse is not shown back to the model."""
 
 from __future__ import annotations
 
-from shared.aggregators import FewShotAggregator, InternLMToolAggregator, TextToolAggregator
-from shared.parsers import InterpreterParser, MixedToolParser, PluginParser
-from shared.schema import ActionReturn, AgentMessage
+from shared.agentkit.aggregators import (
+    FewShotAggregator,
+    InternLMToolAggregator,
+    TextToolAggregator,
+)
+from shared.agentkit.parsers import InterpreterParser, MixedToolParser, PluginParser
+from shared.agentkit.schema import ActionReturn, AgentMessage
 
 BEGIN, END = "<|action_start|><|plugin|>\n", "<|action_end|>\n"
 CALL = '{"name": "Echo", "parameters": {"text": "hi"}}'

@@ -13,7 +13,7 @@ import pytest
 
 from shared.client import AsyncTaskyardClient, NotFound, TaskyardClient
 from shared.client.core import ClientCore
-from shared.events import EventKind
+from shared.runtime.events import EventKind
 
 # The first connection: a comment, a status, a keep-alive after it (httpx-sse turns that one
 # into an event with the last id and no data, which the specification does not dispatch), a

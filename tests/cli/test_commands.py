@@ -21,7 +21,7 @@ import redis
 from gateway.gateway_support import GatewayProcess
 
 from services.tool_worker.artifacts import ArtifactKeeper
-from shared import keys
+from shared.agentkit.schema import ActionReturn, AgentMessage, Artifact, ToolCall
 from shared.client import (
     AsyncTaskyardClient,
     InvalidRequest,
@@ -31,9 +31,9 @@ from shared.client import (
 )
 from shared.client.cli import EXIT_CODES, main
 from shared.files.artifacts import ArtifactLimits, RedisArtifactStore, artifact_name
-from shared.jobs import ToolRunJob
-from shared.schema import ActionReturn, AgentMessage, Artifact, ToolCall
-from shared.store import TaskStore
+from shared.plumbing import keys
+from shared.runtime.jobs import ToolRunJob
+from shared.runtime.store import TaskStore
 
 NO_TASK = "task_" + "0" * 32
 TASKYARD = [sys.executable, "-m", "shared.client.cli"]

@@ -64,9 +64,10 @@ class Refuse(importlib.abc.MetaPathFinder):
 
 sys.meta_path.insert(0, Refuse())
 
-import shared.actions, shared.aggregators, shared.client, shared.memory, shared.parsers
-from shared.agents import Agent, AsyncAgent
-from shared.llms import AsyncOpenAIChat, OpenAIChat
+import shared.agentkit.actions, shared.agentkit.aggregators, shared.agentkit.memory
+import shared.agentkit.parsers, shared.client
+from shared.agentkit.agents import Agent, AsyncAgent
+from shared.agentkit.llms import AsyncOpenAIChat, OpenAIChat
 
 url = sys.argv[1]
 reply = Agent(OpenAIChat(base_url=url, model="scripted"))("hi", session_id=1)

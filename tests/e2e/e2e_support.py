@@ -8,8 +8,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 
 from devstack.stack import LocalStack
+from shared.agentkit.schema import ActionReturn, AgentMessage
 from shared.client import TaskyardClient
-from shared.schema import ActionReturn, AgentMessage
 
 ENDED = frozenset({"succeeded", "failed"})
 # For stacks whose tests stop or kill tool workers: a silent one is gone after 2 s, and the

@@ -51,7 +51,7 @@ from e2e_support import HookReceiver, configure_model
 
 from devstack.stack import LocalStack
 from shared.client import TaskyardClient
-from shared.webhooks import verify
+from shared.runtime.webhooks import verify
 
 pytestmark = pytest.mark.e2e
 

@@ -29,8 +29,8 @@ from devstack.hosts import RANGE, HostNetwork
 from devstack.procs import Child, Processes
 from devstack.stack import LocalStack
 from shared.client import TaskyardClient
-from shared.events import EventKind
-from shared.webhooks import verify
+from shared.runtime.events import EventKind
+from shared.runtime.webhooks import verify
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
 

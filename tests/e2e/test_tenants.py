@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from devstack.stack import LocalStack
 from shared.client import TaskyardClient
-from shared.tenant_credentials import TenantCredentials
+from shared.plumbing.tenant_credentials import TenantCredentials
 
 pytestmark = pytest.mark.e2e
 

@@ -11,7 +11,7 @@ from e2e_support import HookReceiver, delivered, wait_status
 
 from devstack.stack import LocalStack
 from shared.client import TaskyardClient
-from shared.webhooks import verify
+from shared.runtime.webhooks import verify
 
 pytestmark = pytest.mark.e2e
 

@@ -13,7 +13,6 @@ import pytest
 import redis
 
 from devstack.procs import free_port
-from shared import keys
 from shared.files.artifacts import (
     ArtifactLimits,
     ArtifactRefused,
@@ -26,8 +25,10 @@ from shared.files.artifacts import (
     make_artifact_store,
 )
 from shared.files.artifacts.s3_store import S3ArtifactStore, expiring_days
-from shared.settings import ArtifactSettings
-from shared.task import RETENTION_S, new_task_id
+from shared.plumbing import keys
+from shared.plumbing.keys import RETENTION_S
+from shared.plumbing.settings import ArtifactSettings
+from shared.runtime.task import new_task_id
 from tests.fake_s3 import documented_lifecycle, fake_s3, new_bucket, s3_client
 
 PNG = b"\x89PNG figure"

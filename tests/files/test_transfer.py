@@ -10,9 +10,9 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
-from shared import keys
 from shared.files.info import FileInfo
 from shared.files.transfer import FilesReply, FileTransfer
+from shared.plumbing import keys
 
 
 @pytest.fixture

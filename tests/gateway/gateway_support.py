@@ -11,8 +11,8 @@ from pathlib import Path
 import redis
 
 from devstack.procs import Processes, free_port
-from shared.jobs import AgentStepJob
-from shared.settings import GatewaySettings
+from shared.plumbing.settings import GatewaySettings
+from shared.runtime.jobs import AgentStepJob
 
 
 def queued_steps(settings: GatewaySettings) -> list[tuple[str, int]]:

@@ -17,7 +17,6 @@ from fastapi.testclient import TestClient
 from devstack.procs import free_port
 from services.gateway.app import create_app
 from services.gateway.files.session_files import _refused
-from shared.events import EventKind
 from shared.files.artifacts import (
     ArtifactLimits,
     RedisArtifactStore,
@@ -26,9 +25,10 @@ from shared.files.artifacts import (
     make_artifact_store,
 )
 from shared.files.transfer import FilesReply
-from shared.jobs import SessionFilesJob
-from shared.settings import GatewaySettings
-from shared.store import TaskStore
+from shared.plumbing.settings import GatewaySettings
+from shared.runtime.events import EventKind
+from shared.runtime.jobs import SessionFilesJob
+from shared.runtime.store import TaskStore
 
 AUTH = {"Authorization": "Bearer key-a"}
 OTHER = {"Authorization": "Bearer key-b"}

@@ -9,10 +9,10 @@ import pytest
 import redis
 from fastapi.testclient import TestClient
 
-from shared import keys
-from shared.schema import AgentMessage
-from shared.settings import GatewaySettings
-from shared.store import TaskStore
+from shared.agentkit.schema import AgentMessage
+from shared.plumbing import keys
+from shared.plumbing.settings import GatewaySettings
+from shared.runtime.store import TaskStore
 
 AUTH = {"Authorization": "Bearer key-a"}
 OTHER = {"Authorization": "Bearer key-b"}

@@ -14,10 +14,10 @@ import schemathesis
 from fastapi.testclient import TestClient
 from gateway_support import GatewayProcess
 
-from shared.events import EventKind
-from shared.schema import ActionReturn, AgentMessage, ToolCall
-from shared.settings import GatewaySettings
-from shared.store import TaskStore
+from shared.agentkit.schema import ActionReturn, AgentMessage, ToolCall
+from shared.plumbing.settings import GatewaySettings
+from shared.runtime.events import EventKind
+from shared.runtime.store import TaskStore
 
 AUTH = {"Authorization": "Bearer key-a"}
 CONFIG = Path(__file__).with_name("schemathesis.toml")

@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from shared.http1 import Connection, Handler, HttpServer, Request, listen_socket
-from shared.openai_errors import error_body, error_event
+from shared.http1.openai_errors import error_body, error_event
 
 Serve = Callable[[Handler, int], Awaitable[int]]
 TEXT = [(b"content-type", b"text/plain")]

@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 import pytest
 
-from shared.memory import SessionMemory
-from shared.schema import ActionReturn, AgentMessage
+from shared.agentkit.memory import SessionMemory
+from shared.agentkit.schema import ActionReturn, AgentMessage
 
 MakeMemory = Callable[..., SessionMemory]
 

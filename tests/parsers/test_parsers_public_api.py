@@ -1,14 +1,16 @@
 import pytest
 
-import shared.parsers
-from shared.parsers import OutputParser, response_text
-from shared.schema import LLMResponse
+import shared.agentkit.parsers
+from shared.agentkit.parsers import OutputParser, response_text
+from shared.agentkit.schema import LLMResponse
 
 
 def test_public_names_resolve() -> None:
-    for name in shared.parsers.__all__:
-        assert getattr(shared.parsers, name) is not None
-    assert {"NativeToolCallParser", "OutputParser", "JSONParser"} <= set(shared.parsers.__all__)
+    for name in shared.agentkit.parsers.__all__:
+        assert getattr(shared.agentkit.parsers, name) is not None
+    assert {"NativeToolCallParser", "OutputParser", "JSONParser"} <= set(
+        shared.agentkit.parsers.__all__
+    )
 
 
 def test_a_parser_must_implement_parse_response_and_may_skip_the_instruction() -> None:

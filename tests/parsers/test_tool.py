@@ -1,6 +1,6 @@
 import pytest
 
-from shared.parsers import (
+from shared.agentkit.parsers import (
     InterpreterParser,
     MixedToolParser,
     PluginParser,
@@ -8,7 +8,7 @@ from shared.parsers import (
     ToolParser,
     ToolStatusCode,
 )
-from shared.schema import LLMResponse
+from shared.agentkit.schema import LLMResponse
 
 PLUGIN_CALL = (
     "I should search.<|action_start|><|plugin|>\n"

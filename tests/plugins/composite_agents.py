@@ -9,8 +9,15 @@ from __future__ import annotations
 
 from typing import Any, Unpack
 
-from shared.agents import AGENTS, AgentList, AsyncAgent, AsyncSequential, LLMParams, SessionValues
-from shared.schema import AgentMessage
+from shared.agentkit.agents import (
+    AGENTS,
+    AgentList,
+    AsyncAgent,
+    AsyncSequential,
+    LLMParams,
+    SessionValues,
+)
+from shared.agentkit.schema import AgentMessage
 
 __all__ = ["WriterCritic", "pipeline_pair"]
 

@@ -7,10 +7,10 @@ from collections.abc import Callable, Iterator
 import docker
 import pytest
 
+from shared.plumbing.settings import ToolWorkerSettings
 from shared.sandbox import LocalSandboxProvider
 from shared.sandbox.docker import DockerSandboxProvider
 from shared.sandbox.provider import KernelSandboxProvider
-from shared.settings import ToolWorkerSettings
 from tests.sandbox.gvisor_support import summarize
 
 ProviderFactory = Callable[..., KernelSandboxProvider]

@@ -17,11 +17,11 @@ from typing import Any
 import docker
 import pytest
 
+from shared.plumbing.settings import ToolWorkerSettings
 from shared.sandbox.base import ExecutionResult
 from shared.sandbox.container_spec import ULIMITS, ContainerSpec
 from shared.sandbox.docker import OWNER_LABEL, DockerSandboxProvider
 from shared.sandbox.provider import KernelSandboxProvider
-from shared.settings import ToolWorkerSettings
 from tests.sandbox.gvisor_support import (
     RUNTIME,
     RuntimeMissing,

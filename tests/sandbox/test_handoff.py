@@ -15,11 +15,11 @@ from pathlib import Path
 import docker
 import pytest
 
+from shared.plumbing.settings import ToolWorkerSettings
 from shared.sandbox import SandboxUnavailable
 from shared.sandbox.base import ExecutionResult
 from shared.sandbox.docker import HANDOFF_PREFIX, OWNER_LABEL, DockerSandboxProvider
 from shared.sandbox.provider import KernelSandboxProvider
-from shared.settings import ToolWorkerSettings
 
 TIMEOUT = 20.0
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
+from shared.plumbing.settings import ToolWorkerSettings
 from shared.sandbox.cgroups import CgroupLimits, find_cgroups
 from shared.sandbox.errors import SandboxUnavailable
 from shared.sandbox.kernel_copy import KernelCopy
 from shared.sandbox.launchers import LaunchSpec, bwrap, parse_size
 from shared.sandbox.local import LocalChannel, LocalSandboxProvider
 from shared.sandbox.provider import KernelSandboxProvider
-from shared.settings import ToolWorkerSettings
 from tests.sandbox.crash import crash_a_worker
 
 ProviderFactory = Callable[..., KernelSandboxProvider]
@@ -193,7 +193,7 @@ def test_parse_size(text: str, size: int) -> None:
 _FROM_PRIVATE_CHECKOUT = """
 import sys
 from shared.sandbox.local import LocalSandboxProvider
-from shared.settings import ToolWorkerSettings
+from shared.plumbing.settings import ToolWorkerSettings
 provider = LocalSandboxProvider(ToolWorkerSettings(), launcher=sys.argv[1])
 try:
     result = provider.get("t:private").run("import os; os.getuid(), 6 * 7", 20.0)

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from waiting import wait_until
 
+from shared.plumbing.settings import ToolWorkerSettings
 from shared.sandbox.demand import Demand, PoolBounds
 from shared.sandbox.pool import WarmPool
-from shared.settings import ToolWorkerSettings
 
 
 class Clock:

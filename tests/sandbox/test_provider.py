@@ -10,7 +10,9 @@ from collections.abc import Callable
 import pytest
 
 import shared.sandbox
-from shared.actions import ActionExecutor, IPythonInterpreter
+from shared.agentkit.actions import ActionExecutor, IPythonInterpreter
+from shared.agentkit.schema import ActionReturn, ActionStatusCode, AgentMessage
+from shared.plumbing.settings import ToolWorkerSettings
 from shared.sandbox import (
     BACKENDS,
     LocalSandboxProvider,
@@ -19,8 +21,6 @@ from shared.sandbox import (
     make_sandbox_provider,
 )
 from shared.sandbox.provider import KernelSandboxProvider
-from shared.schema import ActionReturn, ActionStatusCode, AgentMessage
-from shared.settings import ToolWorkerSettings
 
 ProviderFactory = Callable[..., KernelSandboxProvider]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.schedules import MissedPolicy, decide, parse_cron
+from shared.runtime.schedules import MissedPolicy, decide, parse_cron
 
 HOUR = 3600.0
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 import redis
 
-from shared import keys
-from shared.celery_app import make_celery
-from shared.schedules import Schedule, ScheduleRequest, next_run
-from shared.schedules.runner import ScheduleRunner
-from shared.settings import AgentWorkerSettings
-from shared.store import TaskStore
-from shared.store import schedules as stored
+from shared.plumbing import keys
+from shared.plumbing.celery_app import make_celery
+from shared.plumbing.settings import AgentWorkerSettings
+from shared.runtime.schedules import Schedule, ScheduleRequest, next_run
+from shared.runtime.schedules.runner import ScheduleRunner
+from shared.runtime.store import TaskStore
+from shared.runtime.store import schedules as stored
 
 T0 = 1_800_000_000.0  # a multiple of five minutes
 EVERY_5_MIN = "*/5 * * * *"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from scripts.settings_table import README, SERVICES, readme_tables, with_tables
-from shared.settings import (
+from shared.plumbing.settings import (
     Area,
     ArtifactSettings,
     BrokerSettings,
@@ -19,7 +19,7 @@ from shared.settings import (
     areas,
     tools,
 )
-from shared.settings.table import areas_of, markdown
+from shared.plumbing.settings.table import areas_of, markdown
 
 
 def _fields(area: type[Area]) -> set[str]:

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import redis
 
-from shared import keys
-from shared.events import EventKind
-from shared.jobs import Envelope
-from shared.schema import ActionReturn, AgentMessage, ToolCall
-from shared.store import StepCommit, TaskStore
-from shared.task import TaskRecord, TaskStatus
+from shared.agentkit.schema import ActionReturn, AgentMessage, ToolCall
+from shared.plumbing import keys
+from shared.runtime.events import EventKind
+from shared.runtime.jobs import Envelope
+from shared.runtime.store import StepCommit, TaskStore
+from shared.runtime.task import TaskRecord, TaskStatus
 
 T, S = "acme", "s1"
 

@@ -10,10 +10,10 @@ import orjson
 import pytest
 import redis.asyncio as aioredis
 
-from shared import keys
-from shared.jobs import Envelope
-from shared.store import TaskStore
-from shared.store.sandboxes import Handover, SandboxDirectory, SessionClaim, ToolWorkerId
+from shared.plumbing import keys
+from shared.runtime.jobs import Envelope
+from shared.runtime.store import TaskStore
+from shared.runtime.store.sandboxes import Handover, SandboxDirectory, SessionClaim, ToolWorkerId
 
 POOL = "tools.IPythonInterpreter"
 A, B = ToolWorkerId("tools@a"), ToolWorkerId("tools@b")

@@ -6,11 +6,11 @@ from __future__ import annotations
 import redis
 from store_support import broker_queue, created, new_record, tool_result
 
-from shared import keys
-from shared.jobs import Envelope
-from shared.schema import AgentMessage, ToolCall
-from shared.store import StepCommit, TaskStore
-from shared.task import TaskStatus
+from shared.agentkit.schema import AgentMessage, ToolCall
+from shared.plumbing import keys
+from shared.runtime.jobs import Envelope
+from shared.runtime.store import StepCommit, TaskStore
+from shared.runtime.task import TaskStatus
 
 
 async def test_commit_step_applies_once(store: TaskStore) -> None:

@@ -10,13 +10,13 @@ import redis
 from redis_group import RedisGroup
 from store_support import broker_queue, created, new_record
 
-from shared import keys
-from shared.events import EventKind
-from shared.jobs import Envelope
-from shared.schema import AgentMessage
-from shared.spec import AgentSpec
-from shared.store import NotReplicated, StepCommit, TaskStore
-from shared.task import TaskStatus
+from shared.agentkit.schema import AgentMessage
+from shared.agentkit.spec import AgentSpec
+from shared.plumbing import keys
+from shared.runtime.events import EventKind
+from shared.runtime.jobs import Envelope
+from shared.runtime.store import NotReplicated, StepCommit, TaskStore
+from shared.runtime.task import TaskStatus
 
 
 async def test_task_record_written_and_read_back(store: TaskStore) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from store_support import created, tool_result
 
-from shared.schema import AgentMessage, ToolCall
-from shared.store import StepCommit, TaskStore
-from shared.task import TaskStatus
+from shared.agentkit.schema import AgentMessage, ToolCall
+from shared.runtime.store import StepCommit, TaskStore
+from shared.runtime.task import TaskStatus
 
 
 async def test_tool_results_complete_the_step_once(store: TaskStore) -> None:

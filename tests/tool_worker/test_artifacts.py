@@ -12,7 +12,7 @@ import pytest
 from devstack.procs import free_port
 from services.tool_worker.artifacts import ArtifactKeeper
 from services.tool_worker.call_runner import ToolCallRunner
-from shared.events import EventKind
+from shared.agentkit.schema import ActionReturn, AgentMessage, Artifact, ToolCall
 from shared.files.artifacts import (
     ArtifactLimits,
     ArtifactStoreUnavailable,
@@ -20,9 +20,9 @@ from shared.files.artifacts import (
     RedisArtifactStore,
     artifact_name,
 )
-from shared.jobs import ToolRunJob
-from shared.schema import ActionReturn, AgentMessage, Artifact, ToolCall
-from shared.task import TaskRecord
+from shared.runtime.events import EventKind
+from shared.runtime.jobs import ToolRunJob
+from shared.runtime.task import TaskRecord
 
 CALL = ToolCall(id="c1", name="IPythonInterpreter", parameters={"command": "plot()"})
 PNG = b"\x89PNG fake figure"

@@ -12,11 +12,11 @@ import pytest
 from mcp_servers import ServedMcp, serve_mcp
 
 from services.tool_worker.mcp_calls import McpCalls
-from shared.jobs import ToolRunJob
+from shared.agentkit.schema import ActionReturn, AgentMessage, ToolCall
+from shared.agentkit.spec import McpServer
+from shared.plumbing.settings import ToolWorkerSettings
+from shared.runtime.jobs import ToolRunJob
 from shared.sandbox import make_sandbox_provider
-from shared.schema import ActionReturn, AgentMessage, ToolCall
-from shared.settings import ToolWorkerSettings
-from shared.spec import McpServer
 
 
 @pytest.fixture(scope="module")

@@ -13,11 +13,11 @@ import redis
 
 from services.tool_worker.placement import Placement
 from services.tool_worker.toolbox import Toolbox
-from shared.loop import LoopThread
-from shared.schema import ActionReturn, ToolCall
-from shared.settings import ToolWorkerSettings
-from shared.store import TaskStore
-from shared.store.sandboxes import SandboxDirectory, ToolWorkerId
+from shared.agentkit.schema import ActionReturn, ToolCall
+from shared.plumbing.loop import LoopThread
+from shared.plumbing.settings import ToolWorkerSettings
+from shared.runtime.store import TaskStore
+from shared.runtime.store.sandboxes import SandboxDirectory, ToolWorkerId
 
 MakeWorker = Callable[..., Placement]
 

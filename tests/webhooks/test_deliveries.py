@@ -19,13 +19,13 @@ from a2a.types import StreamResponse, TaskState
 from a2a.utils.proto_utils import parse_lenient
 from aiohttp import web
 
-from shared import keys
-from shared.celery_app import make_celery
-from shared.settings import AgentWorkerSettings
-from shared.spec import WebhookSpec
-from shared.store import StepCommit, TaskStore
-from shared.task import TaskRecord, TaskStatus
-from shared.webhooks import (
+from shared.agentkit.spec import WebhookSpec
+from shared.plumbing import keys
+from shared.plumbing.celery_app import make_celery
+from shared.plumbing.settings import AgentWorkerSettings
+from shared.runtime.store import StepCommit, TaskStore
+from shared.runtime.task import TaskRecord, TaskStatus
+from shared.runtime.webhooks import (
     Deliverer,
     InvalidSignature,
     attach,

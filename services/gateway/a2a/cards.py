@@ -24,10 +24,10 @@ from a2a.types import (
     StringList,
 )
 
-from shared.agents import AGENTS, build_agent
-from shared.agents.as_tool import tool_schemas
-from shared.settings import ModelSettings
-from shared.spec import AgentSpec
+from shared.agentkit.agents import AGENTS, build_agent
+from shared.agentkit.agents.as_tool import tool_schemas
+from shared.agentkit.spec import AgentSpec
+from shared.plumbing.settings import ModelSettings
 
 __all__ = ["SCHEME", "agent_card", "rpc_path"]
 

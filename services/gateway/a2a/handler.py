@@ -63,14 +63,15 @@ from services.gateway.a2a import push
 from services.gateway.a2a.mapping import TaskView, task_input
 from services.gateway.event_hub import EventHub
 from services.gateway.models import TaskAccepted, TaskCreate
-from shared.actions.web import AddressPolicy
-from shared.cancel import cancel
-from shared.events import decode_entry
-from shared.settings import GatewaySettings
-from shared.spec import AgentSpec, WebhookSpec
-from shared.store import NotReplicated, TaskStore
-from shared.task import TASK_ID_PATTERN, TaskRecord
-from shared.webhooks import attach, detach, refusal
+from shared.agentkit.actions.web import AddressPolicy
+from shared.agentkit.spec import AgentSpec, WebhookSpec
+from shared.plumbing.keys import TASK_ID_PATTERN
+from shared.plumbing.settings import GatewaySettings
+from shared.runtime.cancel import cancel
+from shared.runtime.events import decode_entry
+from shared.runtime.store import NotReplicated, TaskStore
+from shared.runtime.task import TaskRecord
+from shared.runtime.webhooks import attach, detach, refusal
 
 __all__ = ["Caller", "Submit", "TaskyardHandler"]
 

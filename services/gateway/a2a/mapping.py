@@ -38,10 +38,10 @@ from a2a.types import (
     TaskStatusUpdateEvent,
 )
 
-from shared.a2a_terms import A2A_STATES, INTERRUPTED, event_time
-from shared.events import Event, EventKind
-from shared.schema import ActionReturn, AgentMessage
-from shared.task import TaskStatus as TaskyardStatus
+from shared.agentkit.schema import ActionReturn, AgentMessage
+from shared.runtime.a2a_terms import A2A_STATES, INTERRUPTED, event_time
+from shared.runtime.events import Event, EventKind
+from shared.runtime.task import TaskStatus as TaskyardStatus
 
 __all__ = ["ANSWER", "TaskView", "Update", "task_input"]
 

@@ -13,8 +13,8 @@ from services.gateway.errors import issue
 from services.gateway.files.session_files import SessionFiles
 from shared.files.artifacts import ArtifactStore
 from shared.files.transfer import FileTransfer
-from shared.redis_clients import async_client
-from shared.task import SESSION_ID_MAX, SESSION_ID_PATTERN
+from shared.plumbing.redis_clients import async_client
+from shared.runtime.task import SESSION_ID_MAX, SESSION_ID_PATTERN
 
 __all__ = ["ArtifactStoreDep", "NewSessionIdDep", "SessionFilesDep", "SessionIdDep"]
 

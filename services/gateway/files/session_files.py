@@ -15,9 +15,9 @@ from fastapi import HTTPException, status
 from services.gateway.errors import issue
 from shared.files.info import FileInfo, FileListing
 from shared.files.transfer import FilesReply, FileTransfer
-from shared.jobs import SessionFilesJob, envelope
-from shared.settings import FileSettings
-from shared.store import TaskStore
+from shared.plumbing.settings import FileSettings
+from shared.runtime.jobs import SessionFilesJob, envelope
+from shared.runtime.store import TaskStore
 
 __all__ = ["SessionFiles"]
 

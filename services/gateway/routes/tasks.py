@@ -31,15 +31,15 @@ from services.gateway.models import (
     TaskSummary,
 )
 from services.gateway.sse import EventStream
-from shared.approvals import Decision, Outcome, decide
-from shared.cancel import cancel
-from shared.events import EventKind
-from shared.store import TaskStore, listing
-from shared.store.listing import CURSOR_PATTERN
-from shared.submission import SubmissionRefused, check_offered, submit
-from shared.task import SESSION_ID_PATTERN, TaskStatus
-from shared.tracing import job_attributes
-from shared.webhooks import deliveries
+from shared.plumbing.tracing import job_attributes
+from shared.runtime.approvals import Decision, Outcome, decide
+from shared.runtime.cancel import cancel
+from shared.runtime.events import EventKind
+from shared.runtime.store import TaskStore, listing
+from shared.runtime.store.listing import CURSOR_PATTERN
+from shared.runtime.submission import SubmissionRefused, check_offered, submit
+from shared.runtime.task import SESSION_ID_PATTERN, TaskStatus
+from shared.runtime.webhooks import deliveries
 
 _NOT_STORED = (
     "Redis does not answer, no replica confirmed the task in time (the task may exist: send it "

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from shared.http1 import Connection
-from shared.openai_errors import error_event
+from shared.http1.openai_errors import error_event
 
 __all__ = ["StreamRelay"]
 

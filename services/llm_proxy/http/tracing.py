@@ -13,7 +13,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from services.llm_proxy.replicas.pool import Replica
 from shared.http1 import Request
-from shared.tracing import job_attributes
+from shared.plumbing.tracing import job_attributes
 
 __all__ = ["server_span", "upstream_span"]
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from shared.client import InvalidRequest, TaskyardClient
 from shared.client.cli.transcript import TranscriptPrinter
-from shared.events import EventKind
+from shared.runtime.events import EventKind
 
 __all__ = ["INTERRUPTED", "follow", "follow_here"]
 

@@ -11,7 +11,7 @@ from typing import Any
 from shared.client import InvalidRequest
 from shared.client.cli.support import Subparsers, add_command, age, more, open_client, print_json
 from shared.client.cli.transcript import TranscriptPrinter
-from shared.events import Event, EventKind
+from shared.runtime.events import Event, EventKind
 
 __all__ = ["register"]
 

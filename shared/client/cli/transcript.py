@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from shared.events import Event, EventKind
-from shared.schema import ActionReturn, AgentMessage, Artifact
+from shared.agentkit.schema import ActionReturn, AgentMessage, Artifact
+from shared.runtime.events import Event, EventKind
 
 __all__ = ["TranscriptPrinter"]
 

@@ -31,7 +31,7 @@ from shared.files.artifacts.store import (
     Expiry,
     StoredArtifact,
 )
-from shared.settings import ArtifactSettings
+from shared.plumbing.settings import ArtifactSettings
 
 __all__ = [
     "ARTIFACT_NAME_PATTERN",

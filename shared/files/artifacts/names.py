@@ -9,7 +9,7 @@ import hashlib
 import re
 from pathlib import PurePosixPath
 
-from shared.task import TASK_ID_PATTERN
+from shared.plumbing.keys import TASK_ID_PATTERN
 
 __all__ = [
     "ARTIFACT_NAME_PATTERN",

@@ -13,7 +13,6 @@ from typing import cast
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from shared import keys
 from shared.files.artifacts.names import is_artifact_name, is_task_id
 from shared.files.artifacts.store import (
     ArtifactBody,
@@ -25,7 +24,8 @@ from shared.files.artifacts.store import (
     duration,
     over_task_budget,
 )
-from shared.redis_clients import SentinelSpec, async_client
+from shared.plumbing import keys
+from shared.plumbing.redis_clients import SentinelSpec, async_client
 
 __all__ = ["RedisArtifactStore"]
 

@@ -31,7 +31,7 @@ from shared.files.artifacts.store import (
     duration,
     over_task_budget,
 )
-from shared.settings import ArtifactSettings
+from shared.plumbing.settings import ArtifactSettings
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client

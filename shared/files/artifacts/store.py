@@ -10,7 +10,8 @@ Every backend keeps the same rules (tests/files/test_artifact_store.py runs them
   bytes (names are hashes of them): kept and counted once.
 - `open` gives an artifact's bytes with their size and media type, or None.
 - `task_artifacts` lists what a task keeps now.
-- Artifacts expire with the task's other traces (`shared.task.RETENTION_S`); `expiry` says how
+- Artifacts expire with the task's other traces (`shared.runtime.task.RETENTION_S`); `expiry` says
+how
   the backend does it, or that nothing will.
 
 The backend's own failures leave as `ArtifactStoreUnavailable`.
@@ -24,8 +25,8 @@ from typing import Protocol
 from shared.errors import TaskyardError
 from shared.files.artifacts.names import is_artifact_name, is_task_id, media_type
 from shared.files.info import human_size
-from shared.settings import ArtifactSettings
-from shared.task import RETENTION_S
+from shared.plumbing.keys import RETENTION_S
+from shared.plumbing.settings import ArtifactSettings
 
 __all__ = [
     "ArtifactBody",

@@ -2,7 +2,7 @@
 
 The tool worker runs the MCP client (the `mcp` SDK's); a local MCP server runs here, in the
 session's sandbox, as a process a cell started. Each client message reaches it through a cell
-that calls `exchange` (the worker writes those cells: `shared/actions/mcp/stdio.py`), which
+that calls `exchange` (the worker writes those cells: `shared/agentkit/actions/mcp/stdio.py`), which
 writes the message lines to the server's stdin and reads its stdout until the answer, so the
 server is one more process of the session's own code: the sandbox's limits hold for it, and
 an interrupted cell kills it with the rest. Standard library only, as the whole kernel.

@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 from mcp_servers import STDIO_SERVER
 
-from shared.actions.mcp.client import McpClient, McpUnavailable
+from shared.agentkit.actions.mcp.client import McpClient, McpUnavailable
+from shared.agentkit.schema import ActionStatusCode
+from shared.agentkit.spec import McpServer
+from shared.plumbing.settings import ToolWorkerSettings
 from shared.sandbox import SandboxProvider
-from shared.schema import ActionStatusCode
-from shared.settings import ToolWorkerSettings
-from shared.spec import McpServer
 
 SESSION = "acme:stdio"
 FILES = McpServer(name="files", command=["python3", "server.py"])

@@ -7,15 +7,14 @@ import pytest
 import redis
 from fake_web import FakeWeb
 
-from shared import keys
-from shared.actions import (
+from shared.agentkit.actions import (
     ActionExecutor,
     ActionResources,
     AsyncActionExecutor,
     MemoryResultStore,
     WebBrowser,
 )
-from shared.actions.web import (
+from shared.agentkit.actions.web import (
     AddressPolicy,
     MemoryPageCache,
     PageFetcher,
@@ -23,8 +22,9 @@ from shared.actions.web import (
     RedisResultStore,
     SearxngClient,
 )
-from shared.schema import ActionReturn, ActionStatusCode, AgentMessage
-from shared.settings import ToolWorkerSettings
+from shared.agentkit.schema import ActionReturn, ActionStatusCode, AgentMessage
+from shared.plumbing import keys
+from shared.plumbing.settings import ToolWorkerSettings
 
 
 def browser(

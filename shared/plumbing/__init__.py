@@ -1,0 +1,2 @@
+"""Plumbing every process shares: settings, Redis clients and key names, the Celery
+app and its broker transport, the event-loop thread, logs, metrics and traces."""
