@@ -169,7 +169,7 @@ async def test_after_returning_anything_else_says_what_is_allowed(
 def test_agents_refuse_hooks_of_the_wrong_kind_at_registration() -> None:
     with pytest.raises(TypeError, match="an ActionHook goes to an executor's register_hook"):
         Agent(scripted()).register_hook(ActionHook())  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match=r"agents take shared\.hooks\.Hook objects"):
+    with pytest.raises(TypeError, match=r"agents take shared\.agentkit\.hooks\.Hook objects"):
         Agent(scripted(), hooks=[object()])  # type: ignore[list-item]
 
 

@@ -1,5 +1,6 @@
-"""The layout map in docs/architecture.md matches the tree: every name it gives exists, it names
-every top-level directory, and where it opens a directory it names everything in it.
+"""The layout maps (the README's, docs/architecture.md's) match the tree: every name it gives
+exists, it names every top-level directory, and where it opens a directory it names everything in
+it.
 
 The map's format: a line's names come first, separated by single spaces, then two or more
 spaces and the description; a name indented by two spaces lies in the last unindented
@@ -10,14 +11,16 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
-PAGE = ROOT / "docs" / "architecture.md"
+PAGES = ["README.md", "docs/architecture.md"]
 # Not part of the tree a reader maps: caches, packaging output, dot-entries.
 IGNORED = re.compile(r"^\.|^__pycache__$|\.egg-info$|^build$|^__init__\.py$")
 
 
-def layout_block() -> str:
-    section = PAGE.read_text().split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+def layout_block(page: str) -> str:
+    section = (ROOT / page).read_text().split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
     return section.split("```\n", 2)[1]
 
 
@@ -46,9 +49,10 @@ def entries(directory: Path) -> set[str]:
     }
 
 
-def test_every_name_in_the_map_exists() -> None:
+@pytest.mark.parametrize("page", PAGES)
+def test_every_name_in_the_map_exists(page: str) -> None:
     missing = []
-    for top, inside in named_paths(layout_block()).items():
+    for top, inside in named_paths(layout_block(page)).items():
         for name in [top, *(top + child for child in inside)]:
             path = ROOT / name
             if not (path.is_dir() if name.endswith("/") else path.is_file()):
@@ -56,18 +60,20 @@ def test_every_name_in_the_map_exists() -> None:
     assert missing == []
 
 
-def test_the_map_names_every_top_level_directory_and_every_service() -> None:
-    named = set(named_paths(layout_block()))
+@pytest.mark.parametrize("page", PAGES)
+def test_the_map_names_every_top_level_directory_and_every_service(page: str) -> None:
+    named = set(named_paths(layout_block(page)))
     top_dirs = {name for name in entries(ROOT) if name.endswith("/")}
     assert sorted(top_dirs - {name.split("/")[0] + "/" for name in named}) == []
     services = {name.removeprefix("services/") for name in named if name.startswith("services/")}
     assert sorted(entries(ROOT / "services") - services) == []
 
 
-def test_a_directory_the_map_opens_is_named_whole() -> None:
+@pytest.mark.parametrize("page", PAGES)
+def test_a_directory_the_map_opens_is_named_whole(page: str) -> None:
     unnamed = {
         top: sorted(entries(ROOT / top) - set(inside))
-        for top, inside in named_paths(layout_block()).items()
+        for top, inside in named_paths(layout_block(page)).items()
         if inside
     }
     assert {top: names for top, names in unnamed.items() if names} == {}
