@@ -144,7 +144,7 @@ class StepRunner:
         published = [reply]  # the user's message went out with the task, tool results as they came
         rest = {"delta": unsent, "sender": live.agent.name} if unsent else None
         written = StepCommit(record, TaskStatus.SUCCEEDED, new, published, spent.usage,
-                             tokens=rest, values=live.new_values())  # fmt: skip
+                             unsent_text=rest, values=live.new_values())  # fmt: skip
         commit = self._send_or_hold(written, calls) if calls else _answered(written, reply)
         applied, _ = await self.store.commit_step(commit)
         if not applied:

@@ -30,7 +30,7 @@ from shared.plumbing import keys
 from shared.plumbing.redis_clients import async_client
 from shared.plumbing.settings import RedisSettings
 from shared.runtime.events import EventKind
-from shared.runtime.store import replies
+from shared.runtime.store import redis_replies
 from shared.runtime.task import TERMINAL
 
 if HIREDIS_AVAILABLE:  # redis-py's optional C parser; without it, redis-py packs commands
@@ -147,7 +147,7 @@ class EventHub:
         follower = _Follower(after)
         if ended:  # nothing more will come: no need to read live
             follower.push(
-                replies.stream_entries(await self.client.xrange(stream, f"({after}", "+"))
+                redis_replies.stream_entries(await self.client.xrange(stream, f"({after}", "+"))
             )
             if entries := follower.unseen():
                 yield Batch.of(entries)
@@ -156,7 +156,7 @@ class EventHub:
         try:
             if read_already:
                 missed = await self.client.xrange(stream, f"({after}", "+")
-                follower.push(replies.stream_entries(missed))
+                follower.push(redis_replies.stream_entries(missed))
             while True:
                 batch = Batch.of(await follower.take(self.keep_alive_s))
                 yield batch
@@ -204,7 +204,7 @@ class EventHub:
                 log.warning("event hub read failed, retrying: %s", exc)
                 await asyncio.sleep(0.5)
                 continue
-            for stream, entries in replies.streams(batch):
+            for stream, entries in redis_replies.streams(batch):
                 if stream == self.wake_key:
                     wake = entries[-1][0]
                 # Read from where the stream stands now: not left, nor left and followed

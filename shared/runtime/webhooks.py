@@ -51,7 +51,7 @@ from shared.plumbing.settings import WebhookSettings
 from shared.runtime.a2a_terms import A2A_STATES, event_time
 from shared.runtime.events import EventKind
 from shared.runtime.jobs import WebhookJob, enqueue, envelope
-from shared.runtime.store import TaskStore, replies
+from shared.runtime.store import TaskStore, redis_replies
 from shared.runtime.task import TaskRecord, TaskStatus
 
 __all__ = [
@@ -110,7 +110,9 @@ async def attach(store: TaskStore, celery: Celery, record: TaskRecord, spec: Web
     after that read is after the cursor, so it is told even if the task ends meanwhile. A
     delivery job goes out after the write, for a change made while it was written (the
     scripts push none for that one)."""
-    latest = replies.stream_entries(await store.r.xrevrange(keys.task_events(record.id), count=1))
+    latest = redis_replies.stream_entries(
+        await store.r.xrevrange(keys.task_events(record.id), count=1)
+    )
     live = await store.get(record.id)
     if live is None or live.terminal:
         return False
@@ -167,7 +169,7 @@ async def tenant_secret(store: TaskStore, tenant: str) -> str:
     key = keys.webhook_secret(tenant)
     made = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
     await store.r.set(key, made, nx=True)
-    return replies.text(await store.r.get(key)) or made
+    return redis_replies.text(await store.r.get(key)) or made
 
 
 async def deliveries(store: TaskStore, task_id: str) -> list[dict[str, Any]]:
@@ -220,7 +222,7 @@ class Deliverer:
     async def due(self, now: float, limit: int = 500) -> list[str]:
         """Tasks whose webhook events should be looked at again by `now`; each is marked
         for another look a grace period later (the job it gets moves the mark on)."""
-        found = replies.members(
+        found = redis_replies.members(
             await self.store.r.zrangebyscore(keys.WEBHOOKS_DUE, "-inf", now, start=0, num=limit)
         )
         for task_id in found:
@@ -234,7 +236,9 @@ class Deliverer:
         record = await self.store.get(task_id)
         if record is None or record.webhook is None:
             return Outcome()
-        cursor = replies.text(await self.store.r.get(keys.task_webhook_cursor(task_id))) or "-"
+        cursor = (
+            redis_replies.text(await self.store.r.get(keys.task_webhook_cursor(task_id))) or "-"
+        )
         for event in await self.store.events(task_id, after=cursor):
             wanted = (
                 event.kind == EventKind.STATUS and event.data["status"] in record.webhook.events

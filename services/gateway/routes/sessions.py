@@ -12,8 +12,8 @@ from services.gateway.json_route import JSONRoute
 from services.gateway.models import Interpreter, SessionList, SessionPublic, SessionSummary
 from shared.plumbing import keys
 from shared.runtime.cancel import announce_forgotten, cancel
-from shared.runtime.store import listing, sessions
-from shared.runtime.store.listing import SESSION_CURSOR_PATTERN
+from shared.runtime.store import pages, sessions
+from shared.runtime.store.pages import SESSION_CURSOR_PATTERN
 from shared.runtime.task import SESSION_ID_PATTERN
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"], route_class=JSONRoute)
@@ -32,7 +32,7 @@ async def list_sessions(
 ) -> SessionList:
     """The tenant's sessions, the most recently used (by their latest task) first, a page at a
     time (`cursor` from the last page). A deleted session is listed again with its next task."""
-    page = await listing.list_sessions(store, tenant, limit, cursor)
+    page = await pages.list_sessions(store, tenant, limit, cursor)
     found = await sessions.overviews(store, tenant, page.sessions)
     return SessionList(sessions=[SessionSummary.of(o) for o in found], next_cursor=page.next_cursor)
 

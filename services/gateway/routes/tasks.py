@@ -35,8 +35,8 @@ from shared.plumbing.tracing import job_attributes
 from shared.runtime.approvals import Decision, Outcome, decide
 from shared.runtime.cancel import cancel
 from shared.runtime.events import EventKind
-from shared.runtime.store import TaskStore, listing
-from shared.runtime.store.listing import CURSOR_PATTERN
+from shared.runtime.store import TaskStore, pages
+from shared.runtime.store.pages import CURSOR_PATTERN
 from shared.runtime.submission import SubmissionRefused, check_offered, submit
 from shared.runtime.task import SESSION_ID_PATTERN, TaskStatus
 from shared.runtime.webhooks import deliveries
@@ -137,7 +137,7 @@ async def list_tasks(
 ) -> TaskList:
     """The tenant's tasks, newest first, a page at a time (`cursor` from the last page);
     optionally of one session, of one status."""
-    page = await listing.list_tasks(store, tenant, limit, cursor, status_, session_id)
+    page = await pages.list_tasks(store, tenant, limit, cursor, status_, session_id)
     return TaskList(tasks=[TaskSummary.of(r) for r in page.tasks], next_cursor=page.next_cursor)
 
 

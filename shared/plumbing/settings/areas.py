@@ -1,4 +1,6 @@
-"""The settings areas the services share: Redis and Celery's broker, model calls, tasks and the
+"""(Some 400 lines: one short class per area, 15 areas a table reads side by side.)
+
+The settings areas the services share: Redis and Celery's broker, model calls, tasks and the
 sweep, what a 202 promises, the gateway, webhooks, schedules, the agent worker's run,
 observability and plugins. (The tool worker's areas are in `shared.plumbing.settings.tools`.)
 

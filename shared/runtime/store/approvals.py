@@ -14,7 +14,7 @@ from shared.plumbing import keys
 from shared.plumbing.keys import RETENTION_S
 from shared.runtime.events import dumps
 from shared.runtime.jobs import Envelope
-from shared.runtime.store import replies
+from shared.runtime.store import redis_replies
 from shared.runtime.store.base import ScriptedStore, task_keys
 from shared.runtime.store.documents import DecideApprovalDoc, jobs
 from shared.runtime.task import TaskRecord
@@ -28,7 +28,7 @@ class Approvals(ScriptedStore):
     async def approvals(self, task_id: str, step: int) -> dict[str, dict[str, Any]]:
         """The step's calls held for approval: call id to its state (`state`, `call`,
         `reason`)."""
-        raw = replies.fields(await self.r.hgetall(keys.task_approvals(task_id, step)))
+        raw = redis_replies.fields(await self.r.hgetall(keys.task_approvals(task_id, step)))
         return {call_id: orjson.loads(state) for call_id, state in raw.items()}
 
     async def was_held(self, task_id: str, before_step: int, call_id: str) -> bool:

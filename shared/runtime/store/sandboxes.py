@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from shared.plumbing import keys
-from shared.runtime.store import replies
+from shared.runtime.store import redis_replies
 from shared.runtime.store.documents import (
     ClaimSessionDoc,
     EndSessionsDoc,
@@ -106,15 +106,15 @@ class SandboxDirectory:
 
     async def peers(self, worker: ToolWorkerId, place: str) -> list[ToolWorkerId]:
         """The other live workers whose sandboxes run in `place` (as their heartbeats say)."""
-        nodes = sorted(replies.set_members(await self.store.r.smembers(keys.TOOL_WORKERS)))
+        nodes = sorted(redis_replies.set_members(await self.store.r.smembers(keys.TOOL_WORKERS)))
         nodes = [node for node in nodes if node != worker.node]
         async with self.store.r.pipeline(transaction=False) as pipe:
             for node in nodes:
                 pipe.get(keys.tool_worker_alive(node))
                 pipe.get(keys.tool_worker_place(node))
             found = await pipe.execute()
-        runs = [replies.text(run) for run in found[::2]]
-        places = [replies.text(at) for at in found[1::2]]
+        runs = [redis_replies.text(run) for run in found[::2]]
+        places = [redis_replies.text(at) for at in found[1::2]]
         return [
             ToolWorkerId(node, run)
             for node, run, at in zip(nodes, runs, places, strict=True)
@@ -133,7 +133,7 @@ class SandboxDirectory:
 
     async def holder(self, session_key: str) -> dict[str, str]:
         """The session's record as stored (empty when no worker holds its interpreter)."""
-        return replies.fields(await self.store.r.hgetall(keys.session_sandbox(session_key)))
+        return redis_replies.fields(await self.store.r.hgetall(keys.session_sandbox(session_key)))
 
     async def beat(self, worker: ToolWorkerId, ttl_s: float, place: str | None = None) -> None:
         """The worker lives for `ttl_s` more, its sandboxes in `place` (if it can hand them
@@ -154,7 +154,7 @@ class SandboxDirectory:
 
     async def gone(self) -> list[str]:
         """Node names of listed tool workers whose heartbeat lapsed."""
-        nodes = sorted(replies.set_members(await self.store.r.smembers(keys.TOOL_WORKERS)))
+        nodes = sorted(redis_replies.set_members(await self.store.r.smembers(keys.TOOL_WORKERS)))
         async with self.store.r.pipeline(transaction=False) as pipe:
             for node in nodes:
                 pipe.exists(keys.tool_worker_alive(node))

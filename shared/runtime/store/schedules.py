@@ -8,7 +8,7 @@ import orjson
 
 from shared.plumbing import keys
 from shared.runtime.schedules.spec import Schedule, ScheduleRun
-from shared.runtime.store import replies
+from shared.runtime.store import redis_replies
 from shared.runtime.store.base import ScriptedStore
 from shared.runtime.store.documents import AdvanceScheduleDoc, CreateScheduleDoc
 
@@ -38,13 +38,13 @@ async def get(store: ScriptedStore, tenant: str, schedule_id: str) -> Schedule |
 
 
 async def _load(store: ScriptedStore, schedule_id: str) -> Schedule | None:
-    fields = replies.fields(await store.r.hgetall(keys.schedule(schedule_id)))
+    fields = redis_replies.fields(await store.r.hgetall(keys.schedule(schedule_id)))
     return Schedule.from_redis(fields) if fields else None
 
 
 async def list_schedules(store: ScriptedStore, tenant: str) -> list[Schedule]:
     """The tenant's schedules, newest first (a tenant has at most a settings' cap of them)."""
-    ids = replies.members(await store.r.zrevrange(keys.tenant_schedules(tenant), 0, -1))
+    ids = redis_replies.members(await store.r.zrevrange(keys.tenant_schedules(tenant), 0, -1))
     return [schedule for schedule in await _load_many(store, ids) if schedule is not None]
 
 
@@ -64,7 +64,9 @@ async def delete(store: ScriptedStore, tenant: str, schedule_id: str) -> bool:
 async def due(store: ScriptedStore, now: float, limit: int) -> list[Schedule]:
     """Schedules whose next run time has come, the earliest first (an id whose schedule is
     gone, deleted meanwhile, leaves the index)."""
-    ids = replies.members(await store.r.zrangebyscore(keys.SCHEDULES_DUE, "-inf", now, 0, limit))
+    ids = redis_replies.members(
+        await store.r.zrangebyscore(keys.SCHEDULES_DUE, "-inf", now, 0, limit)
+    )
     found = await _load_many(store, ids)
     if gone := [i for i, schedule in zip(ids, found, strict=True) if schedule is None]:
         await store.r.zrem(keys.SCHEDULES_DUE, *gone)
@@ -76,7 +78,7 @@ async def _load_many(store: ScriptedStore, ids: list[str]) -> list[Schedule | No
     async with store.r.pipeline(transaction=False) as pipe:
         for schedule_id in ids:
             pipe.hgetall(keys.schedule(schedule_id))
-        found = [replies.fields(fields) for fields in await pipe.execute()]
+        found = [redis_replies.fields(fields) for fields in await pipe.execute()]
     return [Schedule.from_redis(fields) if fields else None for fields in found]
 
 
@@ -97,5 +99,7 @@ async def advance(
 
 async def runs(store: ScriptedStore, schedule_id: str, limit: int) -> list[ScheduleRun]:
     """The schedule's latest runs, newest first."""
-    found = replies.members(await store.r.lrange(keys.schedule_runs(schedule_id), 0, limit - 1))
+    found = redis_replies.members(
+        await store.r.lrange(keys.schedule_runs(schedule_id), 0, limit - 1)
+    )
     return [ScheduleRun.model_validate(orjson.loads(entry)) for entry in found]

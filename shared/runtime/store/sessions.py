@@ -15,7 +15,7 @@ import orjson
 
 from shared.agentkit.schema import AgentMessage
 from shared.plumbing import keys
-from shared.runtime.store import replies
+from shared.runtime.store import redis_replies
 from shared.runtime.store.store import TaskStore
 
 __all__ = ["SessionOverview", "SessionState", "forget_session", "overviews", "session_state"]
@@ -68,7 +68,7 @@ async def overviews(
     rows = [found[i : i + per] for i in range(0, len(found), per)]
     return [
         SessionOverview(session_id, at, count, holder, waiting, messages,
-                        _interpreter(replies.fields(sandbox)) if sandbox else None)
+                        _interpreter(redis_replies.fields(sandbox)) if sandbox else None)
         for (session_id, at), (count, holder, waiting, messages, sandbox) in zip(
             listed, rows, strict=True)
     ]  # fmt: skip
@@ -93,7 +93,7 @@ async def session_state(
         pipe.hgetall(keys.session_values(tenant, session_id))
         raw, total, task_ids, holder, waiting, sandbox, lists, values = await pipe.execute()
     messages = [AgentMessage.model_validate_json(m) for m in raw]
-    interpreter = _interpreter(replies.fields(sandbox)) if sandbox else None
+    interpreter = _interpreter(redis_replies.fields(sandbox)) if sandbox else None
     memories = await _lengths(store, tenant, session_id, lists)
     shown = {name: orjson.loads(value) for name, value in sorted(values.items())}
     return SessionState(messages, total, task_ids, holder, waiting, interpreter, memories, shown)

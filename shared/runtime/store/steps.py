@@ -12,7 +12,7 @@ from shared.agentkit.schema import AgentMessage, ToolCall
 from shared.plumbing import keys
 from shared.runtime.events import EventKind, dumps
 from shared.runtime.jobs import Envelope
-from shared.runtime.store import replies
+from shared.runtime.store import redis_replies
 from shared.runtime.store.base import ScriptedStore, now, pairs, session_keys, stamp, task_keys
 from shared.runtime.store.documents import (
     BeginStepDoc,
@@ -74,7 +74,7 @@ class StepCommit:
     held: Sequence[ToolCall] = ()  # calls that wait for a person's approval
     events: Sequence[tuple[EventKind, Mapping[str, Any]]] = ()  # after the messages
     approval_timeout_s: float | None = None
-    tokens: Mapping[str, Any] | None = None  # the model's last unpublished text, a token event
+    unsent_text: Mapping[str, Any] | None = None  # last unpublished delta: a token event
     values: Mapping[str, str] = field(default_factory=dict)  # session values changed: path, JSON
 
     def document(self, store_db: int, broker_db: int) -> CommitStepDoc:
@@ -97,8 +97,8 @@ class StepCommit:
 
     def _events(self) -> list[EventDoc]:
         """The token event first, then the published messages, then the other events."""
-        token = EventDoc(kind=EventKind.TOKEN.value, data=dumps(self.tokens))
-        events = [token] if self.tokens else []
+        token = EventDoc(kind=EventKind.TOKEN.value, data=dumps(self.unsent_text))
+        events = [token] if self.unsent_text else []
         events += [EventDoc(kind=EventKind.MESSAGE.value, data=dumps(m.model_dump(mode="json")))
                    for m in self.published]  # fmt: skip
         return events + [EventDoc(kind=k.value, data=dumps(dict(d))) for k, d in self.events]
@@ -167,7 +167,9 @@ class Steps(ScriptedStore):
     async def compaction(self, tenant: str, session_id: str) -> tuple[int, AgentMessage] | None:
         """The session's latest compaction: how many of its first messages a summary
         replaces for the model, and that summary."""
-        saved = replies.fields(await self.r.hgetall(keys.session_compaction(tenant, session_id)))
+        saved = redis_replies.fields(
+            await self.r.hgetall(keys.session_compaction(tenant, session_id))
+        )
         return _compaction(saved) if saved else None
 
     async def save_compaction(self, record: TaskRecord, upto: int, summary: AgentMessage) -> bool:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from shared.plumbing import keys
-from shared.runtime.store import replies
+from shared.runtime.store import redis_replies
 from shared.runtime.store.base import ScriptedStore
 
 __all__ = ["SweepIndex"]
@@ -19,19 +19,19 @@ class SweepIndex(ScriptedStore):
     async def stalled(self, before: float, limit: int = 500) -> list[str]:
         """Live tasks that have not moved since `before` (a Unix time), oldest first."""
         found = await self.r.zrangebyscore(keys.LIVE_TASKS, "-inf", before, start=0, num=limit)
-        return replies.members(found)
+        return redis_replies.members(found)
 
     async def overdue(self, now: float, limit: int = 500) -> list[str]:
         """Live tasks whose deadline has passed."""
         found = await self.r.zrangebyscore(keys.TASK_DEADLINES, "-inf", now, start=0, num=limit)
-        return replies.members(found)
+        return redis_replies.members(found)
 
     async def undecided(self, now: float, limit: int = 500) -> list[tuple[str, int, str]]:
         """Calls held for approval past their timeout: (task id, step, call id)."""
         members = await self.r.zrangebyscore(
             keys.APPROVAL_DEADLINES, "-inf", now, start=0, num=limit
         )
-        held = [m.split("|") for m in replies.members(members)]
+        held = [m.split("|") for m in redis_replies.members(members)]
         return [(task_id, int(step), call_id) for task_id, step, call_id in held]
 
     async def undecided_gone(self, task_id: str, step: int, call_id: str) -> None:

@@ -14,7 +14,7 @@ from shared.agentkit.text import replace_lone_surrogates
 from shared.plumbing import keys
 from shared.runtime.events import Event, EventKind, decode_entry, dumps
 from shared.runtime.jobs import Envelope
-from shared.runtime.store import replies
+from shared.runtime.store import redis_replies
 from shared.runtime.store.base import ScriptedStore, session_keys, stamp, task_keys
 from shared.runtime.store.documents import (
     CreateTaskDoc,
@@ -95,7 +95,7 @@ class Tasks(ScriptedStore):
         return Created("created", record.id, reply[1] == "1", displaced=reply[2] or None)
 
     async def get(self, task_id: str) -> TaskRecord | None:
-        fields_ = replies.fields(await self.r.hgetall(keys.task(task_id)))
+        fields_ = redis_replies.fields(await self.r.hgetall(keys.task(task_id)))
         return TaskRecord.from_redis(fields_) if fields_ else None
 
     async def get_many(self, task_ids: Sequence[str]) -> list[TaskRecord | None]:
@@ -125,7 +125,7 @@ class Tasks(ScriptedStore):
 
     async def children(self, task_id: str) -> list[str]:
         """The ids of the child tasks the task's agent tool calls started."""
-        return sorted(replies.set_members(await self.r.smembers(keys.task_children(task_id))))
+        return sorted(redis_replies.set_members(await self.r.smembers(keys.task_children(task_id))))
 
     # -- events ------------------------------------------------------------------------------
 
@@ -145,7 +145,9 @@ class Tasks(ScriptedStore):
     async def events(self, task_id: str, after: str = "-") -> list[Event]:
         """Every event after the given entry id ("-" for all)."""
         start = "-" if after == "-" else f"({after}"
-        entries = replies.stream_entries(await self.r.xrange(keys.task_events(task_id), start))
+        entries = redis_replies.stream_entries(
+            await self.r.xrange(keys.task_events(task_id), start)
+        )
         return [decode_entry(i, f) for i, f in entries]
 
     async def messages(self, task_id: str) -> list[AgentMessage]:
@@ -160,7 +162,7 @@ class Tasks(ScriptedStore):
 
     async def session_holder(self, tenant: str, session_id: str) -> str | None:
         """The id of the task holding the session, if any."""
-        return replies.text(await self.r.get(keys.session_lock(tenant, session_id)))
+        return redis_replies.text(await self.r.get(keys.session_lock(tenant, session_id)))
 
     async def release_session(self, record: TaskRecord) -> str | None:
         """Pass the session on from `record` (which holds it), pushing the next task's first

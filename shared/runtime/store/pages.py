@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from shared.plumbing import keys
 from shared.plumbing.keys import TASK_ID_PATTERN
-from shared.runtime.store import replies
+from shared.runtime.store import redis_replies
 from shared.runtime.store.store import TaskStore
 from shared.runtime.task import SESSION_ID_PATTERN, TaskRecord, TaskStatus
 
@@ -82,7 +82,7 @@ async def list_tasks(
     """The tenant's tasks (of one session, of one status) after `cursor`, newest first."""
     index = keys.session_tasks(tenant, session_id) if session_id else keys.tenant_tasks(tenant)
     top, last_score, last_id = _after(cursor)
-    scanned = replies.scored(
+    scanned = redis_replies.scored(
         await store.r.zrevrangebyscore(
             index, top, "-inf", start=0, num=limit * _SCAN_FACTOR + 1, withscores=True
         )
@@ -102,7 +102,7 @@ async def list_sessions(
     top, last_score, last_id = _after(cursor, _SESSION_CURSOR)
     # Sessions used at the cursor's very time come first, those listed already among them.
     ties = await store.r.zcount(index, top, top) if cursor else 0
-    scanned = replies.scored(
+    scanned = redis_replies.scored(
         await store.r.zrevrangebyscore(
             index, top, "-inf", start=0, num=ties + limit + 1, withscores=True
         )
