@@ -21,12 +21,12 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.plumbing.redis_clients import SentinelSpec
 from shared.plumbing.settings.checks import (
-    HTTP_SCHEMES,
-    REDIS_SCHEMES,
+    HttpUrl,
+    HttpUrlOrEmpty,
+    RedisUrl,
     broker_database,
     check_module_names,
     check_token_secret,
-    check_url,
     env_name,
     items,
     on_db,
@@ -125,17 +125,11 @@ class RedisSettings(RedisSentinelSettings):
     Tasks, events, memory and sessions, on one database.
     """
 
-    redis_url: str = "redis://127.0.0.1:6379/0"
+    redis_url: RedisUrl = "redis://127.0.0.1:6379/0"
     """The store's Redis (`redis://`, `rediss://`, `unix://`); under Sentinel only its
     database number and password count."""
     redis_max_connections: int = Field(default=64, ge=2)
     """Connections each process's store client may hold open."""
-
-    @field_validator("redis_url")
-    @classmethod
-    def _store_url(cls, value: str, info: ValidationInfo) -> str:
-        check_url(value, REDIS_SCHEMES, variable(info), host=False)
-        return value
 
     @model_validator(mode="after")
     def _store_under_sentinel(self) -> RedisSettings:
@@ -151,9 +145,9 @@ class BrokerSettings(RedisSettings):
     and 2.
     """
 
-    broker_url: str = ""
+    broker_url: RedisUrl = ""
     """Celery's broker; empty: database 1 of `REDIS_URL`. Must be on the store's server."""
-    result_backend: str = ""
+    result_backend: RedisUrl = ""
     """Celery's result backend; empty: database 2 of `REDIS_URL`."""
     visibility_timeout_s: int = Field(default=600, ge=1)
     """An unacked job (its worker died) returns to its queue after this long; steps are
@@ -163,12 +157,6 @@ class BrokerSettings(RedisSettings):
     celery_job_logs: bool = False
     """Celery's own INFO lines for each job received and succeeded (about 30 us of CPU per
     job); retries, failures and taskyard's own lines are logged either way."""
-
-    @field_validator("broker_url", "result_backend")
-    @classmethod
-    def _celery_url(cls, value: str, info: ValidationInfo) -> str:
-        check_url(value, REDIS_SCHEMES, variable(info), host=False)
-        return value
 
     @model_validator(mode="before")
     @classmethod
@@ -194,7 +182,7 @@ class ModelSettings(Area):
     They go through the LLM proxy, in OpenAI's format.
     """
 
-    llm_base_url: str = "http://127.0.0.1:8400/v1"
+    llm_base_url: HttpUrl = "http://127.0.0.1:8400/v1"
     """The OpenAI-compatible endpoint model calls go to (the proxy)."""
     llm_api_key: str = "taskyard"
     """The API key model calls carry when tenant tokens are off."""
@@ -202,12 +190,6 @@ class ModelSettings(Area):
     """The model of a spec that names none."""
     llm_timeout_s: float = 120.0
     """How long one model call may take."""
-
-    @field_validator("llm_base_url")
-    @classmethod
-    def _model_url(cls, value: str, info: ValidationInfo) -> str:
-        check_url(value, HTTP_SCHEMES, variable(info))
-        return value
 
 
 class TenantTokenSettings(Area):
@@ -371,15 +353,8 @@ class OtlpSettings(Area):
     OpenTelemetry, over OTLP/HTTP.
     """
 
-    otlp_endpoint: str = ""
+    otlp_endpoint: HttpUrlOrEmpty = ""
     """The OTLP/HTTP endpoint traces go to (`http://collector:4318`); empty: no traces."""
-
-    @field_validator("otlp_endpoint")
-    @classmethod
-    def _otlp_url(cls, value: str, info: ValidationInfo) -> str:
-        if value:
-            check_url(value, HTTP_SCHEMES, variable(info))
-        return value
 
 
 class MetricsSettings(Area):

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Annotated
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from pydantic import SecretStr, ValidationInfo
+from pydantic import AfterValidator, SecretStr, ValidationInfo
 from redis.connection import parse_url
 
 __all__ = [
@@ -110,6 +111,26 @@ def check_url(value: str, schemes: tuple[str, ...], where: str, host: bool = Tru
         raise ValueError(
             f"{where} needs a URL starting with {' or '.join(s + '://' for s in schemes)}"
         )  # the value is not repeated: a URL may hold a password
+
+
+def _redis_url(value: str, info: ValidationInfo) -> str:
+    check_url(value, REDIS_SCHEMES, variable(info), host=False)
+    return value
+
+
+def _http_url(value: str, info: ValidationInfo) -> str:
+    check_url(value, HTTP_SCHEMES, variable(info))
+    return value
+
+
+def _http_url_or_empty(value: str, info: ValidationInfo) -> str:
+    return _http_url(value, info) if value else value
+
+
+# A setting's URL, checked where the field is declared (the message names its variable).
+RedisUrl = Annotated[str, AfterValidator(_redis_url)]
+HttpUrl = Annotated[str, AfterValidator(_http_url)]
+HttpUrlOrEmpty = Annotated[str, AfterValidator(_http_url_or_empty)]  # empty: not used
 
 
 def check_module_names(value: str, where: str) -> None:

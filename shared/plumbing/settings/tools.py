@@ -19,9 +19,9 @@ from pydantic_settings import NoDecode
 
 from shared.plumbing.settings.areas import Area, RedisSettings
 from shared.plumbing.settings.checks import (
-    HTTP_SCHEMES,
+    HttpUrl,
+    HttpUrlOrEmpty,
     check_size,
-    check_url,
     env_name,
     parse_credentials,
     split_networks,
@@ -106,7 +106,7 @@ class WebSettings(RedisSettings):
     each session's results and pages are kept in Redis.
     """
 
-    search_url: str = "http://127.0.0.1:8888"
+    search_url: HttpUrl = "http://127.0.0.1:8888"
     """The search API (`GET {url}/search?q=..&format=json`)."""
     search_engines: str = ""
     """SearxNG engine names, comma-separated; empty: the instance's own."""
@@ -128,12 +128,6 @@ class WebSettings(RedisSettings):
     """Page text shown per opened page."""
     browse_cache_ttl_s: int = Field(default=3600, ge=1)
     """How long a session's opened pages are kept."""
-
-    @field_validator("search_url")
-    @classmethod
-    def _search_url(cls, value: str, info: ValidationInfo) -> str:
-        check_url(value, HTTP_SCHEMES, variable(info))
-        return value
 
     @field_validator("browse_allow_networks", mode="before")
     @classmethod
@@ -225,17 +219,10 @@ class ArtifactSettings(RedisSettings):
     """The s3 backend's bucket."""
     artifacts_s3_prefix: str = "taskyard/artifacts/"
     """The key prefix of the s3 backend's objects."""
-    artifacts_s3_endpoint_url: str = ""
+    artifacts_s3_endpoint_url: HttpUrlOrEmpty = ""
     """The s3 backend's endpoint; empty: AWS S3."""
     artifacts_s3_region: str = ""
     """The s3 backend's region; empty: the AWS configuration's."""
-
-    @field_validator("artifacts_s3_endpoint_url")
-    @classmethod
-    def _s3_url(cls, value: str, info: ValidationInfo) -> str:
-        if value:
-            check_url(value, HTTP_SCHEMES, variable(info))
-        return value
 
     @model_validator(mode="after")
     def _s3_needs_a_bucket(self) -> ArtifactSettings:
