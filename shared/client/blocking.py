@@ -1,10 +1,7 @@
 """`TaskyardClient`, derived from the async core: each method runs the core's coroutine over
 `BlockingIO`, whose coroutines never suspend, so it completes on its first step with no event
-loop (as `shared/agentkit/agents/drive.py` drives the sync agents). It works in a plain script and
-in a thread that runs an event loop alike, and Ctrl-C stops it where it blocks.
-
-The driver is the client's own (a dozen lines) rather than `drive.run_sync`: importing
-`shared.agentkit.agents` loads the whole agent library, which a client has no use for.
+loop (`shared.plumbing.no_suspend`, which drives the sync agents too). It works in a plain
+script and in a thread that runs an event loop alike, and Ctrl-C stops it where it blocks.
 """
 
 from __future__ import annotations
@@ -18,6 +15,7 @@ import httpx
 from shared.client import wire
 from shared.client.core import ClientCore
 from shared.client.io import BlockingIO
+from shared.plumbing.no_suspend import finish, iterate
 
 __all__ = ["TaskyardClient"]
 
@@ -25,32 +23,8 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
-def _finish(awaitable: Awaitable[T]) -> T:
-    """The value of a core coroutine over `BlockingIO`, which completes on its first step."""
-    steps = awaitable.__await__()
-    try:
-        steps.send(None)
-    except StopIteration as done:
-        value: T = done.value
-        return value
-    steps.close()
-    raise RuntimeError("the blocking client's I/O suspended: it must use BlockingIO only")
-
-
-def _iterate(stream: AsyncIterator[T]) -> Iterator[T]:
-    """A core stream over `BlockingIO` as a blocking iterator; stopping early closes it (and
-    so its connection)."""
-    try:
-        while True:
-            try:
-                item = _finish(anext(stream))
-            except StopAsyncIteration:
-                return
-            yield item
-    finally:
-        close = getattr(stream, "aclose", None)
-        if close is not None:
-            _finish(close())
+def _suspended() -> RuntimeError:
+    return RuntimeError("the blocking client's I/O suspended: it must use BlockingIO only")
 
 
 def _blocking(
@@ -60,7 +34,7 @@ def _blocking(
 
     @functools.wraps(method)
     def call(self: TaskyardClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        return _finish(method(self._core, *args, **kwargs))
+        return finish(method(self._core, *args, **kwargs), _suspended)
 
     return call
 
@@ -72,7 +46,7 @@ def _iterated(
 
     @functools.wraps(method)
     def call(self: TaskyardClient, /, *args: P.args, **kwargs: P.kwargs) -> Iterator[T]:
-        return _iterate(method(self._core, *args, **kwargs))
+        return iterate(method(self._core, *args, **kwargs), _suspended)
 
     return call
 

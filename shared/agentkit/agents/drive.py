@@ -8,11 +8,13 @@ suspending (sync LLM clients, sync hooks, sync sub-agents), a coroutine finishes
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Iterator
 from typing import Any, TypeVar
 
 from shared.agentkit.agents.errors import NotSynchronousError
+from shared.plumbing.no_suspend import finish, iterate
 
 __all__ = ["aiter_any", "iter_sync", "resolve", "run_sync", "stream_of"]
 
@@ -21,32 +23,19 @@ T = TypeVar("T")
 
 def run_sync(awaitable: Awaitable[T], owner: str = "a sync agent") -> T:
     """The value of `awaitable`, which must complete without suspending."""
-    steps = awaitable.__await__()
-    try:
-        steps.send(None)
-    except StopIteration as done:
-        value: T = done.value  # what `awaitable` returns
-        return value
-    steps.close()
-    raise NotSynchronousError(
-        f"{owner} awaited something that suspends (an async LLM client, hook or sub-agent?); "
-        "use the Async twin (AsyncAgent, AsyncSequential, ...)"
-    )
+    return finish(awaitable, functools.partial(_not_synchronous, owner))
 
 
 def iter_sync(stream: AsyncIterator[T], owner: str = "a sync agent") -> Iterator[T]:
     """Iterate an async iterator whose steps complete without suspending."""
-    try:
-        while True:
-            try:
-                item = run_sync(anext(stream), owner)
-            except StopAsyncIteration:
-                return
-            yield item
-    finally:
-        close = getattr(stream, "aclose", None)
-        if close is not None:
-            run_sync(close(), owner)
+    return iterate(stream, functools.partial(_not_synchronous, owner))
+
+
+def _not_synchronous(owner: str) -> NotSynchronousError:
+    return NotSynchronousError(
+        f"{owner} awaited something that suspends (an async LLM client, hook or sub-agent?); "
+        "use the Async twin (AsyncAgent, AsyncSequential, ...)"
+    )
 
 
 async def resolve(value: T | Awaitable[T]) -> T:
