@@ -49,6 +49,7 @@ TASK = {"input": "```python\nprint(1)\n```"}
 SESSIONS = 16  # tasks spread over these (each keeps its sandbox, as sessions do)
 TARGET_CPU_MS = 1.5  # per step, across the services (issue 18)
 TARGET_TASKS_S = 100.0  # two-step tasks on this machine
+JOBS_PER_STEP = 1.5  # Celery jobs: the step's own, and half a tool call's (one per two steps)
 
 
 @dataclass(frozen=True)
@@ -204,6 +205,12 @@ def capacity_section(quick: bool) -> None:
         f"Celery configuration, gevent -c 1000; {tasks * STEPS_PER_TASK} jobs): "
         f"{floor.cpu_ms:.3f} CPU-ms in its worker, Redis {floor.calls:.1f} commands and "
         f"{floor.redis_us:.0f} CPU-us (the sends included)"
+    )
+    bound = JOBS_PER_STEP * floor.cpu_ms
+    print(
+        f"a step is {JOBS_PER_STEP} Celery jobs (its own, half a tool call's): that floor alone "
+        f"is {bound:.2f} CPU-ms per step, {bound / TARGET_CPU_MS:.0%} of the {TARGET_CPU_MS} ms "
+        "target, before any of the step's own work"
     )
     steps = sum(r.tasks for r in results) * STEPS_PER_TASK
     top = sorted(mix.items(), key=lambda item: -item[1])[:10]

@@ -43,9 +43,18 @@ def make_app(redis_url: str, taskyard: bool = False) -> Celery:
     return app
 
 
+def _ready(app: Celery) -> Celery:
+    """The app with its broker connection and producer pools made here, before 16 threads send
+    through them: made by the first threads at once, a later one setting the pools' limit
+    (kombu's limit is process-wide, and another app of this run may have set another) resizes
+    a pool an earlier one already holds ("Can't shrink pool when in use")."""
+    _ = app.amqp.producer_pool  # makes `app.pool` too, setting the limit once, here
+    return app
+
+
 def measure(redis_url: str, round_trips: int = 300, burst: int = 2000) -> dict[str, float]:
     """p50/p99 round trip of one client (send, run, result back) and tasks/s of 16 clients."""
-    app = make_app(redis_url)
+    app = _ready(make_app(redis_url))
     times = []
     for _ in range(round_trips):
         start = time.perf_counter()
@@ -62,7 +71,7 @@ def measure(redis_url: str, round_trips: int = 300, burst: int = 2000) -> dict[s
 
 def drain(redis_url: str, jobs: int, timeout_s: float = 300) -> None:
     """Send `jobs` no-op jobs from 16 threads, then wait until none is queued or unacked."""
-    app = make_app(redis_url, taskyard=True)
+    app = _ready(make_app(redis_url, taskyard=True))
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(lambda _: app.send_task("floor.noop", ignore_result=True), range(jobs)))
     client = redis.Redis.from_url(f"{redis_url}/5")

@@ -2,15 +2,15 @@
 each submitting its task, against a Redis of this run's own on loopback. Prints the tick's
 wall time per round and the runs per second; nothing is asserted.
 
-    .venv/bin/python bench/schedules_bench.py [N] [ROUNDS]
+    .venv/bin/python bench/schedules_bench.py [--schedules N] [--rounds ROUNDS]
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 
@@ -68,5 +68,13 @@ def main(n: int = 500, rounds: int = 5) -> None:
         shutil.rmtree(data, ignore_errors=True)
 
 
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    parser.add_argument("--schedules", type=int, default=500, help="schedules due at once")
+    parser.add_argument("--rounds", type=int, default=5, help="ticks measured")
+    return parser
+
+
 if __name__ == "__main__":
-    main(*(int(arg) for arg in sys.argv[1:3]))
+    args = _parser().parse_args()
+    main(args.schedules, args.rounds)

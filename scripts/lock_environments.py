@@ -13,6 +13,7 @@ entry this Python skips (its marker is false here), from the wheel this script f
 
 from __future__ import annotations
 
+import argparse
 import re
 import subprocess
 import sys
@@ -158,9 +159,15 @@ def fetch(dest: Path, locks: list[Path]) -> None:
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) < 3 or argv[0] != "fetch":
-        sys.exit("usage: python scripts/lock_environments.py fetch DEST LOCK...")
-    fetch(Path(argv[1]), [Path(p) for p in argv[2:]])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    fetcher = commands.add_parser(
+        "fetch", help="download the wheels of the entries this Python skips"
+    )
+    fetcher.add_argument("dest", type=Path, help="the folder the wheels go to")
+    fetcher.add_argument("locks", type=Path, nargs="+", help="the lock files to read")
+    args = parser.parse_args(argv)
+    fetch(args.dest, args.locks)
 
 
 if __name__ == "__main__":
