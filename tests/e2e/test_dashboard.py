@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from e2e_support import configure_model, wait_status
 from playwright.sync_api import BrowserContext, Page, ViewportSize, expect, sync_playwright
 
 from devstack.cli import DEMO_TASK
@@ -34,6 +35,7 @@ APPROVALS_ROUTE = "/v1/tasks/{task_id}/approvals/{call_id}"
 # The agent of a task whose code waits for a person's approval (issue 9's approval policy).
 APPROVAL_AGENT = {"approval": {"tools": ["IPythonInterpreter"]}}
 WAIT_MS = 30_000
+STREAMING_TOKENS_PER_S = 2  # the model's pace: slow enough that the page shows it arriving
 LAPTOP = ViewportSize(width=1280, height=800)
 PHONE = ViewportSize(width=390, height=844)
 LEDGER_SESSION = "acme-support.eu-west-1:ticket-2026-12-02-000417-nightly-ledger-export-checksum"
@@ -151,7 +153,7 @@ def stack(sandbox_image: str) -> Iterator[LocalStack]:
     # A model slow enough that its answer streams for a while: the page shows it arriving.
     ports = StackPorts()
     stack = LocalStack(
-        ports=ports, sandbox_backend="docker", model_tokens_per_s=2,
+        ports=ports, sandbox_backend="docker", model_tokens_per_s=STREAMING_TOKENS_PER_S,
         extra_env={"TASKYARD_PROXY_UPSTREAMS": _replicas(ports.model)},
     ).start()  # fmt: skip
     yield stack
@@ -160,10 +162,18 @@ def stack(sandbox_image: str) -> Iterator[LocalStack]:
 
 @pytest.fixture(scope="module")
 def busy_tasks(stack: LocalStack) -> list[str]:
-    """Tasks with long inputs in sessions with long ids; the first one's transcript has a tool
-    call with a long line and a long output."""
-    with TaskyardClient(stack.gateway_url, stack.api_key) as client:
-        return [client.submit(text, session_id=session)["id"] for text, session in BUSY_TASKS]
+    """Tasks with long inputs in sessions with long ids, ended; the first one's transcript has a
+    tool call with a long line and a long output. The model answers them at full speed: the
+    layout tests look at them ended, not streaming."""
+    configure_model(stack, tokens_per_s=0)
+    try:
+        with TaskyardClient(stack.gateway_url, stack.api_key) as client:
+            ids = [client.submit(text, session_id=session)["id"] for text, session in BUSY_TASKS]
+            for task_id in ids:
+                wait_status(client, task_id)
+    finally:
+        configure_model(stack, tokens_per_s=STREAMING_TOKENS_PER_S)
+    return ids
 
 
 @pytest.fixture(scope="module")
