@@ -157,7 +157,7 @@ def stack(sandbox_image: str) -> Iterator[LocalStack]:
         extra_env={"TASKYARD_PROXY_UPSTREAMS": _replicas(ports.model)},
     ).start()  # fmt: skip
     yield stack
-    stack.stop()
+    stack.stop(drain=False)
 
 
 @pytest.fixture(scope="module")
