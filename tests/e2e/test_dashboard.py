@@ -8,6 +8,7 @@ layout fits a laptop screen and a phone, with a page full of long ids and inputs
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections.abc import Iterator
@@ -165,15 +166,21 @@ def busy_tasks(stack: LocalStack) -> list[str]:
     """Tasks with long inputs in sessions with long ids, ended; the first one's transcript has a
     tool call with a long line and a long output. The model answers them at full speed: the
     layout tests look at them ended, not streaming."""
+    with _full_speed(stack), TaskyardClient(stack.gateway_url, stack.api_key) as client:
+        ids = [client.submit(text, session_id=session)["id"] for text, session in BUSY_TASKS]
+        for task_id in ids:
+            wait_status(client, task_id)
+    return ids
+
+
+@contextlib.contextmanager
+def _full_speed(stack: LocalStack) -> Iterator[None]:
+    """The model answers as fast as it can meanwhile, then at the streaming pace again."""
     configure_model(stack, tokens_per_s=0)
     try:
-        with TaskyardClient(stack.gateway_url, stack.api_key) as client:
-            ids = [client.submit(text, session_id=session)["id"] for text, session in BUSY_TASKS]
-            for task_id in ids:
-                wait_status(client, task_id)
+        yield
     finally:
         configure_model(stack, tokens_per_s=STREAMING_TOKENS_PER_S)
-    return ids
 
 
 @pytest.fixture(scope="module")
@@ -311,13 +318,14 @@ def test_a_call_is_approved_from_the_page(
             f"the gateway has no approvals route (POST {APPROVALS_ROUTE}) in this tree; "
             "issue 9 adds it, and this test runs once it lands"
         )
-    task_id = client.submit(DEMO_TASK, agent=APPROVAL_AGENT)["id"]
-    _open(page, task_id)
-    approval = page.locator("#transcript .msg.approval")
-    expect(approval.locator("pre")).to_contain_text("math.sqrt(2)", timeout=WAIT_MS)
-    expect(page.locator("#transcript")).to_have_attribute("data-status", "waiting_approval")
-    approval.locator("button.approve").click()
-    expect(approval.locator(".decided")).to_have_text("approved")
-    transcript = page.locator("#transcript")
-    expect(transcript).to_have_attribute("data-final", "succeeded", timeout=WAIT_MS)
-    expect(transcript.locator(".msg.tool-output pre")).to_have_text("1.414213562373")
+    with _full_speed(stack):  # the page is not watched streaming here
+        task_id = client.submit(DEMO_TASK, agent=APPROVAL_AGENT)["id"]
+        _open(page, task_id)
+        approval = page.locator("#transcript .msg.approval")
+        expect(approval.locator("pre")).to_contain_text("math.sqrt(2)", timeout=WAIT_MS)
+        expect(page.locator("#transcript")).to_have_attribute("data-status", "waiting_approval")
+        approval.locator("button.approve").click()
+        expect(approval.locator(".decided")).to_have_text("approved")
+        transcript = page.locator("#transcript")
+        expect(transcript).to_have_attribute("data-final", "succeeded", timeout=WAIT_MS)
+        expect(transcript.locator(".msg.tool-output pre")).to_have_text("1.414213562373")
