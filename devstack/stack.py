@@ -302,12 +302,32 @@ class LocalStack:
         """The tool workers' sandbox label: this stack's own."""
         return f"stack-{self.run_dir.name}"
 
-    def stop(self) -> None:
-        """Stop every process: workers first (warm shutdown), Redis last (also after restarts,
-        which put a service at the end of `procs`); then the sandboxes a killed tool worker
-        left (a restarted worker removes them, but this stack's label is never used again)."""
-        for name in reversed([name for name in self.argvs if name in self.procs]):
-            self.processes.stop(name)
+    def stop(self, drain: bool = True) -> None:
+        """Stop every process: workers and beat first (warm shutdown, which may still call the
+        model and Redis), then the HTTP services, each tier's processes together (their
+        shutdowns overlap); Redis and its group last, newest first (in start order, also after
+        restarts, which put a service at the end of `procs`). Then the sandboxes a killed tool
+        worker left (a restarted worker removes them, but this stack's label is never used
+        again).
+
+        `drain=False` SIGKILLs the agent workers instead: their warm shutdown takes 3 to 5 s
+        (Celery's loop sees the signal only between broker polls), and the steps it would let
+        finish matter nothing to a stack thrown away with its Redis, as the tests' stacks are.
+        The tool workers still stop gracefully: they end their sandboxes."""
+        running = [name for name in reversed(self.argvs) if name in self.procs]
+        redis_group = ["redis", *(self.sentinels.names if self.sentinels else [])]
+        workers = [name for name in running if "_worker" in name or name == "beat"]
+        services = [name for name in running if name not in {*workers, *redis_group}]
+        if not drain:
+            for name in self.agent_worker_nodes():
+                if name in self.procs:
+                    self.processes.kill(name)
+            workers = [name for name in workers if name in self.procs]
+        self.processes.stop_together(workers)
+        self.processes.stop_together(services)
+        for name in running:
+            if name in redis_group:
+                self.processes.stop(name)
         if self.sandbox_backend == "docker":
             remove_sandboxes(self.worker_label)
 

@@ -8,6 +8,7 @@ layout fits a laptop screen and a phone, with a page full of long ids and inputs
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from e2e_support import configure_model, wait_status
 from playwright.sync_api import BrowserContext, Page, ViewportSize, expect, sync_playwright
 
 from devstack.cli import DEMO_TASK
@@ -34,6 +36,7 @@ APPROVALS_ROUTE = "/v1/tasks/{task_id}/approvals/{call_id}"
 # The agent of a task whose code waits for a person's approval (issue 9's approval policy).
 APPROVAL_AGENT = {"approval": {"tools": ["IPythonInterpreter"]}}
 WAIT_MS = 30_000
+STREAMING_TOKENS_PER_S = 2  # the model's pace: slow enough that the page shows it arriving
 LAPTOP = ViewportSize(width=1280, height=800)
 PHONE = ViewportSize(width=390, height=844)
 LEDGER_SESSION = "acme-support.eu-west-1:ticket-2026-12-02-000417-nightly-ledger-export-checksum"
@@ -151,19 +154,33 @@ def stack(sandbox_image: str) -> Iterator[LocalStack]:
     # A model slow enough that its answer streams for a while: the page shows it arriving.
     ports = StackPorts()
     stack = LocalStack(
-        ports=ports, sandbox_backend="docker", model_tokens_per_s=2,
+        ports=ports, sandbox_backend="docker", model_tokens_per_s=STREAMING_TOKENS_PER_S,
         extra_env={"TASKYARD_PROXY_UPSTREAMS": _replicas(ports.model)},
     ).start()  # fmt: skip
     yield stack
-    stack.stop()
+    stack.stop(drain=False)
 
 
 @pytest.fixture(scope="module")
 def busy_tasks(stack: LocalStack) -> list[str]:
-    """Tasks with long inputs in sessions with long ids; the first one's transcript has a tool
-    call with a long line and a long output."""
-    with TaskyardClient(stack.gateway_url, stack.api_key) as client:
-        return [client.submit(text, session_id=session)["id"] for text, session in BUSY_TASKS]
+    """Tasks with long inputs in sessions with long ids, ended; the first one's transcript has a
+    tool call with a long line and a long output. The model answers them at full speed: the
+    layout tests look at them ended, not streaming."""
+    with _full_speed(stack), TaskyardClient(stack.gateway_url, stack.api_key) as client:
+        ids = [client.submit(text, session_id=session)["id"] for text, session in BUSY_TASKS]
+        for task_id in ids:
+            wait_status(client, task_id)
+    return ids
+
+
+@contextlib.contextmanager
+def _full_speed(stack: LocalStack) -> Iterator[None]:
+    """The model answers as fast as it can meanwhile, then at the streaming pace again."""
+    configure_model(stack, tokens_per_s=0)
+    try:
+        yield
+    finally:
+        configure_model(stack, tokens_per_s=STREAMING_TOKENS_PER_S)
 
 
 @pytest.fixture(scope="module")
@@ -301,13 +318,14 @@ def test_a_call_is_approved_from_the_page(
             f"the gateway has no approvals route (POST {APPROVALS_ROUTE}) in this tree; "
             "issue 9 adds it, and this test runs once it lands"
         )
-    task_id = client.submit(DEMO_TASK, agent=APPROVAL_AGENT)["id"]
-    _open(page, task_id)
-    approval = page.locator("#transcript .msg.approval")
-    expect(approval.locator("pre")).to_contain_text("math.sqrt(2)", timeout=WAIT_MS)
-    expect(page.locator("#transcript")).to_have_attribute("data-status", "waiting_approval")
-    approval.locator("button.approve").click()
-    expect(approval.locator(".decided")).to_have_text("approved")
-    transcript = page.locator("#transcript")
-    expect(transcript).to_have_attribute("data-final", "succeeded", timeout=WAIT_MS)
-    expect(transcript.locator(".msg.tool-output pre")).to_have_text("1.414213562373")
+    with _full_speed(stack):  # the page is not watched streaming here
+        task_id = client.submit(DEMO_TASK, agent=APPROVAL_AGENT)["id"]
+        _open(page, task_id)
+        approval = page.locator("#transcript .msg.approval")
+        expect(approval.locator("pre")).to_contain_text("math.sqrt(2)", timeout=WAIT_MS)
+        expect(page.locator("#transcript")).to_have_attribute("data-status", "waiting_approval")
+        approval.locator("button.approve").click()
+        expect(approval.locator(".decided")).to_have_text("approved")
+        transcript = page.locator("#transcript")
+        expect(transcript).to_have_attribute("data-final", "succeeded", timeout=WAIT_MS)
+        expect(transcript.locator(".msg.tool-output pre")).to_have_text("1.414213562373")

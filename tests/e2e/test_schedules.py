@@ -16,6 +16,7 @@ from shared.client import TaskyardClient
 pytestmark = pytest.mark.e2e
 
 GRACE_S = 2.0
+FIRST_RUN_IN_S = 3  # time to create both schedules before their first run time
 NO_TOOLS = {"tools": []}
 
 
@@ -27,7 +28,7 @@ def stack(sandbox_image: str) -> Iterator[LocalStack]:
            "TASKYARD_SCHEDULE_GRACE_S": str(GRACE_S)}  # fmt: skip
     stack = LocalStack(sandbox_backend="docker", extra_env=env).start()
     yield stack
-    stack.stop()
+    stack.stop(drain=False)
 
 
 def _runs_until(client: TaskyardClient, schedule_id: str, count: int, timeout: float = 60) -> list:
@@ -52,11 +53,16 @@ def test_beat_runs_a_schedule_each_run_a_task_in_a_fresh_session(client: Taskyar
     assert made["id"] not in [s["id"] for s in client.list_schedules()]
 
 
-@pytest.mark.timeout(300)  # a first run (up to 30 s away), then beat down past the next one
+def _every_30_s_from_soon() -> str:
+    """A cron firing every 30 s whose first run time is a few seconds away (not up to 30)."""
+    return f"* * * * * {(int(time.time()) + FIRST_RUN_IN_S) % 30}/30"
+
+
+@pytest.mark.timeout(300)  # a first run, then beat down past the next one (30 s later)
 def test_runs_missed_while_beat_was_down_follow_each_schedules_policy(
     stack: LocalStack, client: TaskyardClient
 ) -> None:
-    every_30_s = "* * * * * */30"
+    every_30_s = _every_30_s_from_soon()
     once = client.create_schedule(every_30_s, "once", agent=NO_TOOLS, missed="run_once")
     skip = client.create_schedule(every_30_s, "skip", agent=NO_TOOLS, missed="skip")
     for schedule in (once, skip):

@@ -74,7 +74,7 @@ def hosted(sandbox_image: str) -> Iterator[tuple[LocalStack, HostNetwork]]:
         try:
             yield stack, network
         finally:
-            stack.stop()
+            stack.stop(drain=False)
 
 
 @pytest.fixture(scope="module")
