@@ -88,7 +88,7 @@ def _up(args: argparse.Namespace) -> int:
         print("\nstopping", file=sys.stderr)
         return code
     finally:
-        stack.stop()
+        stack.stop(drain=True)
 
 
 def _settings_problems(exc: ValidationError) -> str:

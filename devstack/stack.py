@@ -302,7 +302,7 @@ class LocalStack:
         """The tool workers' sandbox label: this stack's own."""
         return f"stack-{self.run_dir.name}"
 
-    def stop(self, drain: bool = True) -> None:
+    def stop(self, drain: bool = False) -> None:
         """Stop every process: workers and beat first (warm shutdown, which may still call the
         model and Redis), then the HTTP services, each tier's processes together (their
         shutdowns overlap); Redis and its group last, newest first (in start order, also after
@@ -310,10 +310,11 @@ class LocalStack:
         worker left (a restarted worker removes them, but this stack's label is never used
         again).
 
-        `drain=False` SIGKILLs the agent workers instead: their warm shutdown takes 3 to 5 s
+        The agent workers are SIGKILLed unless `drain`: their warm shutdown takes 3 to 5 s
         (Celery's loop sees the signal only between broker polls), and the steps it would let
-        finish matter nothing to a stack thrown away with its Redis, as the tests' stacks are.
-        The tool workers still stop gracefully: they end their sandboxes."""
+        finish matter nothing to a stack thrown away with its Redis, as every stack here is
+        (its Redis lives in its run directory). `make up` drains, as a deployment would. The
+        tool workers always stop gracefully: they end their sandboxes."""
         running = [name for name in reversed(self.argvs) if name in self.procs]
         redis_group = ["redis", *(self.sentinels.names if self.sentinels else [])]
         workers = [name for name in running if "_worker" in name or name == "beat"]

@@ -60,7 +60,7 @@ class _SharedStack:
 
     def close(self) -> None:
         if self.stack is not None:
-            self.stack.stop(drain=False)
+            self.stack.stop()
             self.stack = None
 
 

@@ -64,7 +64,7 @@ TRANSCRIPT = ("input", "tool_call", "tool_result", "reply")
 def stack(sandbox_image: str) -> Iterator[LocalStack]:
     stack = LocalStack(api_keys=f"{KEY}=tenant-a,{OTHER_KEY}=tenant-b").start()
     yield stack
-    stack.stop(drain=False)
+    stack.stop()
 
 
 @pytest.fixture

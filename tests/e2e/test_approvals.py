@@ -30,7 +30,7 @@ def stack(sandbox_image: str) -> Iterator[LocalStack]:
     stack = LocalStack(sandbox_backend="docker", extra_env=env,
                        api_keys="dev-key=demo,other-key=other").start()  # fmt: skip
     yield stack
-    stack.stop(drain=False)
+    stack.stop()
 
 
 def _held(client: TaskyardClient, agent: dict = GATED, session: str | None = None) -> tuple:

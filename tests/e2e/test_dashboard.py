@@ -158,7 +158,7 @@ def stack(sandbox_image: str) -> Iterator[LocalStack]:
         extra_env={"TASKYARD_PROXY_UPSTREAMS": _replicas(ports.model)},
     ).start()  # fmt: skip
     yield stack
-    stack.stop(drain=False)
+    stack.stop()
 
 
 @pytest.fixture(scope="module")

@@ -48,7 +48,7 @@ def stack(sandbox_image: str) -> Iterator[LocalStack]:
            "TASKYARD_SWEEP_INTERVAL_S": "1"}  # fmt: skip
     stack = LocalStack(sandbox_backend="docker", redis_sentinel=True, extra_env=env).start()
     yield stack
-    stack.stop(drain=False)
+    stack.stop()
 
 
 @dataclass

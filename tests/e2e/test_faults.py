@@ -30,7 +30,7 @@ def stack(sandbox_image: str) -> Iterator[LocalStack]:
            "TASKYARD_STALL_S": "2", "TASKYARD_SWEEP_INTERVAL_S": "0.5"}  # fmt: skip
     stack = LocalStack(sandbox_backend="docker", extra_env=env).start()
     yield stack
-    stack.stop(drain=False)
+    stack.stop()
 
 
 def test_crashed_agent_worker_loses_no_task(stack: LocalStack, client: TaskyardClient) -> None:
@@ -98,7 +98,7 @@ def test_tool_that_cannot_run_is_reported_to_the_model(sandbox_image: str) -> No
         task_id = client.submit(DEMO_TASK)["id"]
         task = wait_status(client, task_id)
     finally:
-        stack.stop(drain=False)
+        stack.stop()
     tool = AgentMessage.model_validate(task["messages"][2])
     assert isinstance(tool.content, ActionReturn)
     assert doomed in (tool.content.errmsg or "")

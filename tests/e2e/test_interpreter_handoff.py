@@ -25,7 +25,7 @@ LOST = "Note: state lost ("
 def stack(sandbox_image: str) -> Iterator[LocalStack]:
     stack = LocalStack(sandbox_backend="docker", tool_workers=2, extra_env=QUICK_RECOVERY).start()
     yield stack
-    stack.stop(drain=False)
+    stack.stop()
 
 
 def _holder(client: TaskyardClient, session: str) -> str:

@@ -41,7 +41,7 @@ def stack(sandbox_image: str) -> Iterator[LocalStack]:
         tool_queues=("tools.IPythonInterpreter", "tools.UnitConverter"),
     ).start()
     yield stack
-    stack.stop(drain=False)
+    stack.stop()
 
 
 @asynccontextmanager

@@ -54,7 +54,7 @@ def stack(sandbox_image: str) -> Iterator[LocalStack]:
     }
     stack = LocalStack(api_keys="key-acme=acme", extra_env=env).start()
     yield stack
-    stack.stop(drain=False)
+    stack.stop()
 
 
 def _spec(weather: ServedMcp, **more: Any) -> dict[str, Any]:

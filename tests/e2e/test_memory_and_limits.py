@@ -24,7 +24,7 @@ def stack(sandbox_image: str) -> Iterator[LocalStack]:
     env = {"TASKYARD_TASK_DEADLINE_S": "5", "TASKYARD_SWEEP_INTERVAL_S": "0.5"}
     stack = LocalStack(sandbox_backend="docker", extra_env=env).start()
     yield stack
-    stack.stop(drain=False)
+    stack.stop()
 
 
 def _scripted_stats(stack: LocalStack) -> dict:

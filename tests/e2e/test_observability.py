@@ -44,7 +44,7 @@ def stack(sandbox_image: str, receiver: OTLPReceiver) -> Iterator[LocalStack]:
     env = {"TASKYARD_OTLP_ENDPOINT": receiver.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "100"}
     stack = LocalStack(sandbox_backend="docker", extra_env=env).start()
     yield stack
-    stack.stop(drain=False)
+    stack.stop()
 
 
 class Trace:

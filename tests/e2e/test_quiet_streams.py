@@ -30,7 +30,7 @@ def stack(sandbox_image: str) -> Iterator[LocalStack]:
     stack = LocalStack(sandbox_backend="docker", extra_env=env).start()
     configure_model(stack, latency_ms=MODEL_LATENCY_MS)
     yield stack
-    stack.stop(drain=False)
+    stack.stop()
 
 
 def test_the_stream_has_keep_alives_between_events(stack: LocalStack) -> None:

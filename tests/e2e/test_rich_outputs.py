@@ -65,7 +65,7 @@ def stack(sandbox_image: str, bucket: Bucket | None) -> Iterator[LocalStack]:
     extra = {} if bucket is None else _s3_settings(bucket)
     stack = LocalStack(api_keys="key-a=tenant-a,key-b=tenant-b", extra_env=extra).start()
     yield stack
-    stack.stop(drain=False)
+    stack.stop()
 
 
 def _s3_settings(bucket: Bucket) -> dict[str, str]:

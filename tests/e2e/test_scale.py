@@ -32,7 +32,7 @@ def stack(sandbox_image: str) -> Iterator[LocalStack]:
     env = {"TASKYARD_PROXY_MAX_IN_FLIGHT": "4096", "TASKYARD_PROXY_QUEUE_SIZE": "8192"}
     stack = LocalStack(sandbox_backend="docker", extra_env=env).start()
     yield stack
-    stack.stop(drain=False)
+    stack.stop()
 
 
 async def _submit(stack: LocalStack, bodies: list[dict]) -> list[str]:

@@ -44,7 +44,7 @@ def stack(sandbox_image: str) -> Iterator[LocalStack]:
     }  # fmt: skip
     stack = LocalStack(sandbox_backend="docker", tool_workers=3, extra_env=env).start()
     yield stack
-    stack.stop(drain=False)
+    stack.stop()
 
 
 def _names(count: int) -> list[str]:

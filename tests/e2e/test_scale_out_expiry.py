@@ -22,7 +22,7 @@ def stack(sandbox_image: str) -> Iterator[LocalStack]:
     env = {"TASKYARD_SANDBOX_IDLE_S": str(IDLE_S), "TASKYARD_SANDBOX_WARM_POOL": "0"}
     stack = LocalStack(sandbox_backend="docker", tool_workers=2, extra_env=env).start()
     yield stack
-    stack.stop(drain=False)
+    stack.stop()
 
 
 def test_an_expired_interpreter_says_so_wherever_the_next_call_runs(

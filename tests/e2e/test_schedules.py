@@ -28,7 +28,7 @@ def stack(sandbox_image: str) -> Iterator[LocalStack]:
            "TASKYARD_SCHEDULE_GRACE_S": str(GRACE_S)}  # fmt: skip
     stack = LocalStack(sandbox_backend="docker", extra_env=env).start()
     yield stack
-    stack.stop(drain=False)
+    stack.stop()
 
 
 def _runs_until(client: TaskyardClient, schedule_id: str, count: int, timeout: float = 60) -> list:

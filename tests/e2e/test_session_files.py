@@ -27,7 +27,7 @@ def stack(sandbox_image: str) -> Iterator[LocalStack]:
     }
     stack = LocalStack(api_keys="key-a=tenant-a,key-b=tenant-b", extra_env=env).start()
     yield stack
-    stack.stop(drain=False)
+    stack.stop()
 
 
 @pytest.fixture

@@ -74,7 +74,7 @@ def hosted(sandbox_image: str) -> Iterator[tuple[LocalStack, HostNetwork]]:
         try:
             yield stack, network
         finally:
-            stack.stop(drain=False)
+            stack.stop()
 
 
 @pytest.fixture(scope="module")

@@ -33,7 +33,7 @@ def day_window() -> Iterator[LocalStack]:
     # beta: one model request a day. A day-long window: the test never straddles its end.
     stack = _stack("beta:1:0", 86_400)
     yield stack
-    stack.stop(drain=False)
+    stack.stop()
 
 
 def _client(stack: LocalStack, key: str) -> TaskyardClient:
@@ -120,7 +120,7 @@ def test_a_sandbox_or_client_cannot_pass_for_another_tenant(day_window: LocalSta
 def short_window() -> Iterator[LocalStack]:
     stack = _stack("gamma:2:0", 5)
     yield stack
-    stack.stop(drain=False)
+    stack.stop()
 
 
 def test_a_tenant_past_its_budget_waits_saying_why_then_goes_on(short_window: LocalStack) -> None:

@@ -26,7 +26,7 @@ def stack(sandbox_image: str) -> Iterator[LocalStack]:
     env = {"TASKYARD_SANDBOX_WARM_POOL": "1", "TASKYARD_SANDBOX_WARM_POOL_MAX": "12"}
     stack = LocalStack(tool_concurrency=BURST, extra_env=env).start()
     yield stack
-    stack.stop(drain=False)
+    stack.stop()
 
 
 def _warm(engine: docker.DockerClient, stack: LocalStack) -> int:

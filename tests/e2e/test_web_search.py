@@ -46,7 +46,7 @@ def client(web: FakeWeb) -> Iterator[TaskyardClient]:
     client = TaskyardClient(stack.gateway_url, stack.api_key)
     yield client
     client.close()
-    stack.stop(drain=False)
+    stack.stop()
 
 
 def _calls(message: dict) -> list[dict]:

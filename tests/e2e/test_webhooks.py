@@ -21,7 +21,7 @@ def stack() -> Iterator[LocalStack]:
     env = {"TASKYARD_WEBHOOK_RETRY_BASE_S": "0.2", "TASKYARD_SWEEP_INTERVAL_S": "1"}
     stack = LocalStack(sandbox_backend="local", extra_env=env).start()
     yield stack
-    stack.stop(drain=False)
+    stack.stop()
 
 
 def test_a_failing_receiver_gets_the_same_signed_delivery_until_it_accepts(

@@ -22,7 +22,7 @@ PLUGINS = {"TASKYARD_PLUGIN_MODULES": "tests.plugins.composite_agents"}
 def stack() -> Iterator[LocalStack]:
     stack = LocalStack(sandbox_backend="local", extra_env=PLUGINS).start()
     yield stack
-    stack.stop(drain=False)
+    stack.stop()
 
 
 def _run(client: TaskyardClient, text: str) -> str:

@@ -30,7 +30,7 @@ def client(sandbox_image: str) -> Iterator[TaskyardClient]:
     client = TaskyardClient(stack.gateway_url, stack.api_key)
     yield client
     client.close()
-    stack.stop(drain=False)
+    stack.stop()
 
 
 def test_registered_agent_and_action_run_a_task(client: TaskyardClient) -> None:
