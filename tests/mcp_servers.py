@@ -104,7 +104,12 @@ def serve_mcp(host: str = "127.0.0.1") -> Iterator[ServedMcp]:
     served = ServedMcp(f"http://{host}:{port}/mcp")
     app = _server(served).streamable_http_app(host=host, stateless_http=True, json_response=True)
     config = uvicorn.Config(
-        _recording(app, served), host=host, port=port, log_level="warning", lifespan="on"
+        _recording(app, served),
+        host=host,
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        timeout_graceful_shutdown=1,  # a slow tool's call a test cut short ends with the test
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="mcp-server", daemon=True)

@@ -126,13 +126,17 @@ class StepRunner:
                 )
                 async with aclosing(stream):
                     reply = await _reply(stream, deltas)
-        except asyncio.CancelledError:
+        except BaseException:
+            # An agent's own code may turn the cancel into an error of its own, or answer
+            # anyway: once the task is cancelled, how the call ended is moot.
             if not cancelled:
                 raise
-            task.uncancel()
-            raise StepCancelled(record.id) from None
         finally:
+            if cancelled and task.cancelling():
+                task.uncancel()
             unsent = await deltas.close()
+        if cancelled:
+            raise StepCancelled(record.id)
         return reply, unsent
 
     async def _commit(

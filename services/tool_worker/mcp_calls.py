@@ -21,10 +21,11 @@ from shared.sandbox import SandboxProvider
 __all__ = ["McpCalls"]
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class _Running:
     loop: asyncio.AbstractEventLoop
     task: asyncio.Task[Any]
+    stopped: bool = False  # set before the cancel is sent: how the call ends then is moot
 
 
 class McpCalls:
@@ -55,18 +56,22 @@ class McpCalls:
         with self._lock:
             self._running.setdefault(job.session_key, set()).add(running)
         try:
-            return await self.client.call_tool(
-                job.mcp, tool, arguments, job.tenant, job.session_key
-            )
+            ret = await self.client.call_tool(job.mcp, tool, arguments, job.tenant, job.session_key)
         except asyncio.CancelledError:
-            stopped = "the call was stopped: its task was cancelled"
-            return ActionReturn(type=job.call.name, args=arguments, errmsg=stopped,
-                                state=ActionStatusCode.API_ERROR)  # fmt: skip
+            if not running.stopped:
+                raise
         finally:
             with self._lock:
                 self._running[job.session_key].discard(running)
                 if not self._running[job.session_key]:
                     del self._running[job.session_key]
+        # The SDK may report the cancel as a failure of its own (a task group's error when
+        # a stream closes under it), or an answer may beat it: either way it is refused.
+        if running.stopped:
+            stopped = "the call was stopped: its task was cancelled"
+            return ActionReturn(type=job.call.name, args=arguments, errmsg=stopped,
+                                state=ActionStatusCode.API_ERROR)  # fmt: skip
+        return ret
 
     def interrupt(self, session_key: str) -> bool:
         """Stop the session's MCP calls under way, from any thread; False if none runs. (A
@@ -74,6 +79,7 @@ class McpCalls:
         with self._lock:
             running = list(self._running.get(session_key, ()))
         for call in running:
+            call.stopped = True
             with contextlib.suppress(RuntimeError):  # it ended meanwhile, its loop closed
                 call.loop.call_soon_threadsafe(call.task.cancel)
         return bool(running)

@@ -193,6 +193,46 @@ async def test_a_cancel_stops_the_model_call_and_applies_nothing(
     assert ("t", "s") not in runner.agents._sessions  # its warm copy is dropped
 
 
+@pytest.mark.parametrize("ends", ["its own error", "an answer"])
+async def test_a_cancel_stops_the_step_however_the_agent_ends_its_call(
+    runner: StepRunner, store: TaskStore, model: ScriptedModelThread, ends: str
+) -> None:
+    """A user's agent (or a library under it) may turn the cancel into an error of its own,
+    or answer anyway: the step is stopped the same, nothing applied, no retry asked for."""
+    record = await _task(store)
+    assert model.server is not None
+    model.server.app.options.latency_ms = 5000
+    build = runner.agents.build
+
+    def swallowing(spec: AgentSpec):  # type: ignore[no-untyped-def]
+        agent = build(spec)
+        original = agent.stream
+
+        async def stream(*args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+            try:
+                async for chunk in original(*args, **kwargs):
+                    yield chunk
+            except asyncio.CancelledError:
+                if ends == "its own error":
+                    raise RuntimeError("the model client closed") from None
+                yield AgentMessage(sender=agent.name, content="an answer after all")
+
+        agent.stream = stream
+        return agent
+
+    runner.agents.build = swallowing
+    try:
+        step = asyncio.create_task(runner.run(_job(record)))
+        await asyncio.sleep(0.3)  # the step is in its model call
+        await store.end(record, TaskStatus.CANCELLED)
+        runner.cancels.cancelled(record.id)
+        await asyncio.wait_for(step, 2)  # ends, raising nothing
+    finally:
+        model.server.app.options.latency_ms = 0
+    assert await store.memory("t", "s") == []
+    assert ("t", "s") not in runner.agents._sessions
+
+
 async def test_a_step_that_would_pass_the_token_budget_fails_before_its_model_call(
     runner: StepRunner, store: TaskStore, redis_client: redis.Redis
 ) -> None:
