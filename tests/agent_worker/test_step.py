@@ -172,6 +172,20 @@ async def test_an_ended_task_holding_its_session_passes_it_on(
     assert _steps(runner) == [AgentStepJob.first(waiting)]  # pushed as the session passed
 
 
+async def _in_model_call(
+    runner: StepRunner, record: TaskRecord, model: ScriptedModelThread
+) -> asyncio.Task[None]:
+    """The record's step, run until the scripted model has its call (so a cancel finds it)."""
+    assert model.server is not None
+    counters = model.server.app.counters
+    before = counters.requests
+    step = asyncio.create_task(runner.run(_job(record)))
+    async with asyncio.timeout(30):
+        while counters.requests == before:
+            await asyncio.sleep(0.01)
+    return step
+
+
 async def test_a_cancel_stops_the_model_call_and_applies_nothing(
     runner: StepRunner, store: TaskStore, model: ScriptedModelThread
 ) -> None:
@@ -180,8 +194,7 @@ async def test_a_cancel_stops_the_model_call_and_applies_nothing(
     assert model.server is not None
     model.server.app.options.latency_ms = 5000
     try:
-        step = asyncio.create_task(runner.run(_job(record)))
-        await asyncio.sleep(0.3)  # the step is in its model call
+        step = await _in_model_call(runner, record, model)
         ended, following = await store.end(record, TaskStatus.CANCELLED)
         runner.cancels.cancelled(record.id)  # what the cancel channel delivers
         await asyncio.wait_for(step, 2)
@@ -222,8 +235,7 @@ async def test_a_cancel_stops_the_step_however_the_agent_ends_its_call(
 
     runner.agents.build = swallowing
     try:
-        step = asyncio.create_task(runner.run(_job(record)))
-        await asyncio.sleep(0.3)  # the step is in its model call
+        step = await _in_model_call(runner, record, model)
         await store.end(record, TaskStatus.CANCELLED)
         runner.cancels.cancelled(record.id)
         await asyncio.wait_for(step, 2)  # ends, raising nothing
