@@ -4,12 +4,14 @@ alone: a Python with no service package (Celery, FastAPI, Docker, uvloop, ...) r
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.metadata
 import json
 import re
 import subprocess
 import sys
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 
 from devstack.scripted_model import ScriptedModelThread
@@ -110,9 +112,14 @@ def _imported_top_level() -> set[str]:
     return names - set(sys.stdlib_module_names) - {"shared", "services"}
 
 
+@functools.cache
+def _providers() -> Mapping[str, list[str]]:
+    """Import name -> distributions providing it (a walk over every installed one: once)."""
+    return importlib.metadata.packages_distributions()
+
+
 def _distributions(import_name: str) -> set[str]:
-    found = importlib.metadata.packages_distributions().get(import_name, [])
-    return {_name(d) for d in found}
+    return {_name(d) for d in _providers().get(import_name, [])}
 
 
 def test_base_dependencies_name_no_service_package() -> None:
