@@ -68,7 +68,8 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        self._live.discard(self)
+        if self._task is None:  # else it stays for a shutdown to cancel, until the task ends
+            self._live.discard(self)
         cancel, self._cancel = self._cancel, None
         if cancel is not None:
             cancel()
@@ -165,6 +166,8 @@ class Connection(asyncio.Protocol):
             self._fail()
         finally:
             self._task = None
+            if self.closed:
+                self._live.discard(self)
             self._end_exchange()
             self._serve()
 
@@ -249,7 +252,10 @@ class Connection(asyncio.Protocol):
         if self._transport is not None:
             self._transport.abort()
 
-    def cancel(self) -> None:
-        """Cancel the exchange's task, if one runs (shutdown, after the drain)."""
-        if self._task is not None:
-            self._task.cancel()
+    def cancel(self) -> asyncio.Task[None] | None:
+        """Cancel the exchange's task, if one runs (shutdown, after the drain), and return it
+        for the caller to await."""
+        task = self._task
+        if task is not None:
+            task.cancel()
+        return task

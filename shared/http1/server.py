@@ -48,7 +48,11 @@ class HttpServer:
         deadline = loop.time() + drain_s
         while any(c.busy for c in self._live) and loop.time() < deadline:
             await asyncio.sleep(0.05)
+        cancelled = []
         for conn in list(self._live):
             conn.abort()
-            conn.cancel()
+            if (task := conn.cancel()) is not None:
+                cancelled.append(task)
+        if cancelled:  # let them unwind here, not be destroyed pending with the loop
+            await asyncio.wait(cancelled, timeout=1.0)
         await self._server.wait_closed()

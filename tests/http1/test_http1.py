@@ -129,6 +129,29 @@ async def test_closing_lets_an_exchange_in_progress_finish_within_the_drain() ->
     assert b"connection: close" in received
 
 
+async def test_closing_cancels_and_awaits_an_exchange_whose_client_left() -> None:
+    """A handler that binds no cancel hook runs on after its client leaves; the server's
+    close still cancels it and waits for it, so no task outlives the server's loop."""
+    started, unwound = asyncio.Event(), asyncio.Event()
+
+    async def handler(request: Request, conn: Connection) -> None:
+        started.set()
+        try:
+            await asyncio.sleep(30)
+        finally:
+            unwound.set()
+
+    server = HttpServer(handler, 1024)
+    port = await server.start(listen_socket("127.0.0.1", 0))
+    _, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(_get("/"))
+    await asyncio.wait_for(started.wait(), 5)
+    writer.close()
+    await asyncio.sleep(0.1)  # the server sees the connection lost
+    await asyncio.wait_for(server.close(), 5)
+    assert unwound.is_set()
+
+
 def test_the_openai_error_body_and_event_have_the_sdk_shape() -> None:
     body = orjson.loads(error_body("no such model", "invalid_request_error", "model_not_found"))
     assert body == {
