@@ -126,15 +126,15 @@ class StepRunner:
                 )
                 async with aclosing(stream):
                     reply = await _reply(stream, deltas)
-        except BaseException:
-            # An agent's own code may turn the cancel into an error of its own, or answer
-            # anyway: once the task is cancelled, how the call ended is moot.
+        except (Exception, asyncio.CancelledError):
             if not cancelled:
                 raise
         finally:
             if cancelled and task.cancelling():
                 task.uncancel()
             unsent = await deltas.close()
+        # An agent's own code may turn the cancel into an error of its own, or answer anyway:
+        # once the task is cancelled, how the call ended is moot.
         if cancelled:
             raise StepCancelled(record.id)
         return reply, unsent

@@ -37,7 +37,7 @@ class Connection(asyncio.Protocol):
     def __init__(self, handler: Handler, max_body: int, live: set[Connection]) -> None:
         self._handler = handler
         self._max_body = max_body
-        self._live = live  # the server's open connections, for draining on shutdown
+        self._live = live  # the server's connections open or answering, for its shutdown
         self._transport: asyncio.Transport | None = None
         self._parser = httptools.HttpRequestParser(self)
         self._pending: deque[Request] = deque()
