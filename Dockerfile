@@ -4,9 +4,12 @@ ARG BASE=python:3.11-slim
 FROM ${BASE}
 WORKDIR /app
 # The locked packages first, each checked against its hashes (a layer code changes keep);
-# then taskyard itself, which adds none.
+# then taskyard itself, which adds none. --no-deps: the lock is complete, so pip resolves
+# nothing against the index (an extra such as `lxml[html_clean]>=4.4.2` would otherwise be
+# resolved outside the pins, and --require-hashes would refuse the build).
 COPY requirements.lock ./
-RUN pip install --no-cache-dir --require-hashes -r requirements.lock
+RUN pip install --no-cache-dir --no-deps --require-hashes -r requirements.lock \
+    && pip check
 COPY pyproject.toml ./
 COPY shared ./shared
 COPY services ./services

@@ -5,7 +5,7 @@ SANDBOX ?= docker
 # The interpreter the venv is made with: Python 3.11 or 3.12.
 PYTHON  ?= python3
 
-.PHONY: up test preflight deps venv lint bench clean
+.PHONY: up test preflight deps venv install-lock lint bench clean
 
 ## up: install, start Redis, Docker, every service as a process, run the demo task, stay up
 up: preflight venv deps
@@ -21,14 +21,24 @@ preflight:
 
 venv: $(VENV)/.installed
 
-# The locked packages, each checked against its hashes; then taskyard itself, which adds none;
-# then the wheels of the lock entries this Python skips, whose metadata tests/contracts reads.
+# The locked packages (install-lock); then taskyard itself, which adds none; pip check proves
+# nothing is missing; then the wheels of the lock entries this Python skips, whose metadata
+# tests/contracts reads.
 $(VENV)/.installed: pyproject.toml requirements-dev.lock requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); exit 1; }
-	$(BIN)/pip install -q --disable-pip-version-check --require-hashes -r requirements-dev.lock
+	$(MAKE) --no-print-directory install-lock VENV=$(VENV) LOCK=requirements-dev.lock
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps -e .
+	$(BIN)/pip check
 	$(BIN)/python scripts/lock_environments.py fetch $(VENV)/lock-wheels requirements-dev.lock requirements.lock
 	touch $@
+
+## install-lock: install LOCK into the venv VENV exactly, resolving nothing against the index
+# --no-deps: the lock is complete (tests/contracts/test_lock_environments.py), so pip has
+# nothing to resolve; without it pip resolves extras (`lxml[html_clean]>=4.4.2`) against
+# whatever the index publishes today, outside the pins, and --require-hashes refuses the run.
+install-lock:
+	$(BIN)/pip install -q --disable-pip-version-check --no-deps --require-hashes -r $(LOCK)
+	$(BIN)/pip check
 
 ## deps: system packages, the Docker engine and the sandbox image
 deps:

@@ -48,9 +48,9 @@ lock() {
 
 lock requirements-dev.lock \
     "The exact version of every package \`pip install -e '.[service,dev]'\` installs (make)" \
-    "pip install --require-hashes -r requirements-dev.lock" \
+    "pip install --no-deps --require-hashes -r requirements-dev.lock" \
     --extra service --extra dev "$@"
 lock requirements.lock \
     "The exact version of every package \`pip install '.[service]'\` installs (the image)" \
-    "pip install --require-hashes -r requirements.lock" \
+    "pip install --no-deps --require-hashes -r requirements.lock" \
     --extra service --constraint requirements-dev.lock "$@"

@@ -65,7 +65,7 @@ def test_the_lock_says_how_it_is_made_and_installed(lock: Path) -> None:
     header = lock.read_text().split("\n\n", 1)[0]
     assert header.startswith("# ")
     assert "`bash scripts/lock.sh`" in header
-    assert f"`pip install --require-hashes -r {lock.name}`" in header
+    assert f"`pip install --no-deps --require-hashes -r {lock.name}`" in header
 
 
 def test_the_image_has_the_versions_make_installs() -> None:

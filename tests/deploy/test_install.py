@@ -1,5 +1,7 @@
-"""make and the image install the locked packages with their hashes checked, then taskyard with
-no dependencies: no `pip install` resolves a package the lock does not pin by hash."""
+"""make and the image install the locked packages with their hashes checked and with no
+dependencies resolved (the lock is complete), then taskyard with no dependencies: no `pip
+install` resolves a package the lock does not pin by hash. What these lines do against an index
+that publishes a newer release is tested in test_install_resolves_nothing.py."""
 
 from __future__ import annotations
 
@@ -38,11 +40,17 @@ def _makefile_recipe(target: str) -> tuple[str, str]:
 def test_make_installs_the_dev_lock_with_hashes_then_taskyard_alone() -> None:
     prerequisites, recipe = _makefile_recipe("$(VENV)/.installed")
     assert {"pyproject.toml", "requirements-dev.lock"} <= set(prerequisites.split())
+    assert "install-lock VENV=$(VENV) LOCK=requirements-dev.lock" in recipe
     installs = _pip_installs(recipe)
-    assert len(installs) == 2
-    assert {"--require-hashes", "-r", "requirements-dev.lock"} <= set(installs[0])
-    assert installs[1][-2:] == ["-e", "."] and "--no-deps" in installs[1]
-    assert _checked(installs) == []
+    assert len(installs) == 1
+    assert installs[0][-2:] == ["-e", "."] and "--no-deps" in installs[0]
+    assert recipe.rstrip().splitlines()[-3].strip() == "$(BIN)/pip check"
+    _, lock_recipe = _makefile_recipe("install-lock")
+    locks = _pip_installs(lock_recipe)
+    assert len(locks) == 1
+    assert {"--no-deps", "--require-hashes", "-r", "$(LOCK)"} <= set(locks[0])
+    assert "$(BIN)/pip check" in lock_recipe
+    assert _checked(installs + locks) == []
 
 
 def test_the_image_installs_the_service_lock_with_hashes_then_taskyard_alone() -> None:
@@ -50,7 +58,7 @@ def test_the_image_installs_the_service_lock_with_hashes_then_taskyard_alone() -
     assert re.search(r"^COPY .*\brequirements\.lock\b", dockerfile, re.M)
     installs = _pip_installs(dockerfile)
     assert len(installs) == 2
-    assert {"--require-hashes", "-r", "requirements.lock"} <= set(installs[0])
+    assert {"--no-deps", "--require-hashes", "-r", "requirements.lock"} <= set(installs[0])
     assert installs[1][-1] == "." and "--no-deps" in installs[1]
     assert _checked(installs) == []
 
