@@ -58,8 +58,12 @@ def _wheel(where: Path, dist: Dist) -> Path:
     files = {
         f"{dist.name}/__init__.py": b"",
         f"{info}/METADATA": "\n".join(
-            ("Metadata-Version: 2.1", f"Name: {dist.name}", f"Version: {dist.version}")
-            + dist.metadata
+            (
+                "Metadata-Version: 2.1",
+                f"Name: {dist.name}",
+                f"Version: {dist.version}",
+                *dist.metadata,
+            )
         ).encode()
         + b"\n",
         f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: taskyard-test\n"
@@ -169,9 +173,7 @@ def test_the_makefile_recipe_without_no_deps_fails_as_fresh_machines_did(
 def _image_lock_install(venv: Path, lock: Path) -> list[str]:
     """The Dockerfile's `pip install ... -r requirements.lock`, as written there, run by the
     test venv's pip on the test lock."""
-    lines = [
-        args for args in _pip_installs((ROOT / "Dockerfile").read_text()) if "-r" in args
-    ]
+    lines = [args for args in _pip_installs((ROOT / "Dockerfile").read_text()) if "-r" in args]
     assert len(lines) == 1, lines
     args = [str(lock) if word == "requirements.lock" else word for word in lines[0]]
     return [str(venv / "bin/pip"), "install", *args]
