@@ -15,6 +15,8 @@ COPY shared ./shared
 COPY services ./services
 RUN pip install --no-cache-dir --no-deps . \
     && useradd --system --uid 10001 taskyard
+# The package installs taskyard alone; the services run from this checkout copy.
+ENV PYTHONPATH=/app
 USER 10001
 EXPOSE 8000 8400
 CMD ["uvicorn", "services.gateway.app:app", "--host", "0.0.0.0", "--port", "8000"]

@@ -29,6 +29,7 @@ $(VENV)/.installed: pyproject.toml requirements-dev.lock requirements.lock
 	$(MAKE) --no-print-directory install-lock VENV=$(VENV) LOCK=requirements-dev.lock
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps -e .
 	$(BIN)/pip check
+	$(BIN)/python scripts/checkout_pth.py
 	$(BIN)/python scripts/lock_environments.py fetch $(VENV)/lock-wheels requirements-dev.lock requirements.lock
 	touch $@
 

@@ -20,7 +20,7 @@ import uvloop
 
 from services.llm_proxy.app import ProxyApp
 from services.llm_proxy.settings import ProxySettings
-from shared.http1 import Request
+from taskyard.http1 import Request
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

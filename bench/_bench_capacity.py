@@ -38,7 +38,7 @@ from _stackbench import configure_model, submit_burst
 
 from devstack.procs import ROOT
 from devstack.stack import LocalStack
-from shared.plumbing import keys
+from taskyard.plumbing import keys
 
 SERVICES = ("gateway", "agent_worker", "proxy", "tool_worker", "model")
 # Where in these the CPU goes: their main thread (Celery's consumer; the agent worker's job

@@ -22,7 +22,7 @@ from typing import Any
 
 from devstack.hosts import HostNetwork
 from devstack.stack import LocalStack
-from shared.client import TaskyardClient
+from taskyard.client import TaskyardClient
 
 __all__ = ["hosts_section"]
 

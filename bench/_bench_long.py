@@ -23,17 +23,17 @@ from devstack.scripted_model import ScriptedModelThread
 from devstack.stack import LocalStack
 from services.agent_worker.live_agents import LiveAgents
 from services.agent_worker.step import StepRunner
-from shared.agentkit.agents import AsyncAgent, build_agent
-from shared.agentkit.llms import AsyncOpenAIChat
-from shared.agentkit.schema import ActionReturn, AgentMessage
-from shared.agentkit.spec import AgentSpec
-from shared.plumbing import keys
-from shared.plumbing.celery_app import make_celery
-from shared.plumbing.settings import AgentWorkerSettings
-from shared.runtime.cancel import CancelWatch
-from shared.runtime.jobs import AgentStepJob
-from shared.runtime.store import TaskStore
-from shared.runtime.task import TaskRecord
+from taskyard.agentkit.agents import AsyncAgent, build_agent
+from taskyard.agentkit.llms import AsyncOpenAIChat
+from taskyard.agentkit.schema import ActionReturn, AgentMessage
+from taskyard.agentkit.spec import AgentSpec
+from taskyard.plumbing import keys
+from taskyard.plumbing.celery_app import make_celery
+from taskyard.plumbing.settings import AgentWorkerSettings
+from taskyard.runtime.cancel import CancelWatch
+from taskyard.runtime.jobs import AgentStepJob
+from taskyard.runtime.store import TaskStore
+from taskyard.runtime.task import TaskRecord
 
 __all__ = ["long_section"]
 

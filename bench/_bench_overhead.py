@@ -21,10 +21,10 @@ from _celery_floor import measure as celery_floor
 
 from devstack.procs import ROOT
 from devstack.stack import LocalStack
-from shared.client import TaskyardClient
-from shared.plumbing import keys
-from shared.plumbing.settings import ToolWorkerSettings
-from shared.sandbox import make_sandbox_provider
+from taskyard.client import TaskyardClient
+from taskyard.plumbing import keys
+from taskyard.plumbing.settings import ToolWorkerSettings
+from taskyard.sandbox import make_sandbox_provider
 
 __all__ = ["overhead_section"]
 

@@ -13,9 +13,9 @@ import uuid
 
 import docker
 
-from shared.plumbing.settings import ToolWorkerSettings
-from shared.sandbox import SandboxUnavailable
-from shared.sandbox.docker import OWNER_LABEL, DockerSandboxProvider
+from taskyard.plumbing.settings import ToolWorkerSettings
+from taskyard.sandbox import SandboxUnavailable
+from taskyard.sandbox.docker import OWNER_LABEL, DockerSandboxProvider
 
 CELL = """
 import numpy as np, os, socket, threading

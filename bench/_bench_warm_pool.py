@@ -16,10 +16,10 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from shared.plumbing.settings import ToolWorkerSettings
-from shared.sandbox.demand import PoolBounds
-from shared.sandbox.docker import DockerSandboxProvider
-from shared.sandbox.provider import SandboxLimits
+from taskyard.plumbing.settings import ToolWorkerSettings
+from taskyard.sandbox.demand import PoolBounds
+from taskyard.sandbox.docker import DockerSandboxProvider
+from taskyard.sandbox.provider import SandboxLimits
 
 __all__ = ["warm_pool_section"]
 

@@ -2,7 +2,7 @@
 
 `python bench/_celery_floor.py worker REDIS_URL [POOL CONCURRENCY [taskyard]]` runs a worker
 (one process; threads -c 16 unless told; with `taskyard`, Celery configured as taskyard's
-services configure it, `shared.plumbing.celery_app`); `measure(redis_url)` times round trips from
+services configure it, `taskyard.plumbing.celery_app`); `measure(redis_url)` times round trips from
 one client and no-op throughput from 16; `drain(redis_url, jobs)` sends no-op jobs that store no
 result (as taskyard's) to a `taskyard` worker and waits until it has taken and acked them all.
 """
@@ -17,9 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 import redis
 from celery import Celery
 
-from shared.plumbing import keys
-from shared.plumbing.celery_app import make_celery
-from shared.plumbing.settings import BrokerSettings
+from taskyard.plumbing import keys
+from taskyard.plumbing.celery_app import make_celery
+from taskyard.plumbing.settings import BrokerSettings
 
 __all__ = ["drain", "make_app", "measure"]
 

@@ -20,9 +20,9 @@ import redis
 from _chaos_workload import TOKEN, ChaosTask
 
 from devstack.stack import LocalStack
-from shared.agentkit.schema import AgentMessage
-from shared.plumbing import keys
-from shared.plumbing.settings import parse_api_keys
+from taskyard.agentkit.schema import AgentMessage
+from taskyard.plumbing import keys
+from taskyard.plumbing.settings import parse_api_keys
 
 __all__ = ["Drain", "Verdict", "read_back", "watch_drain"]
 
@@ -229,7 +229,7 @@ def _count_tool_runs(verdict: Verdict, tool_log: Path, ids: set[str], kills: lis
 
 
 def _unix(ts: str | float) -> float:
-    """A log line's time (ISO 8601, as `shared.plumbing.logs` writes it) in Unix seconds, as the
+    """A log line's time (ISO 8601, as `taskyard.plumbing.logs` writes it) in Unix seconds, as the
     kill times are."""
     return ts if isinstance(ts, float | int) else datetime.fromisoformat(ts).timestamp()
 

@@ -15,7 +15,7 @@ import httpx
 import redis
 
 from devstack.stack import LocalStack
-from shared.plumbing import keys
+from taskyard.plumbing import keys
 
 __all__ = ["Burst", "configure_model", "peak_rss_kb", "rss_kb", "submit_burst", "wait_ended"]
 

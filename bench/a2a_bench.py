@@ -21,7 +21,7 @@ from a2a.client import Client, ClientConfig, create_client
 from a2a.types import Message, Part, Role, SendMessageRequest, TaskState
 
 from devstack.stack import LocalStack
-from shared.client import AsyncTaskyardClient
+from taskyard.client import AsyncTaskyardClient
 
 TASK = "```python\nprint(1)\n```"
 COMPLETED = TaskState.TASK_STATE_COMPLETED

@@ -23,10 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from mcp_servers import STDIO_SERVER, serve_mcp
 
-from shared.agentkit.actions.mcp.client import McpClient
-from shared.agentkit.spec import McpServer
-from shared.plumbing.settings import ToolWorkerSettings
-from shared.sandbox import make_sandbox_provider
+from taskyard.agentkit.actions.mcp.client import McpClient
+from taskyard.agentkit.spec import McpServer
+from taskyard.plumbing.settings import ToolWorkerSettings
+from taskyard.sandbox import make_sandbox_provider
 
 
 def _line(what: str, seconds: list[float]) -> str:

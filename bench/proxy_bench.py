@@ -25,7 +25,7 @@ One run, one machine, the same scripted replicas (`devstack.scripted_model`, no 
    parts share (the plan, a load run, the routing workload) is `_proxy_load.py`.
 
 `--servers` runs only a side-by-side of the proxy's HTTP server: its own HTTP/1.1 core
-(`shared.http1`) against uvicorn (httptools + uvloop) serving the same proxy through a raw ASGI
+(`taskyard.http1`) against uvicorn (httptools + uvloop) serving the same proxy through a raw ASGI
 app (`_asgi_proxy.py`), alternating in rounds: added latency p50/p99 at one client and
 requests/s at `--clients` clients.
 

@@ -26,10 +26,10 @@ from pathlib import Path
 import docker
 from _bench_syscalls import syscall_section
 
-from shared.plumbing.settings import ToolWorkerSettings
-from shared.sandbox import LocalSandboxProvider, SandboxUnavailable
-from shared.sandbox.docker import OWNER_LABEL, WORKER_LABEL, DockerSandboxProvider
-from shared.sandbox.provider import KernelSandboxProvider, SandboxLimits
+from taskyard.plumbing.settings import ToolWorkerSettings
+from taskyard.sandbox import LocalSandboxProvider, SandboxUnavailable
+from taskyard.sandbox.docker import OWNER_LABEL, WORKER_LABEL, DockerSandboxProvider
+from taskyard.sandbox.provider import KernelSandboxProvider, SandboxLimits
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD_TAGS = {
@@ -185,7 +185,7 @@ def _p50_p90(seconds: list[float]) -> str:
 
 CRASH = """
 import os, sys, time
-from shared.sandbox.docker import DockerSandboxProvider
+from taskyard.sandbox.docker import DockerSandboxProvider
 p = DockerSandboxProvider(pool_size=0)
 for i in range(int(sys.argv[1])):
     p.get(f'bench:crash{i}').run('x = 1', 30)

@@ -17,12 +17,12 @@ import time
 import redis
 
 from devstack.procs import free_port
-from shared.plumbing.celery_app import make_celery
-from shared.plumbing.settings import AgentWorkerSettings
-from shared.runtime.schedules import Schedule, ScheduleRequest
-from shared.runtime.schedules.runner import ScheduleRunner
-from shared.runtime.store import TaskStore
-from shared.runtime.store import schedules as stored
+from taskyard.plumbing.celery_app import make_celery
+from taskyard.plumbing.settings import AgentWorkerSettings
+from taskyard.runtime.schedules import Schedule, ScheduleRequest
+from taskyard.runtime.schedules.runner import ScheduleRunner
+from taskyard.runtime.store import TaskStore
+from taskyard.runtime.store import schedules as stored
 
 T0 = 1_800_000_000.0  # a multiple of five minutes
 EVERY_5_MIN = "*/5 * * * *"

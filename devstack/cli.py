@@ -14,10 +14,10 @@ import time
 from pydantic import ValidationError
 
 from devstack.stack import LocalStack, StackPorts
-from shared.client import TaskyardClient
-from shared.client.cli import follow
-from shared.client.cli.contributed import DEV_COMMANDS
-from shared.plumbing.settings import (
+from taskyard.client import TaskyardClient
+from taskyard.client.cli import follow
+from taskyard.client.cli.contributed import DEV_COMMANDS
+from taskyard.plumbing.settings import (
     AgentWorkerSettings,
     GatewaySettings,
     ToolWorkerSettings,

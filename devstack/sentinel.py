@@ -22,7 +22,7 @@ from pathlib import Path
 import redis
 
 from devstack.procs import Child, ChildFailed, free_port
-from shared.plumbing.redis_clients import SentinelSpec
+from taskyard.plumbing.redis_clients import SentinelSpec
 
 __all__ = ["MASTER_NAME", "SentinelGroup"]
 

@@ -26,9 +26,9 @@ from devstack.hosts import Host
 from devstack.llm import proxy_argv, scripted_model_argv
 from devstack.procs import Child, Processes, free_port
 from devstack.sentinel import SentinelGroup
-from shared.plumbing import keys
-from shared.plumbing.settings import parse_api_keys
-from shared.sandbox.docker import WORKER_LABEL
+from taskyard.plumbing import keys
+from taskyard.plumbing.settings import parse_api_keys
+from taskyard.sandbox.docker import WORKER_LABEL
 
 _LOOPBACK = "127.0.0.1"
 

@@ -13,14 +13,14 @@ from __future__ import annotations
 import json
 from typing import Literal
 
-from shared.agentkit.actions import (
+from taskyard.agentkit.actions import (
     ActionError,
     ActionExecutor,
     BaseAction,
     register_action,
     tool_api,
 )
-from shared.agentkit.schema import ActionReturn, ToolCall
+from taskyard.agentkit.schema import ActionReturn, ToolCall
 
 __all__ = ["UnitConverter"]
 

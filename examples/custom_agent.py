@@ -17,11 +17,11 @@ from __future__ import annotations
 from typing import Any
 
 import examples.custom_action  # noqa: F401 - registers the UnitConverter action the agent uses
-from shared.agentkit.actions import openai_tool_schemas
-from shared.agentkit.agents import AGENTS, AsyncAgent
-from shared.agentkit.aggregators import FewShotAggregator, NativeToolAggregator
-from shared.agentkit.parsers import NativeToolCallParser
-from shared.agentkit.schema import AgentMessage
+from taskyard.agentkit.actions import openai_tool_schemas
+from taskyard.agentkit.agents import AGENTS, AsyncAgent
+from taskyard.agentkit.aggregators import FewShotAggregator, NativeToolAggregator
+from taskyard.agentkit.parsers import NativeToolCallParser
+from taskyard.agentkit.schema import AgentMessage
 
 __all__ = ["EXAMPLES", "FewShotToolAggregator", "UnitExpert"]
 

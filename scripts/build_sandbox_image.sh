@@ -15,7 +15,7 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-CONTEXT="$ROOT/shared/sandbox"
+CONTEXT="$ROOT/shared/taskyard/sandbox"
 DOCKERFILE="$CONTEXT/image/Dockerfile"
 IMAGE="${SANDBOX_IMAGE:-taskyard/sandbox:latest}"
 LOCAL_BASE="${SANDBOX_LOCAL_BASE:-taskyard/base:bookworm}"

@@ -19,8 +19,8 @@ from redis_group import RedisGroup, start_redis_group
 
 from devstack.procs import Processes, free_port
 from devstack.redis_server import start as start_redis
-from shared.plumbing.settings import SandboxSettings
-from shared.runtime.store import TaskStore
+from taskyard.plumbing.settings import SandboxSettings
+from taskyard.runtime.store import TaskStore
 
 
 @pytest.fixture(scope="session")

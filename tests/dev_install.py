@@ -49,7 +49,7 @@ def taskyard_cli(
     there) would shadow the stand-in."""
     child_env = {**metadata_env(where / "site", with_dev_commands=with_dev_commands), **env}
     return subprocess.run(
-        [sys.executable, "-m", "shared.client.cli", *args], env=child_env, cwd=where,
+        [sys.executable, "-m", "taskyard.client.cli", *args], env=child_env, cwd=where,
         capture_output=True, text=True, timeout=30,
     )  # fmt: skip
 

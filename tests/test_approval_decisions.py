@@ -11,16 +11,16 @@ import pytest
 import redis
 from celery import Celery
 
-from shared.agentkit.schema import ActionReturn, AgentMessage, ToolCall
-from shared.agentkit.spec import AgentSpec, ApprovalPolicy
-from shared.plumbing import keys
-from shared.plumbing.celery_app import make_celery
-from shared.plumbing.settings import AgentWorkerSettings
-from shared.runtime.approvals import Decision, Outcome, decide
-from shared.runtime.events import EventKind
-from shared.runtime.jobs import AgentStepJob, ToolRunJob, envelope
-from shared.runtime.store import StepCommit, TaskStore
-from shared.runtime.task import TaskRecord, TaskStatus
+from taskyard.agentkit.schema import ActionReturn, AgentMessage, ToolCall
+from taskyard.agentkit.spec import AgentSpec, ApprovalPolicy
+from taskyard.plumbing import keys
+from taskyard.plumbing.celery_app import make_celery
+from taskyard.plumbing.settings import AgentWorkerSettings
+from taskyard.runtime.approvals import Decision, Outcome, decide
+from taskyard.runtime.events import EventKind
+from taskyard.runtime.jobs import AgentStepJob, ToolRunJob, envelope
+from taskyard.runtime.store import StepCommit, TaskStore
+from taskyard.runtime.task import TaskRecord, TaskStatus
 
 CODE = ToolCall(id="c1", name="IPythonInterpreter", parameters={"command": "print(1)"})
 SEARCH = ToolCall(id="c2", name="WebBrowser.search", parameters={"query": "x"})

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 from celery import signals
 
-from shared.plumbing import celery_app
+from taskyard.plumbing import celery_app
 
 
 @pytest.fixture

@@ -13,9 +13,9 @@ from celery import Celery
 from opentelemetry import trace
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from shared.agentkit.schema import ToolCall
-from shared.agentkit.spec import AgentSpec
-from shared.runtime.jobs import (
+from taskyard.agentkit.schema import ToolCall
+from taskyard.agentkit.spec import AgentSpec
+from taskyard.runtime.jobs import (
     AgentStepJob,
     McpListJob,
     ToolRunJob,
@@ -23,7 +23,7 @@ from shared.runtime.jobs import (
     envelope,
     job_for_call,
 )
-from shared.runtime.task import TaskRecord
+from taskyard.runtime.task import TaskRecord
 
 STEP = AgentStepJob(task_id="task_1", step=2, tenant="t", session_id="s")
 SEARCH = ToolCall(id="c1", name="WebBrowser.search", parameters={"query": "x"})

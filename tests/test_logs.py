@@ -15,8 +15,8 @@ import orjson
 import pytest
 import structlog
 
-from shared.plumbing.logs import bind_job, setup_logging
-from shared.plumbing.loop import LoopThread
+from taskyard.plumbing.logs import bind_job, setup_logging
+from taskyard.plumbing.loop import LoopThread
 
 
 @pytest.fixture
@@ -92,8 +92,8 @@ from gevent import monkey
 monkey.patch_all()
 import logging, os, sys
 import gevent
-from shared.plumbing.logs import setup_logging
-from shared.plumbing.loop import LoopThread
+from taskyard.plumbing.logs import setup_logging
+from taskyard.plumbing.loop import LoopThread
 
 setup_logging("test", stream=open(os.devnull, "w"))
 log = logging.getLogger("taskyard.test")
@@ -132,8 +132,8 @@ def test_celerys_per_job_lines_only_when_asked_for(lines: io.StringIO, wanted: b
     from celery.app import trace
     from celery.worker import strategy
 
-    from shared.plumbing.celery_app import make_celery
-    from shared.plumbing.settings import BrokerSettings
+    from taskyard.plumbing.celery_app import make_celery
+    from taskyard.plumbing.settings import BrokerSettings
 
     make_celery(BrokerSettings(celery_job_logs=wanted))
     try:

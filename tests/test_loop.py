@@ -11,7 +11,7 @@ from gevent import monkey
 monkey.patch_all()
 import asyncio
 import gevent
-from shared.plumbing.loop import LoopThread
+from taskyard.plumbing.loop import LoopThread
 
 loop = LoopThread()
 

@@ -1,6 +1,6 @@
-"""The one place Redis clients are made (shared/plumbing/redis_clients.py), against real servers: a
-URL's database, a bounded pool that makes callers wait, and under Sentinel the master it names,
-followed through a real failover (the primary SIGKILLed, a replica promoted)."""
+"""The one place Redis clients are made (shared/taskyard/plumbing/redis_clients.py), against real
+servers: a URL's database, a bounded pool that makes callers wait, and under Sentinel the master it
+names, followed through a real failover (the primary SIGKILLed, a replica promoted)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from redis.backoff import ExponentialWithJitterBackoff
 from redis.retry import Retry as SyncRetry
 from redis_group import RedisGroup
 
-from shared.plumbing.redis_clients import async_client, sync_client
-from shared.runtime.store.base import outage_retry
+from taskyard.plumbing.redis_clients import async_client, sync_client
+from taskyard.runtime.store.base import outage_retry
 
 
 class _Marked:

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from shared.agentkit.spec import AgentSpec
+from taskyard.agentkit.spec import AgentSpec
 
 
 def _spec(*servers: dict[str, Any]) -> AgentSpec:

@@ -8,7 +8,7 @@ import base64
 import orjson
 import pytest
 
-from shared.plumbing.tenant_credentials import (
+from taskyard.plumbing.tenant_credentials import (
     ExpiredCredential,
     InvalidCredential,
     TenantClaim,

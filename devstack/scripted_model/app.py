@@ -13,9 +13,9 @@ from devstack.scripted_model.options import ScriptedOptions
 from devstack.scripted_model.prefix_cache import PrefixCache
 from devstack.scripted_model.reply import Reply
 from devstack.scripted_model.script import ScriptedTurn, chat_turn, echo_text, message_text
-from shared.errors import TaskyardError
-from shared.http1 import Request
-from shared.http1.openai_errors import error_body
+from taskyard.errors import TaskyardError
+from taskyard.http1 import Request
+from taskyard.http1.openai_errors import error_body
 
 __all__ = ["ScriptedApp"]
 

@@ -9,7 +9,7 @@ from collections.abc import Awaitable
 
 from devstack.scripted_model.app import ScriptedApp
 from devstack.scripted_model.reply import Reply
-from shared.http1 import Connection, Headers, Request
+from taskyard.http1 import Connection, Headers, Request
 
 __all__ = ["Responder"]
 
@@ -17,7 +17,7 @@ _NO_CACHE = (b"cache-control", b"no-cache")
 
 
 class Responder:
-    """The `shared.http1` handler of one scripted replica; `extra` goes on every response."""
+    """The `taskyard.http1` handler of one scripted replica; `extra` goes on every response."""
 
     def __init__(self, app: ScriptedApp, extra: Headers) -> None:
         self._app = app

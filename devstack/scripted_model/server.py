@@ -12,7 +12,7 @@ import uvloop
 from devstack.scripted_model.app import ScriptedApp
 from devstack.scripted_model.options import ScriptedOptions
 from devstack.scripted_model.responder import Responder
-from shared.http1 import HttpServer, listen_socket
+from taskyard.http1 import HttpServer, listen_socket
 
 __all__ = ["ScriptedModelThread", "ScriptedServer", "serve", "start_server"]
 

@@ -17,14 +17,14 @@ from typing import Any
 import orjson
 from celery import Celery
 
-from shared.agentkit.agents import AGENTS
-from shared.agentkit.agents.as_tool import agent_of
-from shared.agentkit.schema import ActionReturn, ActionStatusCode, AgentMessage, ToolCall
-from shared.agentkit.spec import AgentSpec
-from shared.plumbing.settings import AgentWorkerSettings
-from shared.runtime.jobs import AgentStepJob, ChildJob, envelope
-from shared.runtime.store import TaskStore
-from shared.runtime.task import SESSION_ID_PATTERN, TaskRecord
+from taskyard.agentkit.agents import AGENTS
+from taskyard.agentkit.agents.as_tool import agent_of
+from taskyard.agentkit.schema import ActionReturn, ActionStatusCode, AgentMessage, ToolCall
+from taskyard.agentkit.spec import AgentSpec
+from taskyard.plumbing.settings import AgentWorkerSettings
+from taskyard.runtime.jobs import AgentStepJob, ChildJob, envelope
+from taskyard.runtime.store import TaskStore
+from taskyard.runtime.task import SESSION_ID_PATTERN, TaskRecord
 
 __all__ = ["ChildStarter"]
 

@@ -1,5 +1,5 @@
 """Memory that never overflows the model's context: before a step's call, its prompt is
-counted (`shared.agentkit.token_count`); past `compaction_share` of the model's window, the oldest
+counted (`taskyard.agentkit.token_count`); past `compaction_share` of the model's window, the oldest
 turns are summarised by the model into one message and the newest kept, whole turns only, so a
 tool call always travels with its results. Only what the model sees changes: the session's
 messages stay in Redis (and in `GET` answers); the summary and how many messages it stands
@@ -17,13 +17,13 @@ import aiohttp
 import orjson
 
 from services.agent_worker.live_agents import LiveSession, held
-from shared.agentkit.agents.drive import resolve
-from shared.agentkit.aggregators import ChatMessage, DefaultAggregator
-from shared.agentkit.schema import AgentMessage, LLMResponse
-from shared.agentkit.token_count import count_tokens
-from shared.plumbing.settings import AgentWorkerSettings
-from shared.runtime.events import EventKind
-from shared.runtime.store import StepStart, TaskStore
+from taskyard.agentkit.agents.drive import resolve
+from taskyard.agentkit.aggregators import ChatMessage, DefaultAggregator
+from taskyard.agentkit.schema import AgentMessage, LLMResponse
+from taskyard.agentkit.token_count import count_tokens
+from taskyard.plumbing.settings import AgentWorkerSettings
+from taskyard.runtime.events import EventKind
+from taskyard.runtime.store import StepStart, TaskStore
 
 __all__ = ["Compactor", "PromptSize"]
 

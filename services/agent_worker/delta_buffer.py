@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import asyncio
 
-from shared.runtime.events import EventKind
-from shared.runtime.store import TaskStore
+from taskyard.runtime.events import EventKind
+from taskyard.runtime.store import TaskStore
 
 __all__ = ["DeltaBuffer"]
 

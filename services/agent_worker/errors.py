@@ -1,6 +1,6 @@
 """The agent worker's errors.
 
-TaskyardError (shared.errors)
+TaskyardError (taskyard.errors)
 └── AgentWorkerError
     ├── StepCancelled          the task was cancelled while its step ran
     ├── McpToolsUnavailable    an MCP server of the task's spec could not be listed
@@ -9,7 +9,7 @@ TaskyardError (shared.errors)
 
 from __future__ import annotations
 
-from shared.errors import TaskyardError
+from taskyard.errors import TaskyardError
 
 __all__ = ["AgentWorkerError"]
 

@@ -21,13 +21,13 @@ from typing import Any
 import orjson
 
 from services.agent_worker.memory_size import MemorySize
-from shared.agentkit.agents import AsyncAgent
-from shared.agentkit.memory import MemoryManager, SessionMemory
-from shared.agentkit.memory.base import from_state
-from shared.agentkit.schema import AgentMessage
-from shared.agentkit.spec import AgentSpec
-from shared.runtime.store import StepStart, TaskStore
-from shared.runtime.task import TaskRecord
+from taskyard.agentkit.agents import AsyncAgent
+from taskyard.agentkit.memory import MemoryManager, SessionMemory
+from taskyard.agentkit.memory.base import from_state
+from taskyard.agentkit.schema import AgentMessage
+from taskyard.agentkit.spec import AgentSpec
+from taskyard.runtime.store import StepStart, TaskStore
+from taskyard.runtime.task import TaskRecord
 
 __all__ = ["LiveAgents", "LiveSession"]
 

@@ -3,9 +3,9 @@
 The agent worker never connects to an MCP server: a remote one is reached by tool workers
 only (through the web guard, with the tenant's credential), a local one runs in the session's
 sandbox. So a step reads each server's listing kept in Redis, and where none is kept asks a
-tool worker for one (`McpListJob`) and waits for its answer (`shared.agentkit.actions.mcp.listing`).
-A server that cannot be listed ends the task with the reason: the model would otherwise work
-without tools the spec promised it.
+tool worker for one (`McpListJob`) and waits for its answer
+(`taskyard.agentkit.actions.mcp.listing`). A server that cannot be listed ends the task with the
+reason: the model would otherwise work without tools the spec promised it.
 """
 
 from __future__ import annotations
@@ -17,12 +17,17 @@ from typing import Any
 from celery import Celery
 
 from services.agent_worker.errors import AgentWorkerError
-from shared.agentkit.actions.mcp.listing import ListingExchange, McpListing, server_id, tool_schemas
-from shared.agentkit.spec import McpServer
-from shared.plumbing.settings import AgentWorkerSettings
-from shared.runtime.jobs import McpListJob, envelope
-from shared.runtime.store import TaskStore
-from shared.runtime.task import TaskRecord
+from taskyard.agentkit.actions.mcp.listing import (
+    ListingExchange,
+    McpListing,
+    server_id,
+    tool_schemas,
+)
+from taskyard.agentkit.spec import McpServer
+from taskyard.plumbing.settings import AgentWorkerSettings
+from taskyard.runtime.jobs import McpListJob, envelope
+from taskyard.runtime.store import TaskStore
+from taskyard.runtime.task import TaskRecord
 
 __all__ = ["McpTools", "McpToolsUnavailable"]
 

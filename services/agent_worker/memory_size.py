@@ -11,9 +11,9 @@ from __future__ import annotations
 import weakref
 from collections.abc import Sequence
 
-from shared.agentkit.aggregators import DefaultAggregator
-from shared.agentkit.schema import AgentMessage
-from shared.agentkit.token_count import count_tokens
+from taskyard.agentkit.aggregators import DefaultAggregator
+from taskyard.agentkit.schema import AgentMessage
+from taskyard.agentkit.token_count import count_tokens
 
 __all__ = ["MemorySize"]
 

@@ -1,4 +1,4 @@
-"""The agent worker's Prometheus metrics (served by `shared.plumbing.metrics.serve_metrics`)."""
+"""The agent worker's Prometheus metrics (served by `taskyard.plumbing.metrics.serve_metrics`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from prometheus_client import Counter, Histogram
 
-from shared.plumbing.metrics import DURATION_BUCKETS
+from taskyard.plumbing.metrics import DURATION_BUCKETS
 
 __all__ = ["MODEL_CALL_SECONDS", "STEP_SECONDS", "TOKENS", "record_usage"]
 

@@ -4,7 +4,7 @@ Every call made during a step (by the agent, any of its sub-agents, or the compa
 its memory) belongs to the step's task: `open_step_calls` marks the step's asyncio task with
 its `StepCalls` (a context variable, so sub-agents need not pass anything down, and steps
 running side by side on the loop never mix). Each call then carries a tenant credential for
-the task (`shared.plumbing.tenant_credentials`) as its bearer credential, so the proxy counts and
+the task (`taskyard.plumbing.tenant_credentials`) as its bearer credential, so the proxy counts and
 limits it as the task's tenant's, and adds its usage to the step's: what the step commits
 to the task is every call's tokens, the one record of a task's usage.
 
@@ -26,11 +26,11 @@ from opentelemetry import context, trace
 
 from services.agent_worker.errors import AgentWorkerError
 from services.agent_worker.metrics import MODEL_CALL_SECONDS
-from shared.agentkit.llms import AsyncOpenAIChat
-from shared.agentkit.llms.base import ChatMessages, ChatResult
-from shared.plumbing.tenant_credentials import TenantCredentials
-from shared.plumbing.tracing import job_attributes
-from shared.runtime.task import TaskRecord
+from taskyard.agentkit.llms import AsyncOpenAIChat
+from taskyard.agentkit.llms.base import ChatMessages, ChatResult
+from taskyard.plumbing.tenant_credentials import TenantCredentials
+from taskyard.plumbing.tracing import job_attributes
+from taskyard.runtime.task import TaskRecord
 
 __all__ = ["ModelCallOutsideStep", "ObservedModel", "StepCalls", "open_step_calls"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from shared.agentkit.llms import LLMError
+from taskyard.agentkit.llms import LLMError
 
 __all__ = ["GiveUp", "RetryLater", "after_model_error"]
 

@@ -17,17 +17,17 @@ from services.agent_worker.model_calls import ObservedModel
 from services.agent_worker.retries import RetryLater
 from services.agent_worker.step import StepRunner
 from services.agent_worker.sweep import Sweeper
-from shared.agentkit.agents import AsyncAgent, build_agent, default_llm
-from shared.agentkit.spec import AgentSpec
-from shared.plumbing.loop import LoopThread
-from shared.plumbing.settings import AgentWorkerSettings
-from shared.plumbing.tenant_credentials import TenantCredentials
-from shared.runtime.cancel import CancelWatch
-from shared.runtime.events import EventKind
-from shared.runtime.jobs import AgentStepJob, ChildJob, Job, WebhookJob, envelope
-from shared.runtime.schedules.runner import ScheduleRunner
-from shared.runtime.store import TaskStore
-from shared.runtime.webhooks import Deliverer, Outcome
+from taskyard.agentkit.agents import AsyncAgent, build_agent, default_llm
+from taskyard.agentkit.spec import AgentSpec
+from taskyard.plumbing.loop import LoopThread
+from taskyard.plumbing.settings import AgentWorkerSettings
+from taskyard.plumbing.tenant_credentials import TenantCredentials
+from taskyard.runtime.cancel import CancelWatch
+from taskyard.runtime.events import EventKind
+from taskyard.runtime.jobs import AgentStepJob, ChildJob, Job, WebhookJob, envelope
+from taskyard.runtime.schedules.runner import ScheduleRunner
+from taskyard.runtime.store import TaskStore
+from taskyard.runtime.webhooks import Deliverer, Outcome
 
 __all__ = ["AgentRuntime", "call_signer", "worker_agent"]
 

@@ -24,13 +24,13 @@ from services.agent_worker.live_agents import LiveAgents, LiveSession
 from services.agent_worker.mcp_tools import McpTools, McpToolsUnavailable
 from services.agent_worker.metrics import record_usage
 from services.agent_worker.model_calls import StepCalls, open_step_calls
-from shared.agentkit.schema import AgentMessage, AgentStatusCode, ToolCall
-from shared.plumbing.settings import AgentWorkerSettings
-from shared.runtime.cancel import CancelWatch, cancel_children
-from shared.runtime.events import EventKind
-from shared.runtime.jobs import AgentStepJob, Job, envelope, job_for_call
-from shared.runtime.store import StepCommit, StepStart, TaskStore
-from shared.runtime.task import TaskRecord, TaskStatus
+from taskyard.agentkit.schema import AgentMessage, AgentStatusCode, ToolCall
+from taskyard.plumbing.settings import AgentWorkerSettings
+from taskyard.runtime.cancel import CancelWatch, cancel_children
+from taskyard.runtime.events import EventKind
+from taskyard.runtime.jobs import AgentStepJob, Job, envelope, job_for_call
+from taskyard.runtime.store import StepCommit, StepStart, TaskStore
+from taskyard.runtime.task import TaskRecord, TaskStatus
 
 __all__ = ["StepRunner"]
 

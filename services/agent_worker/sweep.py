@@ -23,15 +23,15 @@ from typing import Any
 from celery import Celery
 
 from services.agent_worker.step import StepRunner
-from shared.agentkit.schema import ToolCall
-from shared.plumbing import keys
-from shared.plumbing.settings import AgentWorkerSettings
-from shared.runtime.approvals import Decision, decide
-from shared.runtime.jobs import FILES_TOOL, AgentStepJob, Job, WebhookJob, job_for_call
-from shared.runtime.store import TaskStore
-from shared.runtime.store.sandboxes import SandboxDirectory
-from shared.runtime.task import TaskRecord, TaskStatus
-from shared.runtime.webhooks import Deliverer
+from taskyard.agentkit.schema import ToolCall
+from taskyard.plumbing import keys
+from taskyard.plumbing.settings import AgentWorkerSettings
+from taskyard.runtime.approvals import Decision, decide
+from taskyard.runtime.jobs import FILES_TOOL, AgentStepJob, Job, WebhookJob, job_for_call
+from taskyard.runtime.store import TaskStore
+from taskyard.runtime.store.sandboxes import SandboxDirectory
+from taskyard.runtime.task import TaskRecord, TaskStatus
+from taskyard.runtime.webhooks import Deliverer
 
 __all__ = ["Sweeper"]
 

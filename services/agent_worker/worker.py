@@ -23,15 +23,15 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from services.agent_worker.metrics import STEP_SECONDS
 from services.agent_worker.retries import GiveUp, after_model_error
 from services.agent_worker.runtime import AgentRuntime
-from shared.agentkit.llms import LLMError
-from shared.agentkit.registry import load_plugins
-from shared.plumbing import keys
-from shared.plumbing.celery_app import JobTask, make_celery
-from shared.plumbing.logs import bind_job, setup_logging
-from shared.plumbing.metrics import serve_metrics
-from shared.plumbing.settings import AgentWorkerSettings, get_settings
-from shared.plumbing.tracing import job_attributes, setup_tracing
-from shared.runtime.jobs import AgentStepJob, ChildJob, WebhookJob
+from taskyard.agentkit.llms import LLMError
+from taskyard.agentkit.registry import load_plugins
+from taskyard.plumbing import keys
+from taskyard.plumbing.celery_app import JobTask, make_celery
+from taskyard.plumbing.logs import bind_job, setup_logging
+from taskyard.plumbing.metrics import serve_metrics
+from taskyard.plumbing.settings import AgentWorkerSettings, get_settings
+from taskyard.plumbing.tracing import job_attributes, setup_tracing
+from taskyard.runtime.jobs import AgentStepJob, ChildJob, WebhookJob
 
 settings = get_settings(AgentWorkerSettings)
 setup_logging("agent_worker")
@@ -118,7 +118,7 @@ def sweep() -> None:
 @app.task(name=keys.SCHEDULE_TASK)
 def run_schedules() -> None:
     """Submit the tasks of the cron schedules that are due (see
-    shared/runtime/schedules/runner.py)."""
+    shared/taskyard/runtime/schedules/runner.py)."""
     runtime().run_schedules()
 
 

@@ -42,12 +42,12 @@ from services.gateway.routes import (
     tasks,
     webhooks,
 )
-from shared.agentkit.registry import load_plugins
-from shared.files.artifacts import ArtifactStoreUnavailable, make_artifact_store
-from shared.plumbing.logs import setup_logging
-from shared.plumbing.settings import GatewaySettings, get_settings
-from shared.plumbing.tracing import setup_tracing
-from shared.runtime.store import NotReplicated
+from taskyard.agentkit.registry import load_plugins
+from taskyard.files.artifacts import ArtifactStoreUnavailable, make_artifact_store
+from taskyard.plumbing.logs import setup_logging
+from taskyard.plumbing.settings import GatewaySettings, get_settings
+from taskyard.plumbing.tracing import setup_tracing
+from taskyard.runtime.store import NotReplicated
 
 UI_DIR = Path(__file__).with_name("ui")
 

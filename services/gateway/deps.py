@@ -12,12 +12,12 @@ from fastapi import Depends, HTTPException, Path, Request, status
 
 from services.gateway.event_hub import EventHub, reader_client
 from services.gateway.system_probe import SystemProbe
-from shared.plumbing.celery_app import make_celery
-from shared.plumbing.keys import TASK_ID_PATTERN
-from shared.plumbing.redis_clients import async_client
-from shared.plumbing.settings import GatewaySettings
-from shared.runtime.store import TaskStore
-from shared.runtime.task import TaskRecord
+from taskyard.plumbing.celery_app import make_celery
+from taskyard.plumbing.keys import TASK_ID_PATTERN
+from taskyard.plumbing.redis_clients import async_client
+from taskyard.plumbing.settings import GatewaySettings
+from taskyard.runtime.store import TaskStore
+from taskyard.runtime.task import TaskRecord
 
 __all__ = [
     "CeleryDep",

@@ -1,7 +1,7 @@
 """The gateway's one error shape, FastAPI's ``{"detail": ...}``: a message, or for 422 the list
 of what failed. The models document it; `responses` declares each route's errors from them.
 
-The gateway's own errors derive from `GatewayError` (itself a `shared.errors.TaskyardError`);
+The gateway's own errors derive from `GatewayError` (itself a `taskyard.errors.TaskyardError`);
 those that are HTTP answers are also Starlette `HTTPException`s, so `http_error` renders them."""
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from shared.errors import TaskyardError
-from shared.runtime.store import NotReplicated
-from shared.runtime.submission import SubmissionRefused
+from taskyard.errors import TaskyardError
+from taskyard.runtime.store import NotReplicated
+from taskyard.runtime.submission import SubmissionRefused
 
 __all__ = [
     "ErrorBody",

@@ -26,12 +26,12 @@ from redis.exceptions import RedisError
 from redis.typing import EncodableT, KeyT, StreamIdT
 from redis.utils import HIREDIS_AVAILABLE
 
-from shared.plumbing import keys
-from shared.plumbing.redis_clients import async_client
-from shared.plumbing.settings import RedisSettings
-from shared.runtime.events import EventKind
-from shared.runtime.store import redis_replies
-from shared.runtime.task import TERMINAL
+from taskyard.plumbing import keys
+from taskyard.plumbing.redis_clients import async_client
+from taskyard.plumbing.settings import RedisSettings
+from taskyard.runtime.events import EventKind
+from taskyard.runtime.store import redis_replies
+from taskyard.runtime.task import TERMINAL
 
 if HIREDIS_AVAILABLE:  # redis-py's optional C parser; without it, redis-py packs commands
     import hiredis

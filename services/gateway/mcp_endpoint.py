@@ -27,12 +27,12 @@ from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, Streamable
 from starlette.requests import Request
 
 from services.gateway.deps import get_celery, get_hub, get_store
-from shared.agentkit.agents import AGENTS
-from shared.agentkit.spec import AgentSpec
-from shared.plumbing.settings import GatewaySettings
-from shared.runtime.events import EventKind
-from shared.runtime.submission import TaskRequest, submit
-from shared.runtime.task import SESSION_ID_PATTERN, TaskRecord, TaskStatus
+from taskyard.agentkit.agents import AGENTS
+from taskyard.agentkit.spec import AgentSpec
+from taskyard.plumbing.settings import GatewaySettings
+from taskyard.runtime.events import EventKind
+from taskyard.runtime.submission import TaskRequest, submit
+from taskyard.runtime.task import SESSION_ID_PATTERN, TaskRecord, TaskStatus
 
 __all__ = ["MCP_PATH", "McpEndpoint", "agent_tools"]
 

@@ -23,7 +23,7 @@ from prometheus_client import (
 )
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from shared.plumbing.metrics import DURATION_BUCKETS
+from taskyard.plumbing.metrics import DURATION_BUCKETS
 
 __all__ = ["QUEUE_DEPTH", "TASKS_ACCEPTED", "RequestMetrics", "render"]
 

@@ -6,12 +6,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from shared.agentkit.schema import AgentMessage
-from shared.agentkit.spec import WebhookSpec
-from shared.runtime.store.sessions import SessionOverview
-from shared.runtime.submission import TaskRequest
-from shared.runtime.task import TaskRecord, TaskStatus
-from shared.sandbox.kernel.files import MAX_PATH_CHARS, path_parts
+from taskyard.agentkit.schema import AgentMessage
+from taskyard.agentkit.spec import WebhookSpec
+from taskyard.runtime.store.sessions import SessionOverview
+from taskyard.runtime.submission import TaskRequest
+from taskyard.runtime.task import TaskRecord, TaskStatus
+from taskyard.sandbox.kernel.files import MAX_PATH_CHARS, path_parts
 
 _INPUT_PREVIEW = 200  # characters of a task's input a summary shows
 

@@ -7,8 +7,8 @@ from typing import Any
 from fastapi import FastAPI
 
 from services.gateway.admission import AUTH_PREFIX
-from shared.agentkit.agents import AGENTS
-from shared.agentkit.agents.as_tool import offered_tool_names
+from taskyard.agentkit.agents import AGENTS
+from taskyard.agentkit.agents.as_tool import offered_tool_names
 
 __all__ = ["openapi_document"]
 

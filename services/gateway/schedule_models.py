@@ -1,12 +1,12 @@
-"""The schedules' response bodies (the request is `shared.runtime.schedules.ScheduleRequest`)."""
+"""The schedules' response bodies (the request is `taskyard.runtime.schedules.ScheduleRequest`)."""
 
 from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from shared.runtime.schedules import MissedPolicy, RunOutcome, Schedule, ScheduleRun
-from shared.runtime.submission import TaskRequest
-from shared.runtime.task import TaskRecord, TaskStatus
+from taskyard.runtime.schedules import MissedPolicy, RunOutcome, Schedule, ScheduleRun
+from taskyard.runtime.submission import TaskRequest
+from taskyard.runtime.task import TaskRecord, TaskStatus
 
 __all__ = ["ScheduleList", "SchedulePublic", "ScheduleRunList", "ScheduleRunPublic"]
 

@@ -12,8 +12,8 @@ from celery import Celery
 from prometheus_client.parser import text_string_to_metric_families
 
 from services.gateway.models import QueueDepth, ReplicaState, SystemView
-from shared.agentkit.actions import action_queue, tool_names
-from shared.plumbing import keys
+from taskyard.agentkit.actions import action_queue, tool_names
+from taskyard.plumbing import keys
 
 __all__ = ["SystemProbe", "queue_names"]
 

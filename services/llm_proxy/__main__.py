@@ -13,8 +13,8 @@ import uvloop
 from services.llm_proxy.app import ProxyApp
 from services.llm_proxy.routing.policies import POLICIES
 from services.llm_proxy.settings import ProxySettings
-from shared.plumbing.logs import setup_logging
-from shared.plumbing.tracing import setup_tracing
+from taskyard.plumbing.logs import setup_logging
+from taskyard.plumbing.tracing import setup_tracing
 
 
 def _arguments() -> argparse.Namespace:

@@ -25,8 +25,8 @@ from services.llm_proxy.routing.fleet import FleetView
 from services.llm_proxy.routing.policies import ReplicaState, make_policy
 from services.llm_proxy.routing.redis_sync import PlacementSync
 from services.llm_proxy.settings import ProxySettings
-from shared.http1 import Connection, HttpServer, Request, listen_socket
-from shared.plumbing.tenant_credentials import TenantCredentials
+from taskyard.http1 import Connection, HttpServer, Request, listen_socket
+from taskyard.plumbing.tenant_credentials import TenantCredentials
 
 __all__ = ["ProxyApp"]
 
@@ -45,7 +45,7 @@ class ProxyApp:
         self, settings: ProxySettings, pool_spec: PoolSpec | None = None, tracing: bool = False
     ) -> None:
         self.settings = settings
-        self.tracing = tracing  # spans per completion request (`shared.plumbing.tracing` set up)
+        self.tracing = tracing  # spans per completion request (`taskyard.plumbing.tracing` set up)
         self.pool = Pool(pool_spec or load_pool(settings), settings)
         self.queues = {
             name: WaitQueue(settings.proxy_queue_size, settings.proxy_queue_timeout_s)

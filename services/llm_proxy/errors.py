@@ -22,8 +22,8 @@ ProxyError
 
 from __future__ import annotations
 
-from shared.errors import TaskyardError
-from shared.http1.openai_errors import error_body
+from taskyard.errors import TaskyardError
+from taskyard.http1.openai_errors import error_body
 
 __all__ = [
     "BadRequest",

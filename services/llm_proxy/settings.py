@@ -2,7 +2,7 @@
 
 Only what the proxy reads; the variables it shares with other services keep their names and
 checks: Sentinel's, the tenant-token secret and traces by reusing the shared areas
-(`shared.plumbing.settings`), `TASKYARD_REDIS_URL` and `TASKYARD_LLM_API_KEY` declared again (the
+(`taskyard.plumbing.settings`), `TASKYARD_REDIS_URL` and `TASKYARD_LLM_API_KEY` declared again (the
 shared areas holding them carry fields the proxy does not read).
 """
 
@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from services.llm_proxy.limits.tenants import parse_limits
-from shared.plumbing.settings import (
+from taskyard.plumbing.settings import (
     HTTP_SCHEMES,
     REDIS_SCHEMES,
     OtlpSettings,

@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from redis.exceptions import RedisError
 
 from services.llm_proxy.accounting.metrics import Metrics
-from shared.plumbing.redis_clients import SentinelSpec, async_client
+from taskyard.plumbing.redis_clients import SentinelSpec, async_client
 
 __all__ = ["SyncLoop"]
 

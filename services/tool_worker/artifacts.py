@@ -1,5 +1,5 @@
 """A tool result's artifacts leave the message before it is stored: each goes to the artifact
-store (`shared.files.artifacts`), becomes an `artifact` event on the task's stream (published
+store (`taskyard.files.artifacts`), becomes an `artifact` event on the task's stream (published
 before the result, so a follower sees it first) and a download URL in the message, which keeps
 only the description. No tool's bytes reach the task's messages.
 
@@ -16,10 +16,10 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from shared.agentkit.schema import ActionReturn, AgentMessage, Artifact
-from shared.files.artifacts import ArtifactRefused, ArtifactStore, artifact_url
-from shared.runtime.events import EventKind
-from shared.runtime.jobs import ToolRunJob
+from taskyard.agentkit.schema import ActionReturn, AgentMessage, Artifact
+from taskyard.files.artifacts import ArtifactRefused, ArtifactStore, artifact_url
+from taskyard.runtime.events import EventKind
+from taskyard.runtime.jobs import ToolRunJob
 
 __all__ = ["ArtifactKeeper", "Publish"]
 

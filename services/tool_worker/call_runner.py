@@ -30,17 +30,17 @@ from services.tool_worker.files import FileLimits, serve
 from services.tool_worker.metrics import TOOL_CALL_SECONDS
 from services.tool_worker.placement import Placement
 from services.tool_worker.toolbox import Toolbox
-from shared.agentkit.actions.mcp.listing import ListingExchange
-from shared.agentkit.schema import ActionReturn, ActionStatusCode, AgentMessage, ToolCall
-from shared.agentkit.text import replace_lone_surrogates
-from shared.files.artifacts import ArtifactStore, ArtifactStoreUnavailable, make_artifact_store
-from shared.files.transfer import FileTransfer
-from shared.plumbing.logs import bind_job
-from shared.plumbing.loop import LoopThread
-from shared.plumbing.redis_clients import async_client
-from shared.plumbing.settings import ToolWorkerSettings
-from shared.runtime.cancel import CancelWatch
-from shared.runtime.jobs import (
+from taskyard.agentkit.actions.mcp.listing import ListingExchange
+from taskyard.agentkit.schema import ActionReturn, ActionStatusCode, AgentMessage, ToolCall
+from taskyard.agentkit.text import replace_lone_surrogates
+from taskyard.files.artifacts import ArtifactStore, ArtifactStoreUnavailable, make_artifact_store
+from taskyard.files.transfer import FileTransfer
+from taskyard.plumbing.logs import bind_job
+from taskyard.plumbing.loop import LoopThread
+from taskyard.plumbing.redis_clients import async_client
+from taskyard.plumbing.settings import ToolWorkerSettings
+from taskyard.runtime.cancel import CancelWatch
+from taskyard.runtime.jobs import (
     AgentStepJob,
     Envelope,
     McpListJob,
@@ -49,8 +49,8 @@ from shared.runtime.jobs import (
     envelope,
     sticky_session,
 )
-from shared.runtime.store import CallClaim, TaskStore, ToolResultStored
-from shared.runtime.store.sandboxes import SandboxDirectory, ToolWorkerId
+from taskyard.runtime.store import CallClaim, TaskStore, ToolResultStored
+from taskyard.runtime.store.sandboxes import SandboxDirectory, ToolWorkerId
 
 __all__ = ["Claimed", "ToolCallRunner", "record_ttl_s"]
 

@@ -1,12 +1,12 @@
-"""The interpreter cells of each session, in Redis (`shared.agentkit.actions.cells.CellLog`): any
+"""The interpreter cells of each session, in Redis (`taskyard.agentkit.actions.cells.CellLog`): any
 tool worker that gets a session's next call can replay what the lost interpreter ran."""
 
 from __future__ import annotations
 
 import redis.asyncio as aioredis
 
-from shared.plumbing import keys
-from shared.plumbing.loop import LoopThread
+from taskyard.plumbing import keys
+from taskyard.plumbing.loop import LoopThread
 
 __all__ = ["RedisCellLog"]
 

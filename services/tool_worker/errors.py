@@ -1,13 +1,13 @@
 """The tool worker's errors.
 
-TaskyardError (shared.errors)
+TaskyardError (taskyard.errors)
 └── ToolWorkerError
     └── CallFailed    the worker could not run a tool call, and a retry may
 """
 
 from __future__ import annotations
 
-from shared.errors import TaskyardError
+from taskyard.errors import TaskyardError
 
 __all__ = ["CallFailed", "ToolWorkerError"]
 

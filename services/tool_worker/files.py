@@ -1,4 +1,4 @@
-"""The tool worker's side of a session's files (see `shared.files.transfer`): a write puts
+"""The tool worker's side of a session's files (see `taskyard.files.transfer`): a write puts
 the staged upload into the session's sandbox, starting it if need be; a read or a listing
 looks at the sandbox's working directory as it is (what the session's code wrote too) and
 never starts one. Each request becomes one `FilesReply`; nothing here raises for a refusal."""
@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.files.transfer import FilesReply
-from shared.plumbing.settings import FileSettings
-from shared.runtime.jobs import SessionFilesJob
-from shared.sandbox import SandboxError, SandboxProvider
-from shared.sandbox.errors import FileRefused, NoLiveSandbox, SandboxClosed
+from taskyard.files.transfer import FilesReply
+from taskyard.plumbing.settings import FileSettings
+from taskyard.runtime.jobs import SessionFilesJob
+from taskyard.sandbox import SandboxError, SandboxProvider
+from taskyard.sandbox.errors import FileRefused, NoLiveSandbox, SandboxClosed
 
 __all__ = ["FileLimits", "serve"]
 

@@ -1,7 +1,7 @@
 """The tool worker's MCP jobs: calls of a task's MCP servers' tools, and listings of their
 tools for the agent worker. Each runs the SDK's client on an event loop of the job's own
-thread: a local server's cells must run in that thread (`shared.agentkit.actions.mcp.stdio`), and a
-remote one's connection lives no longer than the call."""
+thread: a local server's cells must run in that thread (`taskyard.agentkit.actions.mcp.stdio`), and
+a remote one's connection lives no longer than the call."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from shared.agentkit.actions.mcp.client import McpClient, McpUnavailable
-from shared.agentkit.actions.mcp.listing import McpListing
-from shared.agentkit.schema import ActionReturn, ActionStatusCode, AgentMessage
-from shared.plumbing.settings import McpSettings
-from shared.runtime.jobs import McpListJob, ToolRunJob
-from shared.sandbox import SandboxProvider
+from taskyard.agentkit.actions.mcp.client import McpClient, McpUnavailable
+from taskyard.agentkit.actions.mcp.listing import McpListing
+from taskyard.agentkit.schema import ActionReturn, ActionStatusCode, AgentMessage
+from taskyard.plumbing.settings import McpSettings
+from taskyard.runtime.jobs import McpListJob, ToolRunJob
+from taskyard.sandbox import SandboxProvider
 
 __all__ = ["McpCalls"]
 

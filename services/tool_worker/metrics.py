@@ -1,4 +1,4 @@
-"""The tool worker's Prometheus metrics (served by `shared.plumbing.metrics.serve_metrics`): tool
+"""The tool worker's Prometheus metrics (served by `taskyard.plumbing.metrics.serve_metrics`): tool
 call durations, and the sandboxes read from the provider when scraped."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from prometheus_client import REGISTRY, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from shared.plumbing.metrics import DURATION_BUCKETS
-from shared.sandbox import SandboxProvider
+from taskyard.plumbing.metrics import DURATION_BUCKETS
+from taskyard.sandbox import SandboxProvider
 
 __all__ = ["TOOL_CALL_SECONDS", "SandboxCollector", "watch_sandboxes"]
 

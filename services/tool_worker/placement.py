@@ -1,5 +1,5 @@
 """Where sessions' interpreters live, from one tool worker's side
-(`shared.runtime.store.sandboxes`).
+(`taskyard.runtime.store.sandboxes`).
 
 The worker's own queue is named after its Celery node name; it beats while it runs, so jobs
 of the sessions it holds are pushed to that queue. Before a call uses a session's
@@ -24,11 +24,11 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from services.tool_worker.toolbox import Toolbox
-from shared.plumbing.keys import tool_queue
-from shared.plumbing.loop import LoopThread
-from shared.runtime.jobs import FILES_TOOL, Envelope
-from shared.runtime.store.sandboxes import Handover, SandboxDirectory, SessionClaim, ToolWorkerId
-from shared.sandbox import SandboxError, SandboxProvider
+from taskyard.plumbing.keys import tool_queue
+from taskyard.plumbing.loop import LoopThread
+from taskyard.runtime.jobs import FILES_TOOL, Envelope
+from taskyard.runtime.store.sandboxes import Handover, SandboxDirectory, SessionClaim, ToolWorkerId
+from taskyard.sandbox import SandboxError, SandboxProvider
 
 __all__ = ["Placement"]
 

@@ -11,12 +11,12 @@ from collections.abc import Coroutine
 from typing import TypeVar
 
 from services.tool_worker.mcp_calls import McpCalls
-from shared.agentkit.actions import ActionExecutor, ActionResources, CellLog
-from shared.agentkit.schema import AgentMessage, ToolCall
-from shared.plumbing.loop import cancel_others
-from shared.plumbing.settings import ToolWorkerSettings
-from shared.runtime.jobs import ToolRunJob
-from shared.sandbox import SandboxProvider, make_sandbox_provider
+from taskyard.agentkit.actions import ActionExecutor, ActionResources, CellLog
+from taskyard.agentkit.schema import AgentMessage, ToolCall
+from taskyard.plumbing.loop import cancel_others
+from taskyard.plumbing.settings import ToolWorkerSettings
+from taskyard.runtime.jobs import ToolRunJob
+from taskyard.sandbox import SandboxProvider, make_sandbox_provider
 
 __all__ = ["Toolbox"]
 

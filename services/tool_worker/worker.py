@@ -25,16 +25,16 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from services.tool_worker.call_runner import ToolCallRunner
 from services.tool_worker.errors import CallFailed
 from services.tool_worker.metrics import watch_sandboxes
-from shared.agentkit.registry import load_plugins
-from shared.plumbing import keys
-from shared.plumbing.celery_app import JobTask, make_celery
-from shared.plumbing.logs import bind_job, setup_logging
-from shared.plumbing.metrics import serve_metrics
-from shared.plumbing.settings import ToolWorkerSettings, get_settings
-from shared.plumbing.tracing import job_attributes, setup_tracing
-from shared.runtime.jobs import McpListJob, SessionFilesJob, ToolRunJob
-from shared.runtime.store.sandboxes import ToolWorkerId
-from shared.sandbox import SandboxError
+from taskyard.agentkit.registry import load_plugins
+from taskyard.plumbing import keys
+from taskyard.plumbing.celery_app import JobTask, make_celery
+from taskyard.plumbing.logs import bind_job, setup_logging
+from taskyard.plumbing.metrics import serve_metrics
+from taskyard.plumbing.settings import ToolWorkerSettings, get_settings
+from taskyard.plumbing.tracing import job_attributes, setup_tracing
+from taskyard.runtime.jobs import McpListJob, SessionFilesJob, ToolRunJob
+from taskyard.runtime.store.sandboxes import ToolWorkerId
+from taskyard.sandbox import SandboxError
 
 settings = get_settings(ToolWorkerSettings)
 setup_logging("tool_worker")

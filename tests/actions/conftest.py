@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from shared.plumbing.settings import ToolWorkerSettings
-from shared.sandbox import SandboxProvider, make_sandbox_provider
+from taskyard.plumbing.settings import ToolWorkerSettings
+from taskyard.sandbox import SandboxProvider, make_sandbox_provider
 
 
 @pytest.fixture(scope="session")

@@ -2,8 +2,8 @@ from typing import Annotated
 
 import pytest
 
-from shared.agentkit.actions import ActionError, BaseAction, tool_api
-from shared.agentkit.schema import ActionStatusCode
+from taskyard.agentkit.actions import ActionError, BaseAction, tool_api
+from taskyard.agentkit.schema import ActionStatusCode
 
 
 class Calculator(BaseAction):

@@ -4,10 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from shared.agentkit.actions import ACTIONS, ActionExecutor, ActionResources, openai_tool_schemas
-from shared.agentkit.registry import load_plugins
-from shared.agentkit.schema import ActionReturn, ActionStatusCode, ToolCall
-from shared.plumbing.settings import ToolWorkerSettings
+from taskyard.agentkit.actions import ACTIONS, ActionExecutor, ActionResources, openai_tool_schemas
+from taskyard.agentkit.registry import load_plugins
+from taskyard.agentkit.schema import ActionReturn, ActionStatusCode, ToolCall
+from taskyard.plumbing.settings import ToolWorkerSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 

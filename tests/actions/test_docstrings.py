@@ -1,5 +1,5 @@
-from shared.agentkit.actions import BaseAction, tool_api
-from shared.agentkit.actions.docstrings import parse_docstring
+from taskyard.agentkit.actions import BaseAction, tool_api
+from taskyard.agentkit.actions.docstrings import parse_docstring
 
 
 def test_summary_and_args_with_types_and_continuations() -> None:

@@ -3,7 +3,7 @@ import threading
 
 import pytest
 
-from shared.agentkit.actions import (
+from taskyard.agentkit.actions import (
     ActionExecutor,
     ActionHook,
     AsyncActionExecutor,
@@ -11,9 +11,9 @@ from shared.agentkit.actions import (
     FinishAction,
     tool_api,
 )
-from shared.agentkit.hooks import Hook
-from shared.agentkit.parsers import NativeToolCallParser
-from shared.agentkit.schema import (
+from taskyard.agentkit.hooks import Hook
+from taskyard.agentkit.parsers import NativeToolCallParser
+from taskyard.agentkit.schema import (
     ActionReturn,
     ActionStatusCode,
     ActionValidCode,

@@ -7,11 +7,11 @@ from uuid import uuid4
 
 import pytest
 
-from shared.agentkit.actions import ActionExecutor, IPythonInterpreter
-from shared.agentkit.actions.ipython import STATE_LOST, format_execution, strip_fence
-from shared.agentkit.schema import ActionReturn, ActionStatusCode, AgentMessage
-from shared.plumbing.settings import ToolWorkerSettings
-from shared.sandbox import ExecutionResult, SandboxProvider, make_sandbox_provider
+from taskyard.agentkit.actions import ActionExecutor, IPythonInterpreter
+from taskyard.agentkit.actions.ipython import STATE_LOST, format_execution, strip_fence
+from taskyard.agentkit.schema import ActionReturn, ActionStatusCode, AgentMessage
+from taskyard.plumbing.settings import ToolWorkerSettings
+from taskyard.sandbox import ExecutionResult, SandboxProvider, make_sandbox_provider
 
 
 @pytest.fixture(scope="module", params=["local", pytest.param("docker", marks=pytest.mark.docker)])

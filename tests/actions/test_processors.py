@@ -1,15 +1,15 @@
 import pytest
 
-from shared.agentkit.actions import (
+from taskyard.agentkit.actions import (
     ActionExecutor,
     FinishAction,
     InternLMActionProcessor,
     IPythonInterpreter,
 )
-from shared.agentkit.actions.processors import ActionProcessor
-from shared.agentkit.parsers import InterpreterParser, MixedToolParser, PluginParser
-from shared.agentkit.schema import ActionReturn, ActionStatusCode, AgentMessage, FunctionCall
-from shared.sandbox import SandboxProvider
+from taskyard.agentkit.actions.processors import ActionProcessor
+from taskyard.agentkit.parsers import InterpreterParser, MixedToolParser, PluginParser
+from taskyard.agentkit.schema import ActionReturn, ActionStatusCode, AgentMessage, FunctionCall
+from taskyard.sandbox import SandboxProvider
 
 
 def model_turn(text: str) -> AgentMessage:

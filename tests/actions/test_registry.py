@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.agentkit.actions import (
+from taskyard.agentkit.actions import (
     ACTIONS,
     ActionResources,
     FinishAction,
@@ -14,10 +14,10 @@ from shared.agentkit.actions import (
     openai_tool_schemas,
     tool_names,
 )
-from shared.agentkit.actions.web import RedisResultStore
-from shared.agentkit.registry import RegistryError, load_plugins
-from shared.plumbing.settings import ToolWorkerSettings
-from shared.sandbox import SandboxProvider
+from taskyard.agentkit.actions.web import RedisResultStore
+from taskyard.agentkit.registry import RegistryError, load_plugins
+from taskyard.plumbing.settings import ToolWorkerSettings
+from taskyard.sandbox import SandboxProvider
 
 
 def names(schemas: list[dict]) -> list[str]:
@@ -86,7 +86,7 @@ def test_a_user_action_deploys_by_naming_its_module(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (tmp_path / "my_tools.py").write_text(
-        "from shared.agentkit.actions import BaseAction, register_action\n\n"
+        "from taskyard.agentkit.actions import BaseAction, register_action\n\n"
         "@register_action\n"
         "class Shout(BaseAction):\n"
         '    """Upper-case text."""\n\n'

@@ -16,16 +16,16 @@ from devstack.scripted_model import ScriptedModelThread
 from services.agent_worker.live_agents import LiveAgents
 from services.agent_worker.runtime import worker_agent
 from services.agent_worker.step import StepRunner
-from shared.agentkit.agents import AsyncAgent
-from shared.agentkit.spec import AgentSpec
-from shared.plumbing import keys
-from shared.plumbing.celery_app import make_celery
-from shared.plumbing.settings import AgentWorkerSettings
-from shared.runtime.cancel import CancelWatch
-from shared.runtime.jobs import AgentStepJob
-from shared.runtime.store import TaskStore
-from shared.runtime.store.sessions import forget_session
-from shared.runtime.task import TaskRecord, TaskStatus
+from taskyard.agentkit.agents import AsyncAgent
+from taskyard.agentkit.spec import AgentSpec
+from taskyard.plumbing import keys
+from taskyard.plumbing.celery_app import make_celery
+from taskyard.plumbing.settings import AgentWorkerSettings
+from taskyard.runtime.cancel import CancelWatch
+from taskyard.runtime.jobs import AgentStepJob
+from taskyard.runtime.store import TaskStore
+from taskyard.runtime.store.sessions import forget_session
+from taskyard.runtime.task import TaskRecord, TaskStatus
 
 Runners = Callable[[], StepRunner]
 

@@ -14,14 +14,14 @@ import redis
 import redis.asyncio as aioredis
 
 from services.agent_worker.mcp_tools import McpTools, McpToolsUnavailable
-from shared.agentkit.actions.mcp.listing import ListedTool, ListingExchange, McpListing, server_id
-from shared.agentkit.spec import AgentSpec, McpServer
-from shared.plumbing import keys
-from shared.plumbing.celery_app import make_celery
-from shared.plumbing.settings import AgentWorkerSettings
-from shared.runtime.jobs import McpListJob
-from shared.runtime.store import TaskStore
-from shared.runtime.task import TaskRecord
+from taskyard.agentkit.actions.mcp.listing import ListedTool, ListingExchange, McpListing, server_id
+from taskyard.agentkit.spec import AgentSpec, McpServer
+from taskyard.plumbing import keys
+from taskyard.plumbing.celery_app import make_celery
+from taskyard.plumbing.settings import AgentWorkerSettings
+from taskyard.runtime.jobs import McpListJob
+from taskyard.runtime.store import TaskStore
+from taskyard.runtime.task import TaskRecord
 
 WEATHER = McpServer(name="weather", url="https://mcp.example.com/mcp")
 FORECAST = ListedTool(

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from services.agent_worker.memory_size import MemorySize
-from shared.agentkit.aggregators import ChatMessage, DefaultAggregator
-from shared.agentkit.schema import AgentMessage
-from shared.agentkit.token_count import count_tokens
+from taskyard.agentkit.aggregators import ChatMessage, DefaultAggregator
+from taskyard.agentkit.schema import AgentMessage
+from taskyard.agentkit.token_count import count_tokens
 
 MODEL = "scripted"
 

@@ -17,10 +17,10 @@ from opentelemetry.trace import SpanKind
 from prometheus_client import REGISTRY
 
 from services.agent_worker.model_calls import ModelCallOutsideStep, ObservedModel, open_step_calls
-from shared.agentkit.agents import AsyncAgent, AsyncSequential
-from shared.agentkit.llms import AsyncOpenAIChat
-from shared.plumbing.tenant_credentials import TenantClaim, TenantCredentials
-from shared.runtime.task import TaskRecord
+from taskyard.agentkit.agents import AsyncAgent, AsyncSequential
+from taskyard.agentkit.llms import AsyncOpenAIChat
+from taskyard.plumbing.tenant_credentials import TenantClaim, TenantCredentials
+from taskyard.runtime.task import TaskRecord
 
 CHUNK = (
     b'data: {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m", '

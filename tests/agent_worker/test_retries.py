@@ -4,7 +4,7 @@ it is the tenant's rate limit, or give up with the reason; a pure decision."""
 from __future__ import annotations
 
 from services.agent_worker.retries import GiveUp, RetryLater, after_model_error
-from shared.agentkit.llms import LLMError
+from taskyard.agentkit.llms import LLMError
 
 LIMITED = "model call failed: 429 request rate limit (1 requests per 60s) of tenant 'b' reached"
 

@@ -10,10 +10,10 @@ import json
 import redis
 
 from services.agent_worker.runtime import AgentRuntime
-from shared.plumbing import keys
-from shared.plumbing.celery_app import make_celery
-from shared.plumbing.settings import AgentWorkerSettings
-from shared.runtime.jobs import AgentStepJob, WebhookJob
+from taskyard.plumbing import keys
+from taskyard.plumbing.celery_app import make_celery
+from taskyard.plumbing.settings import AgentWorkerSettings
+from taskyard.runtime.jobs import AgentStepJob, WebhookJob
 
 
 def test_jobs_sent_outside_a_commit_reach_their_queues_whole(redis_server: str) -> None:

@@ -17,16 +17,16 @@ from devstack.scripted_model import ScriptedModelThread
 from services.agent_worker.live_agents import LiveAgents
 from services.agent_worker.runtime import worker_agent
 from services.agent_worker.step import StepRunner
-from shared.agentkit.schema import ActionReturn, AgentMessage
-from shared.agentkit.spec import AgentSpec
-from shared.plumbing import keys
-from shared.plumbing.celery_app import make_celery
-from shared.plumbing.settings import AgentWorkerSettings
-from shared.runtime.cancel import CancelWatch
-from shared.runtime.events import EventKind
-from shared.runtime.jobs import AgentStepJob, ToolRunJob, envelope
-from shared.runtime.store import TaskStore
-from shared.runtime.task import TaskRecord, TaskStatus
+from taskyard.agentkit.schema import ActionReturn, AgentMessage
+from taskyard.agentkit.spec import AgentSpec
+from taskyard.plumbing import keys
+from taskyard.plumbing.celery_app import make_celery
+from taskyard.plumbing.settings import AgentWorkerSettings
+from taskyard.runtime.cancel import CancelWatch
+from taskyard.runtime.events import EventKind
+from taskyard.runtime.jobs import AgentStepJob, ToolRunJob, envelope
+from taskyard.runtime.store import TaskStore
+from taskyard.runtime.task import TaskRecord, TaskStatus
 
 QUESTION = "What is the square root of 2, to 12 decimal places? Use Python."
 

@@ -15,16 +15,16 @@ import redis
 from services.agent_worker.live_agents import LiveAgents
 from services.agent_worker.step import StepRunner
 from services.agent_worker.sweep import Sweeper
-from shared.agentkit.agents import build_agent
-from shared.agentkit.schema import ActionReturn, AgentMessage, ToolCall
-from shared.plumbing import keys
-from shared.plumbing.celery_app import make_celery
-from shared.plumbing.settings import AgentWorkerSettings
-from shared.runtime.cancel import CancelWatch
-from shared.runtime.jobs import AgentStepJob, Job, ToolRunJob, WebhookJob, envelope
-from shared.runtime.store import StepCommit, TaskStore
-from shared.runtime.task import TaskRecord, TaskStatus
-from shared.runtime.webhooks import Deliverer
+from taskyard.agentkit.agents import build_agent
+from taskyard.agentkit.schema import ActionReturn, AgentMessage, ToolCall
+from taskyard.plumbing import keys
+from taskyard.plumbing.celery_app import make_celery
+from taskyard.plumbing.settings import AgentWorkerSettings
+from taskyard.runtime.cancel import CancelWatch
+from taskyard.runtime.jobs import AgentStepJob, Job, ToolRunJob, WebhookJob, envelope
+from taskyard.runtime.store import StepCommit, TaskStore
+from taskyard.runtime.task import TaskRecord, TaskStatus
+from taskyard.runtime.webhooks import Deliverer
 
 # Long enough that a task which moved just now is not taken for one standing still, on a
 # machine loaded enough to pause this test for tens of milliseconds.

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.agentkit.schema import LLMResponse
+from taskyard.agentkit.schema import LLMResponse
 
 
 @dataclass

@@ -8,17 +8,17 @@ from typing import Any
 import pytest
 from scripted_llm import AsyncScriptedLLM, scripted
 
-from shared.agentkit.agents import (
+from taskyard.agentkit.agents import (
     Agent,
     AgentError,
     AsyncAgent,
     EmptyReplyError,
     NotSynchronousError,
 )
-from shared.agentkit.aggregators import NativeToolAggregator
-from shared.agentkit.memory import Memory, MemoryManager
-from shared.agentkit.parsers import NativeToolCallParser
-from shared.agentkit.schema import ActionReturn, AgentMessage, LLMResponse, ToolCall
+from taskyard.agentkit.aggregators import NativeToolAggregator
+from taskyard.agentkit.memory import Memory, MemoryManager
+from taskyard.agentkit.parsers import NativeToolCallParser
+from taskyard.agentkit.schema import ActionReturn, AgentMessage, LLMResponse, ToolCall
 
 
 def test_the_issue_example() -> None:

@@ -9,8 +9,8 @@ import pytest
 from scripted_llm import AsyncScriptedLLM
 
 from devstack.scripted_model import ScriptedModelThread
-from shared.agentkit.actions import openai_tool_schemas
-from shared.agentkit.agents import (
+from taskyard.agentkit.actions import openai_tool_schemas
+from taskyard.agentkit.agents import (
     AGENTS,
     Agent,
     AsyncAgent,
@@ -18,13 +18,13 @@ from shared.agentkit.agents import (
     build_agent,
     default_llm,
 )
-from shared.agentkit.aggregators import NativeToolAggregator
-from shared.agentkit.llms import AsyncOpenAIChat
-from shared.agentkit.parsers import NativeToolCallParser
-from shared.agentkit.registry import RegistryError
-from shared.agentkit.schema import ActionReturn, AgentMessage, AgentStatusCode
-from shared.agentkit.spec import AgentSpec
-from shared.plumbing.settings import AgentWorkerSettings
+from taskyard.agentkit.aggregators import NativeToolAggregator
+from taskyard.agentkit.llms import AsyncOpenAIChat
+from taskyard.agentkit.parsers import NativeToolCallParser
+from taskyard.agentkit.registry import RegistryError
+from taskyard.agentkit.schema import ActionReturn, AgentMessage, AgentStatusCode
+from taskyard.agentkit.spec import AgentSpec
+from taskyard.plumbing.settings import AgentWorkerSettings
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ from typing import Any, Unpack
 import pytest
 from scripted_llm import ScriptedLLM, scripted
 
-from shared.agentkit.actions import ActionExecutor
-from shared.agentkit.agents import (
+from taskyard.agentkit.actions import ActionExecutor
+from taskyard.agentkit.agents import (
     Agent,
     AsyncAgent,
     AsyncStreamingAgent,
@@ -20,7 +20,7 @@ from shared.agentkit.agents import (
     StreamingAgent,
     ToolAgent,
 )
-from shared.agentkit.schema import AgentMessage
+from taskyard.agentkit.schema import AgentMessage
 
 
 async def call(agent: BaseAgent, **kwargs: Any) -> AgentMessage:

@@ -6,7 +6,7 @@ import asyncio
 
 from scripted_llm import AsyncScriptedLLM
 
-from shared.agentkit.agents import AsyncAgent, AsyncStreamingAgent
+from taskyard.agentkit.agents import AsyncAgent, AsyncStreamingAgent
 
 
 async def test_three_sessions_run_concurrently_and_stay_isolated() -> None:

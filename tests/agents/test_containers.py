@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from scripted_llm import AsyncScriptedLLM, scripted
 
-from shared.agentkit.agents import Agent, AsyncAgent, AsyncSequential, Sequential
-from shared.agentkit.schema import AgentMessage
+from taskyard.agentkit.agents import Agent, AsyncAgent, AsyncSequential, Sequential
+from taskyard.agentkit.schema import AgentMessage
 
 
 class Suffix(Agent):

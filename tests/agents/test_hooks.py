@@ -8,16 +8,16 @@ from typing import Any
 import pytest
 from scripted_llm import AsyncScriptedLLM, scripted
 
-from shared.agentkit.actions import ActionHook
-from shared.agentkit.agents import (
+from taskyard.agentkit.actions import ActionHook
+from taskyard.agentkit.agents import (
     Agent,
     AsyncAgent,
     AsyncStreamingAgent,
     BaseAgent,
     NotSynchronousError,
 )
-from shared.agentkit.hooks import Hook
-from shared.agentkit.schema import AgentMessage
+from taskyard.agentkit.hooks import Hook
+from taskyard.agentkit.schema import AgentMessage
 
 
 class Spy(Hook):
@@ -169,7 +169,7 @@ async def test_after_returning_anything_else_says_what_is_allowed(
 def test_agents_refuse_hooks_of_the_wrong_kind_at_registration() -> None:
     with pytest.raises(TypeError, match="an ActionHook goes to an executor's register_hook"):
         Agent(scripted()).register_hook(ActionHook())  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match=r"agents take shared\.agentkit\.hooks\.Hook objects"):
+    with pytest.raises(TypeError, match=r"agents take taskyard\.agentkit\.hooks\.Hook objects"):
         Agent(scripted(), hooks=[object()])  # type: ignore[list-item]
 
 

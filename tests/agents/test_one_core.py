@@ -9,9 +9,15 @@ from typing import Any
 import pytest
 from scripted_llm import AsyncScriptedLLM, scripted
 
-from shared.agentkit.agents import Agent, AsyncAgent, AsyncStreamingAgent, BaseAgent, StreamingAgent
-from shared.agentkit.hooks import Hook
-from shared.agentkit.schema import AgentMessage
+from taskyard.agentkit.agents import (
+    Agent,
+    AsyncAgent,
+    AsyncStreamingAgent,
+    BaseAgent,
+    StreamingAgent,
+)
+from taskyard.agentkit.hooks import Hook
+from taskyard.agentkit.schema import AgentMessage
 
 
 class Journal(Hook):

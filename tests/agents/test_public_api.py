@@ -8,11 +8,11 @@ import importlib
 import pytest
 
 PACKAGES = [
-    "shared.agentkit.agents",
-    "shared.agentkit.memory",
-    "shared.agentkit.aggregators",
-    "shared.agentkit.llms",
-    "shared.agentkit.hooks",
+    "taskyard.agentkit.agents",
+    "taskyard.agentkit.memory",
+    "taskyard.agentkit.aggregators",
+    "taskyard.agentkit.llms",
+    "taskyard.agentkit.hooks",
 ]
 
 
@@ -25,7 +25,7 @@ def test_all_names_exist(name: str) -> None:
 
 
 def test_issue_import_line() -> None:
-    from shared.agentkit.agents import Agent, AsyncAgent, Sequential
+    from taskyard.agentkit.agents import Agent, AsyncAgent, Sequential
 
     assert issubclass(Sequential, Agent)
     assert not issubclass(AsyncAgent, Agent)

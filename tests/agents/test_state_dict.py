@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from scripted_llm import scripted
 
-from shared.agentkit.agents import (
+from taskyard.agentkit.agents import (
     Agent,
     AgentDict,
     AgentList,
@@ -16,7 +16,7 @@ from shared.agentkit.agents import (
     StateKeys,
     UnknownSessionWarning,
 )
-from shared.agentkit.schema import AgentMessage
+from taskyard.agentkit.schema import AgentMessage
 
 
 class Team(Agent):

@@ -7,10 +7,10 @@ from typing import Any
 
 from scripted_llm import AsyncScriptedLLM, scripted
 
-from shared.agentkit.agents import Agent, AsyncAgent, AsyncStreamingAgent, StreamingAgent
-from shared.agentkit.hooks import Hook
-from shared.agentkit.parsers import NativeToolCallParser
-from shared.agentkit.schema import AgentMessage, AgentStatusCode, LLMResponse, ToolCall
+from taskyard.agentkit.agents import Agent, AsyncAgent, AsyncStreamingAgent, StreamingAgent
+from taskyard.agentkit.hooks import Hook
+from taskyard.agentkit.parsers import NativeToolCallParser
+from taskyard.agentkit.schema import AgentMessage, AgentStatusCode, LLMResponse, ToolCall
 
 ING, END = AgentStatusCode.STREAM_ING, AgentStatusCode.END
 

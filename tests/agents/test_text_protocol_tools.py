@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from scripted_llm import scripted
 
-from shared.agentkit.actions import ActionExecutor, BaseAction, InternLMActionProcessor
-from shared.agentkit.agents import Agent
-from shared.agentkit.aggregators import InternLMToolAggregator
-from shared.agentkit.parsers import PluginParser
+from taskyard.agentkit.actions import ActionExecutor, BaseAction, InternLMActionProcessor
+from taskyard.agentkit.agents import Agent
+from taskyard.agentkit.aggregators import InternLMToolAggregator
+from taskyard.agentkit.parsers import PluginParser
 
 BEGIN, END = "<|action_start|><|plugin|>\n", "<|action_end|>\n"
 CALL = '{"name": "Echo", "parameters": {"text": "hi"}}'

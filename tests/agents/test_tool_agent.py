@@ -7,9 +7,9 @@ import asyncio
 import pytest
 from scripted_llm import AsyncScriptedLLM, scripted
 
-from shared.agentkit.actions import ActionExecutor, AsyncActionExecutor, BaseAction, text_result
-from shared.agentkit.agents import AsyncToolAgent, NotSynchronousError, ToolAgent, TurnLimitError
-from shared.agentkit.schema import ActionReturn, LLMResponse, ToolCall
+from taskyard.agentkit.actions import ActionExecutor, AsyncActionExecutor, BaseAction, text_result
+from taskyard.agentkit.agents import AsyncToolAgent, NotSynchronousError, ToolAgent, TurnLimitError
+from taskyard.agentkit.schema import ActionReturn, LLMResponse, ToolCall
 
 
 class Adder(BaseAction):

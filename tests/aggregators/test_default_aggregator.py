@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from shared.agentkit.aggregators import DefaultAggregator
-from shared.agentkit.parsers.base import OutputParser
-from shared.agentkit.schema import ActionReturn, AgentMessage
+from taskyard.agentkit.aggregators import DefaultAggregator
+from taskyard.agentkit.parsers.base import OutputParser
+from taskyard.agentkit.schema import ActionReturn, AgentMessage
 
 
 class InstructedParser(OutputParser):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from shared.agentkit.aggregators import FewShotAggregator
-from shared.agentkit.schema import AgentMessage
+from taskyard.agentkit.aggregators import FewShotAggregator
+from taskyard.agentkit.schema import AgentMessage
 
 EXAMPLES = [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]
 

@@ -3,13 +3,13 @@ a turn whose call failed to parse is not shown back to the model."""
 
 from __future__ import annotations
 
-from shared.agentkit.aggregators import (
+from taskyard.agentkit.aggregators import (
     FewShotAggregator,
     InternLMToolAggregator,
     TextToolAggregator,
 )
-from shared.agentkit.parsers import InterpreterParser, MixedToolParser, PluginParser
-from shared.agentkit.schema import ActionReturn, AgentMessage
+from taskyard.agentkit.parsers import InterpreterParser, MixedToolParser, PluginParser
+from taskyard.agentkit.schema import ActionReturn, AgentMessage
 
 BEGIN, END = "<|action_start|><|plugin|>\n", "<|action_end|>\n"
 CALL = '{"name": "Echo", "parameters": {"text": "hi"}}'

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from shared.agentkit.aggregators import NativeToolAggregator, TextToolAggregator
-from shared.agentkit.schema import ActionReturn, AgentMessage, ToolCall
+from taskyard.agentkit.aggregators import NativeToolAggregator, TextToolAggregator
+from taskyard.agentkit.schema import ActionReturn, AgentMessage, ToolCall
 
 
 def call_turn(*calls: ToolCall, text: str = "") -> AgentMessage:

@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 from dev_install import taskyard_cli
 
-from shared.client.cli import main
+from taskyard.client.cli import main
 
 NOT_INSTALLED = "taskyard: up is a development command: run it from a taskyard checkout"
 
 
 def _taskyard(*args: str, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "shared.client.cli", *args],
+        [sys.executable, "-m", "taskyard.client.cli", *args],
         capture_output=True,
         text=True,
         timeout=30,

@@ -11,9 +11,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from shared.client import AsyncTaskyardClient, NotFound, TaskyardClient
-from shared.client.core import ClientCore
-from shared.runtime.events import EventKind
+from taskyard.client import AsyncTaskyardClient, NotFound, TaskyardClient
+from taskyard.client.core import ClientCore
+from taskyard.runtime.events import EventKind
 
 # The first connection: a comment, a status, a keep-alive after it (httpx-sse turns that one
 # into an event with the last id and no data, which the specification does not dispatch), a

@@ -21,22 +21,22 @@ import redis
 from gateway.gateway_support import GatewayProcess
 
 from services.tool_worker.artifacts import ArtifactKeeper
-from shared.agentkit.schema import ActionReturn, AgentMessage, Artifact, ToolCall
-from shared.client import (
+from taskyard.agentkit.schema import ActionReturn, AgentMessage, Artifact, ToolCall
+from taskyard.client import (
     AsyncTaskyardClient,
     InvalidRequest,
     NotFound,
     TaskyardClient,
     Unauthorized,
 )
-from shared.client.cli import EXIT_CODES, main
-from shared.files.artifacts import ArtifactLimits, RedisArtifactStore, artifact_name
-from shared.plumbing import keys
-from shared.runtime.jobs import ToolRunJob
-from shared.runtime.store import TaskStore
+from taskyard.client.cli import EXIT_CODES, main
+from taskyard.files.artifacts import ArtifactLimits, RedisArtifactStore, artifact_name
+from taskyard.plumbing import keys
+from taskyard.runtime.jobs import ToolRunJob
+from taskyard.runtime.store import TaskStore
 
 NO_TASK = "task_" + "0" * 32
-TASKYARD = [sys.executable, "-m", "shared.client.cli"]
+TASKYARD = [sys.executable, "-m", "taskyard.client.cli"]
 Taskyard = Callable[..., subprocess.CompletedProcess[str]]
 
 

@@ -12,8 +12,8 @@ import pytest
 import redis
 from gateway.gateway_support import GatewayProcess
 
-from shared.client import AsyncTaskyardClient, InvalidRequest, NotFound, TaskyardClient
-from shared.client.cli import EXIT_CODES
+from taskyard.client import AsyncTaskyardClient, InvalidRequest, NotFound, TaskyardClient
+from taskyard.client.cli import EXIT_CODES
 
 Taskyard = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -34,7 +34,7 @@ def _fresh(redis_server: str) -> None:
 @pytest.fixture
 def taskyard(gateway: str) -> Taskyard:
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        cli = [sys.executable, "-m", "shared.client.cli"]
+        cli = [sys.executable, "-m", "taskyard.client.cli"]
         argv = [*cli, "--gateway", gateway, "--api-key", "key-a"]
         return subprocess.run([*argv, *args], capture_output=True, text=True, timeout=60,
                               stdin=subprocess.DEVNULL)  # fmt: skip

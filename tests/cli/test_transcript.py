@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import io
 
-from shared.agentkit.schema import ActionReturn, AgentMessage
-from shared.client.cli.transcript import TranscriptPrinter
-from shared.runtime.events import Event, EventKind
+from taskyard.agentkit.schema import ActionReturn, AgentMessage
+from taskyard.client.cli.transcript import TranscriptPrinter
+from taskyard.runtime.events import Event, EventKind
 
 
 def _event(n: int, kind: EventKind, data: dict) -> Event:

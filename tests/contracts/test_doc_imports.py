@@ -1,6 +1,7 @@
-"""Users import the library as the README, the docs and the examples show: every `from shared...`
-and `import shared...` line in them names a module that exists and names it exports, so a moved
-module cannot leave a page teaching an import that fails."""
+"""Users import the library as the README, the docs and the examples show: every `from
+taskyard...` and `import taskyard...` line in them (and any left from before the package was
+named taskyard, `shared...`) names a module that exists and names it exports, so a moved module
+cannot leave a page teaching an import that fails."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ PAGES = [
     *sorted((ROOT / "docs").glob("*.md")),
     *sorted((ROOT / "examples").glob("*.py")),
 ]
-FROM = re.compile(r"^\s*from (shared(?:\.\w+)*) import \(?([\w, ]+)\)?\s*(?:#.*)?$", re.M)
-IMPORT = re.compile(r"^\s*import (shared(?:\.\w+)+)\s*(?:#.*)?$", re.M)
+FROM = re.compile(
+    r"^\s*from ((?:taskyard|shared)(?:\.\w+)*) import \(?([\w, ]+)\)?\s*(?:#.*)?$", re.M
+)
+IMPORT = re.compile(r"^\s*import ((?:taskyard|shared)(?:\.\w+)+)\s*(?:#.*)?$", re.M)
 
 
 def shown_imports(text: str) -> list[tuple[str, list[str]]]:
@@ -44,9 +47,9 @@ def test_every_import_a_page_shows_works() -> None:
 
 def test_a_stale_import_is_seen() -> None:
     text = (
-        "```python\nfrom shared.agents import Agent\nfrom shared.errors import TaskyardError\n```"
+        "```python\nfrom shared.agents import Agent\nfrom taskyard.errors import TaskyardError\n```"
     )
     shown = shown_imports(text)
-    assert shown == [("shared.agents", ["Agent"]), ("shared.errors", ["TaskyardError"])]
-    assert broken("shared.agents", ["Agent"]) != []  # moved to shared.agentkit.agents
-    assert broken("shared.errors", ["TaskyardError"]) == []
+    assert shown == [("shared.agents", ["Agent"]), ("taskyard.errors", ["TaskyardError"])]
+    assert broken("shared.agents", ["Agent"]) != []  # moved to taskyard.agentkit.agents
+    assert broken("taskyard.errors", ["TaskyardError"]) == []

@@ -1,5 +1,5 @@
 """One error root per package: every exception class a package defines derives from it, and
-every root from `shared.errors.TaskyardError`."""
+every root from `taskyard.errors.TaskyardError`."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from shared.errors import TaskyardError
+from taskyard.errors import TaskyardError
 
 # Package: its root, by dotted name. The lead adds services.llm_proxy and
 # devstack.scripted_model here once their errors derive from one root each.
 ROOTS = {
-    "shared": "shared.errors.TaskyardError",
+    "taskyard": "taskyard.errors.TaskyardError",
     "services.gateway": "services.gateway.errors.GatewayError",
     "services.agent_worker": "services.agent_worker.errors.AgentWorkerError",
     "services.tool_worker": "services.tool_worker.errors.ToolWorkerError",
@@ -24,8 +24,8 @@ ROOTS = {
     "devstack.scripted_model": "devstack.scripted_model.app.ScriptedModelError",
 }
 # The sandbox kernel runs alone inside the sandbox, on the standard library: it cannot import
-# shared.errors, and its errors never leave it. `__main__` modules run when imported.
-SKIPPED = ("shared.sandbox.kernel",)
+# taskyard.errors, and its errors never leave it. `__main__` modules run when imported.
+SKIPPED = ("taskyard.sandbox.kernel",)
 
 
 def _root(dotted: str) -> type[BaseException]:

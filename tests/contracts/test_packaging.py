@@ -66,10 +66,10 @@ class Refuse(importlib.abc.MetaPathFinder):
 
 sys.meta_path.insert(0, Refuse())
 
-import shared.agentkit.actions, shared.agentkit.aggregators, shared.agentkit.memory
-import shared.agentkit.parsers, shared.client
-from shared.agentkit.agents import Agent, AsyncAgent
-from shared.agentkit.llms import AsyncOpenAIChat, OpenAIChat
+import taskyard.agentkit.actions, taskyard.agentkit.aggregators, taskyard.agentkit.memory
+import taskyard.agentkit.parsers, taskyard.client
+from taskyard.agentkit.agents import Agent, AsyncAgent
+from taskyard.agentkit.llms import AsyncOpenAIChat, OpenAIChat
 
 url = sys.argv[1]
 reply = Agent(OpenAIChat(base_url=url, model="scripted"))("hi", session_id=1)
@@ -109,7 +109,7 @@ def _imported_top_level() -> set[str]:
                 names |= {alias.name.split(".")[0] for alias in node.names}
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 names.add(node.module.split(".")[0])
-    return names - set(sys.stdlib_module_names) - {"shared", "services"}
+    return names - set(sys.stdlib_module_names) - {"taskyard", "services"}
 
 
 @functools.cache
@@ -134,7 +134,7 @@ def test_the_service_extra_holds_the_service_packages() -> None:
     declared = _declared()
     missing = [d for d in SERVICE_PACKAGES.values() if not any(n.startswith(d) for n in declared)]
     assert missing == []
-    assert "requests" in service  # shared/sandbox/docker.py's, with the Docker SDK
+    assert "requests" in service  # shared/taskyard/sandbox/docker.py's, with the Docker SDK
     assert "starlette" in service  # the gateway imports it directly
 
 

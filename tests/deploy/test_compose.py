@@ -21,9 +21,9 @@ from services.llm_proxy.accounting.metrics import Metrics
 from services.llm_proxy.replicas.spec import load_pool
 from services.llm_proxy.settings import ProxySettings
 from services.tool_worker.metrics import SandboxCollector
-from shared.agentkit.actions import action_queue
-from shared.plumbing import keys
-from shared.plumbing.settings import AgentWorkerSettings, ToolWorkerSettings
+from taskyard.agentkit.actions import action_queue
+from taskyard.plumbing import keys
+from taskyard.plumbing.settings import AgentWorkerSettings, ToolWorkerSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE: dict[str, Any] = yaml.safe_load((ROOT / "compose.yaml").read_text())

@@ -9,8 +9,8 @@ import pytest
 from dev_install import declared, taskyard_cli
 
 from devstack.cli import local_stack
-from shared.client.cli import parser as taskyard_parser
-from shared.plumbing.settings import GatewaySettings
+from taskyard.client.cli import parser as taskyard_parser
+from taskyard.plumbing.settings import GatewaySettings
 
 
 def test_pyproject_contributes_up_with_its_options(tmp_path: Path) -> None:

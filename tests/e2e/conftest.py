@@ -17,7 +17,7 @@ import pytest
 from e2e_support import HookReceiver
 
 from devstack.stack import LocalStack
-from shared.client import TaskyardClient
+from taskyard.client import TaskyardClient
 
 _HERE = Path(__file__).resolve().parent
 

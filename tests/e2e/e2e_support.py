@@ -8,8 +8,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 
 from devstack.stack import LocalStack
-from shared.agentkit.schema import ActionReturn, AgentMessage
-from shared.client import TaskyardClient
+from taskyard.agentkit.schema import ActionReturn, AgentMessage
+from taskyard.client import TaskyardClient
 
 ENDED = frozenset({"succeeded", "failed"})
 # For stacks whose tests stop or kill tool workers: a silent one is gone after 2 s, and the

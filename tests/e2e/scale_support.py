@@ -10,7 +10,7 @@ import re
 from e2e_support import tool_output, wait_status
 
 from devstack.stack import LocalStack
-from shared.client import TaskyardClient
+from taskyard.client import TaskyardClient
 
 LOST = "Note: state lost ("  # how a cell's output says its session's interpreter was lost
 

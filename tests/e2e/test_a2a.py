@@ -50,8 +50,8 @@ from a2a.utils.proto_utils import parse_lenient
 from e2e_support import HookReceiver, configure_model
 
 from devstack.stack import LocalStack
-from shared.client import TaskyardClient
-from shared.runtime.webhooks import verify
+from taskyard.client import TaskyardClient
+from taskyard.runtime.webhooks import verify
 
 pytestmark = pytest.mark.e2e
 

@@ -16,7 +16,7 @@ import pytest
 from e2e_support import wait_status
 
 from devstack.stack import LocalStack
-from shared.client import TaskyardClient
+from taskyard.client import TaskyardClient
 
 pytestmark = pytest.mark.e2e
 
@@ -98,7 +98,7 @@ def test_an_undecided_call_is_denied_at_its_timeout(client: TaskyardClient) -> N
 
 
 def test_the_cli_asks_when_following(stack: LocalStack) -> None:
-    argv = [sys.executable, "-m", "shared.client.cli", "--gateway", stack.gateway_url,
+    argv = [sys.executable, "-m", "taskyard.client.cli", "--gateway", stack.gateway_url,
             "--api-key", stack.api_key, "submit", CODE, "--ask",
             "--agent", '{"approval": {"tools": ["IPythonInterpreter"]}}']  # fmt: skip
     done = subprocess.run(argv, input="e\n{\"command\": \"print(123)\"}\n", text=True,
@@ -112,7 +112,7 @@ def test_the_cli_asks_when_following(stack: LocalStack) -> None:
 def test_ctrl_c_while_following_leaves_the_call_waiting(
     stack: LocalStack, client: TaskyardClient
 ) -> None:
-    argv = [sys.executable, "-m", "shared.client.cli", "--gateway", stack.gateway_url,
+    argv = [sys.executable, "-m", "taskyard.client.cli", "--gateway", stack.gateway_url,
             "--api-key", stack.api_key, "submit", CODE, "--no-ask",
             "--agent", '{"approval": {"tools": ["IPythonInterpreter"]}}']  # fmt: skip
     cli = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,

@@ -8,7 +8,7 @@ import pytest
 from e2e_support import wait_status
 
 from devstack.stack import LocalStack
-from shared.client import TaskyardClient
+from taskyard.client import TaskyardClient
 
 pytestmark = pytest.mark.e2e
 

@@ -22,7 +22,7 @@ from playwright.sync_api import BrowserContext, Page, ViewportSize, expect, sync
 from devstack.cli import DEMO_TASK
 from devstack.procs import free_port
 from devstack.stack import LocalStack, StackPorts
-from shared.client import TaskyardClient
+from taskyard.client import TaskyardClient
 
 pytestmark = pytest.mark.e2e
 

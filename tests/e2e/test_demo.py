@@ -12,9 +12,9 @@ from e2e_support import wait_status
 
 from devstack.cli import DEMO_TASK
 from devstack.stack import LocalStack
-from shared.agentkit.schema import ActionReturn, AgentMessage
-from shared.client import TaskyardClient
-from shared.runtime.events import Event, EventKind
+from taskyard.agentkit.schema import ActionReturn, AgentMessage
+from taskyard.client import TaskyardClient
+from taskyard.runtime.events import Event, EventKind
 
 pytestmark = pytest.mark.e2e
 

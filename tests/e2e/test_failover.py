@@ -24,8 +24,8 @@ import pytest
 import redis
 
 from devstack.stack import LocalStack
-from shared.agentkit.schema import AgentMessage
-from shared.plumbing import keys
+from taskyard.agentkit.schema import AgentMessage
+from taskyard.plumbing import keys
 
 pytestmark = pytest.mark.e2e
 

@@ -16,8 +16,8 @@ from e2e_support import configure_model, wait_status
 
 from devstack.cli import DEMO_TASK
 from devstack.stack import LocalStack
-from shared.agentkit.schema import ActionReturn, AgentMessage
-from shared.client import TaskyardClient
+from taskyard.agentkit.schema import ActionReturn, AgentMessage
+from taskyard.client import TaskyardClient
 
 pytestmark = pytest.mark.e2e
 

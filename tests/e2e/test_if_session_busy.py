@@ -11,7 +11,7 @@ import pytest
 from e2e_support import wait_status
 
 from devstack.stack import LocalStack
-from shared.client import ClientError, TaskyardClient
+from taskyard.client import ClientError, TaskyardClient
 
 pytestmark = pytest.mark.e2e
 

@@ -14,7 +14,7 @@ import pytest
 from e2e_support import QUICK_RECOVERY, cell_output
 
 from devstack.stack import LocalStack
-from shared.client import TaskyardClient
+from taskyard.client import TaskyardClient
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 

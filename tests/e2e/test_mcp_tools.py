@@ -25,7 +25,7 @@ from playwright.sync_api import expect, sync_playwright
 from test_dashboard import CHROMIUM, CHROMIUM_ARGS, WAIT_MS
 
 from devstack.stack import LocalStack
-from shared.client import TaskyardClient
+from taskyard.client import TaskyardClient
 
 pytestmark = pytest.mark.e2e
 

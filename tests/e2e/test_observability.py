@@ -16,7 +16,7 @@ from otlp_receiver import OTLPReceiver, ReceivedSpan
 from prometheus_client.parser import text_string_to_metric_families
 
 from devstack.stack import LocalStack
-from shared.client import TaskyardClient
+from taskyard.client import TaskyardClient
 
 pytestmark = pytest.mark.e2e
 

@@ -15,7 +15,7 @@ from e2e_support import configure_model
 
 from devstack.cli import DEMO_TASK
 from devstack.stack import LocalStack
-from shared.client import AsyncTaskyardClient, TaskyardClient
+from taskyard.client import AsyncTaskyardClient, TaskyardClient
 from tests.dev_install import taskyard_cli
 
 pytestmark = pytest.mark.e2e

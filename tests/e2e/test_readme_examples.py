@@ -35,7 +35,7 @@ NOT_RUN = {
         "the two commands themselves: CI runs make test"
     ),
     "> What is the square root of 2, to 12 decimal places? Use Python.": "make up's output",
-    "services/gateway/         the HTTP API; each service is thin over shared/": (
+    "services/gateway/         the HTTP API; each service is thin over the taskyard package": (
         "the layout map: tests/contracts/test_docs_layout.py holds it against the tree"
     ),
 }

@@ -19,11 +19,11 @@ import pytest
 import redis
 
 from devstack.stack import LocalStack
-from shared.agentkit.schema import ActionReturn, AgentMessage
-from shared.client import TaskyardClient
-from shared.client.cli import main
-from shared.plumbing import keys
-from shared.runtime.events import EventKind
+from taskyard.agentkit.schema import ActionReturn, AgentMessage
+from taskyard.client import TaskyardClient
+from taskyard.client.cli import main
+from taskyard.plumbing import keys
+from taskyard.runtime.events import EventKind
 from tests.fake_s3 import CREDENTIALS, REGION, documented_lifecycle, fake_s3, new_bucket, s3_client
 
 pytestmark = pytest.mark.e2e

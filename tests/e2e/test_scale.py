@@ -18,8 +18,8 @@ import redis
 from e2e_support import configure_model, wait_status
 
 from devstack.stack import LocalStack
-from shared.client import TaskyardClient
-from shared.plumbing import keys
+from taskyard.client import TaskyardClient
+from taskyard.plumbing import keys
 
 pytestmark = pytest.mark.e2e
 

@@ -27,7 +27,7 @@ from scale_support import (
 )
 
 from devstack.stack import LocalStack
-from shared.client import TaskyardClient
+from taskyard.client import TaskyardClient
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 

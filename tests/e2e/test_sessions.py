@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from e2e_support import wait_status
 
-from shared.client import TaskyardClient
+from taskyard.client import TaskyardClient
 
 pytestmark = pytest.mark.e2e
 

@@ -28,9 +28,9 @@ from scale_support import LOST, cell, holder, kept, number, task_output, worker_
 from devstack.hosts import RANGE, HostNetwork
 from devstack.procs import Child, Processes
 from devstack.stack import LocalStack
-from shared.client import TaskyardClient
-from shared.runtime.events import EventKind
-from shared.runtime.webhooks import verify
+from taskyard.client import TaskyardClient
+from taskyard.runtime.events import EventKind
+from taskyard.runtime.webhooks import verify
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
 

@@ -14,8 +14,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from devstack.stack import LocalStack
-from shared.client import TaskyardClient
-from shared.plumbing.tenant_credentials import TenantCredentials
+from taskyard.client import TaskyardClient
+from taskyard.plumbing.tenant_credentials import TenantCredentials
 
 pytestmark = pytest.mark.e2e
 

@@ -13,8 +13,8 @@ import pytest
 from e2e_support import wait_status
 
 from devstack.stack import LocalStack
-from shared.client import TaskyardClient
-from shared.sandbox.docker import SESSION_LABEL, WORKER_LABEL
+from taskyard.client import TaskyardClient
+from taskyard.sandbox.docker import SESSION_LABEL, WORKER_LABEL
 
 pytestmark = pytest.mark.e2e
 

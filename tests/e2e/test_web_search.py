@@ -13,7 +13,7 @@ from e2e_support import wait_status
 from fake_web import FakeWeb, serve_fake_web
 
 from devstack.stack import LocalStack
-from shared.client import TaskyardClient
+from taskyard.client import TaskyardClient
 
 pytestmark = pytest.mark.e2e
 

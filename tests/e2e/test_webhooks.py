@@ -10,8 +10,8 @@ import pytest
 from e2e_support import HookReceiver, delivered, wait_status
 
 from devstack.stack import LocalStack
-from shared.client import TaskyardClient
-from shared.runtime.webhooks import verify
+from taskyard.client import TaskyardClient
+from taskyard.runtime.webhooks import verify
 
 pytestmark = pytest.mark.e2e
 

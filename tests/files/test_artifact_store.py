@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from devstack.procs import free_port
-from shared.files.artifacts import (
+from taskyard.files.artifacts import (
     ArtifactLimits,
     ArtifactRefused,
     ArtifactStore,
@@ -24,11 +24,11 @@ from shared.files.artifacts import (
     artifact_url,
     make_artifact_store,
 )
-from shared.files.artifacts.s3_store import S3ArtifactStore, expiring_days
-from shared.plumbing import keys
-from shared.plumbing.keys import RETENTION_S
-from shared.plumbing.settings import ArtifactSettings
-from shared.runtime.task import new_task_id
+from taskyard.files.artifacts.s3_store import S3ArtifactStore, expiring_days
+from taskyard.plumbing import keys
+from taskyard.plumbing.keys import RETENTION_S
+from taskyard.plumbing.settings import ArtifactSettings
+from taskyard.runtime.task import new_task_id
 from tests.fake_s3 import documented_lifecycle, fake_s3, new_bucket, s3_client
 
 PNG = b"\x89PNG figure"

@@ -10,9 +10,9 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
-from shared.files.info import FileInfo
-from shared.files.transfer import FilesReply, FileTransfer
-from shared.plumbing import keys
+from taskyard.files.info import FileInfo
+from taskyard.files.transfer import FilesReply, FileTransfer
+from taskyard.plumbing import keys
 
 
 @pytest.fixture

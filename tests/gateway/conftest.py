@@ -9,7 +9,7 @@ import redis
 from fastapi.testclient import TestClient
 
 from services.gateway.app import create_app
-from shared.plumbing.settings import GatewaySettings
+from taskyard.plumbing.settings import GatewaySettings
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ from pathlib import Path
 import redis
 
 from devstack.procs import Processes, free_port
-from shared.plumbing.settings import GatewaySettings
-from shared.runtime.jobs import AgentStepJob
+from taskyard.plumbing.settings import GatewaySettings
+from taskyard.runtime.jobs import AgentStepJob
 
 
 def queued_steps(settings: GatewaySettings) -> list[tuple[str, int]]:

@@ -42,8 +42,8 @@ from a2a.types import (
 from fastapi import FastAPI
 
 from services.gateway.app import create_app
-from shared.plumbing.settings import GatewaySettings
-from shared.runtime.store import TaskStore
+from taskyard.plumbing.settings import GatewaySettings
+from taskyard.runtime.store import TaskStore
 from tests.plugins import composite_agents
 
 BASE = "http://gateway.test"

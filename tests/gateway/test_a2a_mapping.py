@@ -15,8 +15,8 @@ from a2a.types import (
 )
 
 from services.gateway.a2a.mapping import ANSWER, TaskView, Update
-from shared.agentkit.schema import ActionReturn, AgentMessage, ToolCall
-from shared.runtime.events import Event, EventKind
+from taskyard.agentkit.schema import ActionReturn, AgentMessage, ToolCall
+from taskyard.runtime.events import Event, EventKind
 
 BASE = "http://gateway.test/"
 CALL = ToolCall(id="call-1", name="IPythonInterpreter", parameters={"command": "print(6 * 7)"})

@@ -16,11 +16,11 @@ from a2a.utils.proto_utils import to_stream_response
 from services.gateway.a2a.handler import Caller, TaskyardHandler
 from services.gateway.event_hub import EventHub, reader_client
 from services.gateway.models import TaskAccepted, TaskCreate
-from shared.plumbing.celery_app import make_celery
-from shared.plumbing.settings import GatewaySettings
-from shared.runtime.events import EventKind
-from shared.runtime.store import TaskStore
-from shared.runtime.task import TaskRecord, TaskStatus
+from taskyard.plumbing.celery_app import make_celery
+from taskyard.plumbing.settings import GatewaySettings
+from taskyard.runtime.events import EventKind
+from taskyard.runtime.store import TaskStore
+from taskyard.runtime.task import TaskRecord, TaskStatus
 
 HELD = {"step": 0, "calls": [{"id": "call-1", "tool": "IPythonInterpreter"}]}
 

@@ -12,8 +12,8 @@ import pytest
 from gateway_support import GatewayProcess
 
 from devstack.procs import free_port
-from shared.client import GatewayUnreachable, InvalidRequest, NotFound, Unauthorized
-from shared.client.cli import EXIT_CODES
+from taskyard.client import GatewayUnreachable, InvalidRequest, NotFound, Unauthorized
+from taskyard.client.cli import EXIT_CODES
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +24,7 @@ def gateway(redis_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
 
 def _taskyard(*args: str, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "shared.client.cli", *args],
+        [sys.executable, "-m", "taskyard.client.cli", *args],
         capture_output=True, text=True, timeout=30, env={**os.environ, **env},
     )  # fmt: skip
 

@@ -14,8 +14,8 @@ import redis.asyncio as aioredis
 
 from services.gateway.app import create_app
 from services.gateway.event_hub import Batch, EventHub, reader_client
-from shared.plumbing import keys
-from shared.plumbing.settings import GatewaySettings
+from taskyard.plumbing import keys
+from taskyard.plumbing.settings import GatewaySettings
 
 TASK = "task_" + "1" * 32
 

@@ -17,18 +17,18 @@ from fastapi.testclient import TestClient
 from devstack.procs import free_port
 from services.gateway.app import create_app
 from services.gateway.files.session_files import _refused
-from shared.files.artifacts import (
+from taskyard.files.artifacts import (
     ArtifactLimits,
     RedisArtifactStore,
     artifact_name,
     artifact_url,
     make_artifact_store,
 )
-from shared.files.transfer import FilesReply
-from shared.plumbing.settings import GatewaySettings
-from shared.runtime.events import EventKind
-from shared.runtime.jobs import SessionFilesJob
-from shared.runtime.store import TaskStore
+from taskyard.files.transfer import FilesReply
+from taskyard.plumbing.settings import GatewaySettings
+from taskyard.runtime.events import EventKind
+from taskyard.runtime.jobs import SessionFilesJob
+from taskyard.runtime.store import TaskStore
 
 AUTH = {"Authorization": "Bearer key-a"}
 OTHER = {"Authorization": "Bearer key-b"}

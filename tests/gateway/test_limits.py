@@ -15,8 +15,8 @@ from fastapi.testclient import TestClient
 from gateway_support import queued_steps
 
 from services.gateway.app import create_app
-from shared.plumbing.settings import GatewaySettings
-from shared.runtime.store import TaskStore
+from taskyard.plumbing.settings import GatewaySettings
+from taskyard.runtime.store import TaskStore
 
 AUTH = {"Authorization": "Bearer key-a"}
 JSON = {"Content-Type": "application/json"}

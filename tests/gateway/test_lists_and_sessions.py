@@ -9,10 +9,10 @@ import pytest
 import redis
 from fastapi.testclient import TestClient
 
-from shared.agentkit.schema import AgentMessage
-from shared.plumbing import keys
-from shared.plumbing.settings import GatewaySettings
-from shared.runtime.store import TaskStore
+from taskyard.agentkit.schema import AgentMessage
+from taskyard.plumbing import keys
+from taskyard.plumbing.settings import GatewaySettings
+from taskyard.runtime.store import TaskStore
 
 AUTH = {"Authorization": "Bearer key-a"}
 OTHER = {"Authorization": "Bearer key-b"}

@@ -14,10 +14,10 @@ import schemathesis
 from fastapi.testclient import TestClient
 from gateway_support import GatewayProcess
 
-from shared.agentkit.schema import ActionReturn, AgentMessage, ToolCall
-from shared.plumbing.settings import GatewaySettings
-from shared.runtime.events import EventKind
-from shared.runtime.store import TaskStore
+from taskyard.agentkit.schema import ActionReturn, AgentMessage, ToolCall
+from taskyard.plumbing.settings import GatewaySettings
+from taskyard.runtime.events import EventKind
+from taskyard.runtime.store import TaskStore
 
 AUTH = {"Authorization": "Bearer key-a"}
 CONFIG = Path(__file__).with_name("schemathesis.toml")

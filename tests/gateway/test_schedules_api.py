@@ -10,10 +10,10 @@ import time
 from fastapi.testclient import TestClient
 
 from services.gateway.app import create_app
-from shared.plumbing.celery_app import make_celery
-from shared.plumbing.settings import GatewaySettings
-from shared.runtime.schedules.runner import ScheduleRunner
-from shared.runtime.store import TaskStore
+from taskyard.plumbing.celery_app import make_celery
+from taskyard.plumbing.settings import GatewaySettings
+from taskyard.runtime.schedules.runner import ScheduleRunner
+from taskyard.runtime.store import TaskStore
 
 A = {"Authorization": "Bearer key-a"}
 B = {"Authorization": "Bearer key-b"}

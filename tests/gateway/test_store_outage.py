@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 
 from devstack.procs import free_port
 from services.gateway.app import create_app
-from shared.plumbing.settings import GatewaySettings
+from taskyard.plumbing.settings import GatewaySettings
 
 AUTH = {"Authorization": "Bearer key-a"}
 TASK = "task_" + "0" * 32

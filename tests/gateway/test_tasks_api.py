@@ -10,11 +10,11 @@ from fastapi.testclient import TestClient
 from gateway_support import queued_steps as _queued_steps
 
 from services.gateway.app import create_app
-from shared.agentkit.schema import AgentMessage
-from shared.plumbing.settings import GatewaySettings
-from shared.runtime.events import EventKind
-from shared.runtime.store import TaskStore
-from shared.runtime.task import TaskStatus
+from taskyard.agentkit.schema import AgentMessage
+from taskyard.plumbing.settings import GatewaySettings
+from taskyard.runtime.events import EventKind
+from taskyard.runtime.store import TaskStore
+from taskyard.runtime.task import TaskStatus
 
 AUTH = {"Authorization": "Bearer key-a"}
 

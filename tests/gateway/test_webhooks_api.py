@@ -11,8 +11,8 @@ import redis
 from fastapi.testclient import TestClient
 
 from services.gateway.app import create_app
-from shared.plumbing import keys
-from shared.plumbing.settings import GatewaySettings
+from taskyard.plumbing import keys
+from taskyard.plumbing.settings import GatewaySettings
 
 AUTH = {"Authorization": "Bearer key-a"}
 HOOK = "https://hooks.example.com/taskyard"

@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import orjson
 import pytest
 
-from shared.http1 import Connection, Handler, HttpServer, Request, listen_socket
-from shared.http1.openai_errors import error_body, error_event
+from taskyard.http1 import Connection, Handler, HttpServer, Request, listen_socket
+from taskyard.http1.openai_errors import error_body, error_event
 
 Serve = Callable[[Handler, int], Awaitable[int]]
 TEXT = [(b"content-type", b"text/plain")]

@@ -8,7 +8,7 @@ import pytest
 
 from services.llm_proxy.replicas.spec import ANY_MODEL, load_pool
 from services.llm_proxy.settings import ProxySettings
-from shared.plumbing.settings import BrokerSettings
+from taskyard.plumbing.settings import BrokerSettings
 
 
 def test_upstreams_name_models_or_serve_any() -> None:

@@ -19,7 +19,7 @@ from services.llm_proxy.routing.fleet import FleetView
 from services.llm_proxy.routing.policies import ReplicaState
 from services.llm_proxy.routing.redis_sync import PlacementSync
 from services.llm_proxy.settings import ProxySettings
-from shared.plumbing.keys import PROXY_LOAD, PROXY_PLACEMENTS
+from taskyard.plumbing.keys import PROXY_LOAD, PROXY_PLACEMENTS
 
 SPEC = PoolSpec(tuple(ReplicaSpec(f"http://127.0.0.1:{9000 + i}/v1") for i in range(3)))
 

@@ -6,7 +6,7 @@ import pytest
 
 from services.llm_proxy.errors import Forbidden, Unauthorized
 from services.llm_proxy.limits.tenants import Caller, Tenant, TenantDirectory, parse_limits
-from shared.plumbing.tenant_credentials import TenantCredentials
+from taskyard.plumbing.tenant_credentials import TenantCredentials
 
 CREDENTIALS = TenantCredentials("0123456789abcdef" * 3)
 

@@ -21,8 +21,8 @@ from waiting import wait_until
 
 from devstack.procs import Processes, free_port
 from devstack.redis_server import start as start_redis
-from shared.plumbing.keys import proxy_ratelimit
-from shared.plumbing.tenant_credentials import TenantCredentials
+from taskyard.plumbing.keys import proxy_ratelimit
+from taskyard.plumbing.tenant_credentials import TenantCredentials
 
 # An hour-long window: a test never straddles a window boundary.
 KEYS = {

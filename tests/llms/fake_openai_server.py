@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from shared.http1.openai_errors import error_body
+from taskyard.http1.openai_errors import error_body
 
 
 @dataclass

@@ -8,8 +8,8 @@ import json
 import pytest
 from fake_openai_server import FakeOpenAI, Reply
 
-from shared.agentkit.llms import AsyncOpenAIChat, LLMError, OpenAIChat
-from shared.agentkit.schema import LLMResponse, ToolCall
+from taskyard.agentkit.llms import AsyncOpenAIChat, LLMError, OpenAIChat
+from taskyard.agentkit.schema import LLMResponse, ToolCall
 
 TOOLS = [{"type": "function", "function": {"name": "IPythonInterpreter", "parameters": {}}}]
 HELLO = [{"role": "user", "content": "hi"}]

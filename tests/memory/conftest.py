@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from shared.agentkit.memory import MemoryManager, RedisMemory, SessionMemory
+from taskyard.agentkit.memory import MemoryManager, RedisMemory, SessionMemory
 
 
 @pytest.fixture(params=["in_process", "redis"])

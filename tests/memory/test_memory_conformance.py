@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 import pytest
 
-from shared.agentkit.memory import SessionMemory
-from shared.agentkit.schema import ActionReturn, AgentMessage
+from taskyard.agentkit.memory import SessionMemory
+from taskyard.agentkit.schema import ActionReturn, AgentMessage
 
 MakeMemory = Callable[..., SessionMemory]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import redis
 
-from shared.agentkit.memory import RedisMemory
-from shared.plumbing import keys
+from taskyard.agentkit.memory import RedisMemory
+from taskyard.plumbing import keys
 
 
 def test_uses_the_shared_session_key(redis_client: redis.Redis) -> None:

@@ -1,7 +1,7 @@
 import pytest
 from pydantic import BaseModel, Field
 
-from shared.agentkit.parsers import JSONParser, ParseFailure
+from taskyard.agentkit.parsers import JSONParser, ParseFailure
 
 
 class Person(BaseModel):

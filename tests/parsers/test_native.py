@@ -1,5 +1,5 @@
-from shared.agentkit.parsers import NativeToolCallParser, decode_arguments
-from shared.agentkit.schema import LLMResponse, ToolCall
+from taskyard.agentkit.parsers import NativeToolCallParser, decode_arguments
+from taskyard.agentkit.schema import LLMResponse, ToolCall
 
 
 def test_plain_text_parses_to_none() -> None:

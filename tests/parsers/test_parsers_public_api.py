@@ -1,15 +1,15 @@
 import pytest
 
-import shared.agentkit.parsers
-from shared.agentkit.parsers import OutputParser, response_text
-from shared.agentkit.schema import LLMResponse
+import taskyard.agentkit.parsers
+from taskyard.agentkit.parsers import OutputParser, response_text
+from taskyard.agentkit.schema import LLMResponse
 
 
 def test_public_names_resolve() -> None:
-    for name in shared.agentkit.parsers.__all__:
-        assert getattr(shared.agentkit.parsers, name) is not None
+    for name in taskyard.agentkit.parsers.__all__:
+        assert getattr(taskyard.agentkit.parsers, name) is not None
     assert {"NativeToolCallParser", "OutputParser", "JSONParser"} <= set(
-        shared.agentkit.parsers.__all__
+        taskyard.agentkit.parsers.__all__
     )
 
 

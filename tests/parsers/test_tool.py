@@ -1,6 +1,6 @@
 import pytest
 
-from shared.agentkit.parsers import (
+from taskyard.agentkit.parsers import (
     InterpreterParser,
     MixedToolParser,
     PluginParser,
@@ -8,7 +8,7 @@ from shared.agentkit.parsers import (
     ToolParser,
     ToolStatusCode,
 )
-from shared.agentkit.schema import LLMResponse
+from taskyard.agentkit.schema import LLMResponse
 
 PLUGIN_CALL = (
     "I should search.<|action_start|><|plugin|>\n"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Unpack
 
-from shared.agentkit.agents import (
+from taskyard.agentkit.agents import (
     AGENTS,
     AgentList,
     AsyncAgent,
@@ -17,7 +17,7 @@ from shared.agentkit.agents import (
     LLMParams,
     SessionValues,
 )
-from shared.agentkit.schema import AgentMessage
+from taskyard.agentkit.schema import AgentMessage
 
 __all__ = ["WriterCritic", "pipeline_pair"]
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from devstack.stack import LocalStack
-from shared.client import TaskyardClient
+from taskyard.client import TaskyardClient
 
 pytestmark = pytest.mark.e2e
 

@@ -10,9 +10,9 @@ import pytest
 from devstack.scripted_model import ScriptedModelThread
 from examples.custom_action import UnitConverter
 from examples.custom_agent import EXAMPLES, SIGNATURE, FewShotToolAggregator, UnitExpert
-from shared.agentkit.actions import AsyncActionExecutor
-from shared.agentkit.llms import AsyncOpenAIChat
-from shared.agentkit.schema import ActionReturn, AgentMessage, ToolCall
+from taskyard.agentkit.actions import AsyncActionExecutor
+from taskyard.agentkit.llms import AsyncOpenAIChat
+from taskyard.agentkit.schema import ActionReturn, AgentMessage, ToolCall
 
 CALL = {
     "name": "UnitConverter.length",

@@ -11,7 +11,7 @@ import pytest
 
 from devstack.stack import LocalStack
 from examples.custom_agent import SIGNATURE
-from shared.client import TaskyardClient
+from taskyard.client import TaskyardClient
 
 pytestmark = pytest.mark.e2e
 

@@ -7,10 +7,10 @@ from collections.abc import Callable, Iterator
 import docker
 import pytest
 
-from shared.plumbing.settings import ToolWorkerSettings
-from shared.sandbox import LocalSandboxProvider
-from shared.sandbox.docker import DockerSandboxProvider
-from shared.sandbox.provider import KernelSandboxProvider
+from taskyard.plumbing.settings import ToolWorkerSettings
+from taskyard.sandbox import LocalSandboxProvider
+from taskyard.sandbox.docker import DockerSandboxProvider
+from taskyard.sandbox.provider import KernelSandboxProvider
 from tests.sandbox.gvisor_support import summarize
 
 ProviderFactory = Callable[..., KernelSandboxProvider]

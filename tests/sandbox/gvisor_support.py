@@ -17,8 +17,8 @@ from typing import ParamSpec
 import docker
 import pytest
 
-from shared.sandbox import SandboxUnavailable
-from shared.sandbox.docker import DockerSandboxProvider
+from taskyard.sandbox import SandboxUnavailable
+from taskyard.sandbox.docker import DockerSandboxProvider
 
 P = ParamSpec("P")
 RUNTIME = os.environ.get("TASKYARD_TEST_GVISOR_RUNTIME", "runsc")

@@ -15,15 +15,15 @@ from collections.abc import Callable, Iterator
 import docker
 import pytest
 
-from shared.sandbox.base import ExecutionResult
-from shared.sandbox.channel import KernelChannel, wait_readable
-from shared.sandbox.container_spec import ContainerSpec
-from shared.sandbox.docker import OWNER_LABEL
-from shared.sandbox.docker_channel import DockerChannel
-from shared.sandbox.errors import KernelGone, KernelProtocolError
-from shared.sandbox.kernel import DISPLAY_MAX_OUTPUTS, MAX_LINE_BYTES, MAX_TEXT_CHARS
-from shared.sandbox.local import LocalChannel
-from shared.sandbox.session import KernelSandbox
+from taskyard.sandbox.base import ExecutionResult
+from taskyard.sandbox.channel import KernelChannel, wait_readable
+from taskyard.sandbox.container_spec import ContainerSpec
+from taskyard.sandbox.docker import OWNER_LABEL
+from taskyard.sandbox.docker_channel import DockerChannel
+from taskyard.sandbox.errors import KernelGone, KernelProtocolError
+from taskyard.sandbox.kernel import DISPLAY_MAX_OUTPUTS, MAX_LINE_BYTES, MAX_TEXT_CHARS
+from taskyard.sandbox.local import LocalChannel
+from taskyard.sandbox.session import KernelSandbox
 
 # A "kernel" that says it is ready, reads one request (past the lease lines a docker channel
 # sends, which want no reply), then does `misbehave` (a statement using `request` and `out`,

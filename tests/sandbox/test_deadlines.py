@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from shared.sandbox import session
-from shared.sandbox.errors import KernelGone, SandboxBusy
-from shared.sandbox.provider import KernelSandboxProvider
-from shared.sandbox.session import EXIT_REASON_S, KernelSandbox
+from taskyard.sandbox import session
+from taskyard.sandbox.errors import KernelGone, SandboxBusy
+from taskyard.sandbox.provider import KernelSandboxProvider
+from taskyard.sandbox.session import EXIT_REASON_S, KernelSandbox
 from tests.sandbox.forge import forge_raw
 
 TIMEOUT = 20.0

@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from shared.sandbox.errors import KernelProtocolError
-from shared.sandbox.kernel import DISPLAY_LIMIT, DISPLAY_MAX_OUTPUTS
-from shared.sandbox.kernel_copy import KERNEL_SOURCE
-from shared.sandbox.outputs import image_size, parse_display
-from shared.sandbox.provider import KernelSandboxProvider
-from shared.sandbox.session import KernelSandbox
+from taskyard.sandbox.errors import KernelProtocolError
+from taskyard.sandbox.kernel import DISPLAY_LIMIT, DISPLAY_MAX_OUTPUTS
+from taskyard.sandbox.kernel_copy import KERNEL_SOURCE
+from taskyard.sandbox.outputs import image_size, parse_display
+from taskyard.sandbox.provider import KernelSandboxProvider
+from taskyard.sandbox.session import KernelSandbox
 
 TIMEOUT = 30.0
 

@@ -15,10 +15,10 @@ from docker.errors import NotFound
 from docker.models.containers import Container
 from waiting import wait_until
 
-from shared.plumbing.settings import ToolWorkerSettings
-from shared.sandbox.container_spec import IPC_SYSCTLS, ULIMITS
-from shared.sandbox.docker import OWNER_LABEL, SESSION_LABEL, WORKER_LABEL, DockerSandboxProvider
-from shared.sandbox.provider import KernelSandboxProvider
+from taskyard.plumbing.settings import ToolWorkerSettings
+from taskyard.sandbox.container_spec import IPC_SYSCTLS, ULIMITS
+from taskyard.sandbox.docker import OWNER_LABEL, SESSION_LABEL, WORKER_LABEL, DockerSandboxProvider
+from taskyard.sandbox.provider import KernelSandboxProvider
 from tests.sandbox.crash import crash_a_worker
 
 ProviderFactory = Callable[..., KernelSandboxProvider]

@@ -8,8 +8,8 @@ import base64
 
 import pytest
 
-from shared.sandbox.kernel import DISPLAY_LIMIT, DISPLAY_MAX_OUTPUTS, MAX_TEXT_CHARS, OUTPUT_LIMIT
-from shared.sandbox.provider import KernelSandboxProvider
+from taskyard.sandbox.kernel import DISPLAY_LIMIT, DISPLAY_MAX_OUTPUTS, MAX_TEXT_CHARS, OUTPUT_LIMIT
+from taskyard.sandbox.provider import KernelSandboxProvider
 from tests.sandbox.forge import forge_frame, forge_raw
 from tests.sandbox.test_display import png
 

@@ -17,11 +17,11 @@ from typing import Any
 import docker
 import pytest
 
-from shared.plumbing.settings import ToolWorkerSettings
-from shared.sandbox.base import ExecutionResult
-from shared.sandbox.container_spec import ULIMITS, ContainerSpec
-from shared.sandbox.docker import OWNER_LABEL, DockerSandboxProvider
-from shared.sandbox.provider import KernelSandboxProvider
+from taskyard.plumbing.settings import ToolWorkerSettings
+from taskyard.sandbox.base import ExecutionResult
+from taskyard.sandbox.container_spec import ULIMITS, ContainerSpec
+from taskyard.sandbox.docker import OWNER_LABEL, DockerSandboxProvider
+from taskyard.sandbox.provider import KernelSandboxProvider
 from tests.sandbox.gvisor_support import (
     RUNTIME,
     RuntimeMissing,

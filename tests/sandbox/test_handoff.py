@@ -15,11 +15,11 @@ from pathlib import Path
 import docker
 import pytest
 
-from shared.plumbing.settings import ToolWorkerSettings
-from shared.sandbox import SandboxUnavailable
-from shared.sandbox.base import ExecutionResult
-from shared.sandbox.docker import HANDOFF_PREFIX, OWNER_LABEL, DockerSandboxProvider
-from shared.sandbox.provider import KernelSandboxProvider
+from taskyard.plumbing.settings import ToolWorkerSettings
+from taskyard.sandbox import SandboxUnavailable
+from taskyard.sandbox.base import ExecutionResult
+from taskyard.sandbox.docker import HANDOFF_PREFIX, OWNER_LABEL, DockerSandboxProvider
+from taskyard.sandbox.provider import KernelSandboxProvider
 
 TIMEOUT = 20.0
 ROOT = Path(__file__).resolve().parents[2]
@@ -130,7 +130,7 @@ def test_the_makers_restart_leaves_what_it_handed_off(
 # to be killed.
 _TAKER = """
 import sys, time
-from shared.sandbox.docker import DockerSandboxProvider
+from taskyard.sandbox.docker import DockerSandboxProvider
 taker = DockerSandboxProvider(pool_size=0, node='tools@b')
 taker.take_over('t:s', sys.argv[1])
 print(taker.get('t:s').run('x + 1', 30).result, flush=True)

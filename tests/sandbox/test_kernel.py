@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from shared.sandbox.kernel import INTERRUPTED, MAX_LINE_BYTES, OUTPUT_LIMIT
-from shared.sandbox.kernel.replies import fit_line
-from shared.sandbox.kernel.wire import LineBuffer, TooLong
-from shared.sandbox.kernel_copy import KERNEL_SOURCE
+from taskyard.sandbox.kernel import INTERRUPTED, MAX_LINE_BYTES, OUTPUT_LIMIT
+from taskyard.sandbox.kernel.replies import fit_line
+from taskyard.sandbox.kernel.wire import LineBuffer, TooLong
+from taskyard.sandbox.kernel_copy import KERNEL_SOURCE
 from tests.sandbox.forge import forge_from_a_child
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.sandbox.container_spec import IPC_SYSCTLS, ULIMITS
-from shared.sandbox.provider import KernelSandboxProvider
+from taskyard.sandbox.container_spec import IPC_SYSCTLS, ULIMITS
+from taskyard.sandbox.provider import KernelSandboxProvider
 
 TIMEOUT = 30.0
 EMFILE = 24

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from shared.plumbing.settings import ToolWorkerSettings
-from shared.sandbox.cgroups import CgroupLimits, find_cgroups
-from shared.sandbox.errors import SandboxUnavailable
-from shared.sandbox.kernel_copy import KernelCopy
-from shared.sandbox.launchers import LaunchSpec, bwrap, parse_size
-from shared.sandbox.local import LocalChannel, LocalSandboxProvider
-from shared.sandbox.provider import KernelSandboxProvider
+from taskyard.plumbing.settings import ToolWorkerSettings
+from taskyard.sandbox.cgroups import CgroupLimits, find_cgroups
+from taskyard.sandbox.errors import SandboxUnavailable
+from taskyard.sandbox.kernel_copy import KernelCopy
+from taskyard.sandbox.launchers import LaunchSpec, bwrap, parse_size
+from taskyard.sandbox.local import LocalChannel, LocalSandboxProvider
+from taskyard.sandbox.provider import KernelSandboxProvider
 from tests.sandbox.crash import crash_a_worker
 
 ProviderFactory = Callable[..., KernelSandboxProvider]
@@ -32,7 +32,7 @@ TIMEOUT = 20.0
 def test_warns_that_isolation_is_weaker(
     make_local_provider: ProviderFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="shared.sandbox.local"):
+    with caplog.at_level(logging.WARNING, logger="taskyard.sandbox.local"):
         make_local_provider()
     assert any("WEAKER isolation" in r.getMessage() for r in caplog.records)
 
@@ -74,7 +74,7 @@ def test_without_writable_cgroups_it_says_so_and_caps_each_process(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     elsewhere = settings.model_copy(update={"sandbox_cgroup_parent": "/taskyard-no-such-cgroup"})
-    with caplog.at_level(logging.WARNING, logger="shared.sandbox.local"):
+    with caplog.at_level(logging.WARNING, logger="taskyard.sandbox.local"):
         sandbox = make_local_provider(settings=elsewhere).get("t:rlimit")
     warning = " ".join(r.getMessage() for r in caplog.records)
     assert "no per-sandbox memory, process or CPU limit" in warning
@@ -192,8 +192,8 @@ def test_parse_size(text: str, size: int) -> None:
 
 _FROM_PRIVATE_CHECKOUT = """
 import sys
-from shared.sandbox.local import LocalSandboxProvider
-from shared.plumbing.settings import ToolWorkerSettings
+from taskyard.sandbox.local import LocalSandboxProvider
+from taskyard.plumbing.settings import ToolWorkerSettings
 provider = LocalSandboxProvider(ToolWorkerSettings(), launcher=sys.argv[1])
 try:
     result = provider.get("t:private").run("import os; os.getuid(), 6 * 7", 20.0)
@@ -214,7 +214,8 @@ def test_a_checkout_under_a_private_directory_still_sandboxes(
     shutil.copytree(ROOT / "shared", private / "checkout/shared", ignore=_pycache)
     result = subprocess.run(
         [sys.executable, "-c", _FROM_PRIVATE_CHECKOUT, launcher],
-        cwd=private / "checkout", env={**os.environ, "PYTHONPATH": str(private / "checkout")},
+        cwd=private / "checkout",
+        env={**os.environ, "PYTHONPATH": str(private / "checkout/shared")},
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from waiting import wait_until
 
-from shared.plumbing.settings import ToolWorkerSettings
-from shared.sandbox.demand import Demand, PoolBounds
-from shared.sandbox.pool import WarmPool
+from taskyard.plumbing.settings import ToolWorkerSettings
+from taskyard.sandbox.demand import Demand, PoolBounds
+from taskyard.sandbox.pool import WarmPool
 
 
 class Clock:
@@ -206,7 +206,7 @@ def test_a_warm_kernel_that_died_is_not_handed_out(clock: Clock) -> None:
 def test_a_failing_engine_leaves_sessions_their_own_starts(
     clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("shared.sandbox.pool._FAILURE_PAUSE_S", 0.05)
+    monkeypatch.setattr("taskyard.sandbox.pool._FAILURE_PAUSE_S", 0.05)
     starter = Starter(delay_s=0.0)
     starter.fail = True
     pool = WarmPool(starter, PoolBounds(minimum=2, maximum=2, starters=2), clock)

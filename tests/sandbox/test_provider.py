@@ -9,25 +9,25 @@ from collections.abc import Callable
 
 import pytest
 
-import shared.sandbox
-from shared.agentkit.actions import ActionExecutor, IPythonInterpreter
-from shared.agentkit.schema import ActionReturn, ActionStatusCode, AgentMessage
-from shared.plumbing.settings import ToolWorkerSettings
-from shared.sandbox import (
+import taskyard.sandbox
+from taskyard.agentkit.actions import ActionExecutor, IPythonInterpreter
+from taskyard.agentkit.schema import ActionReturn, ActionStatusCode, AgentMessage
+from taskyard.plumbing.settings import ToolWorkerSettings
+from taskyard.sandbox import (
     BACKENDS,
     LocalSandboxProvider,
     SandboxLimitReached,
     SandboxLimits,
     make_sandbox_provider,
 )
-from shared.sandbox.provider import KernelSandboxProvider
+from taskyard.sandbox.provider import KernelSandboxProvider
 
 ProviderFactory = Callable[..., KernelSandboxProvider]
 
 
 def test_public_surface_is_declared() -> None:
-    for name in shared.sandbox.__all__:
-        assert hasattr(shared.sandbox, name), name
+    for name in taskyard.sandbox.__all__:
+        assert hasattr(taskyard.sandbox, name), name
 
 
 def test_registry_maps_backend_names() -> None:

@@ -11,9 +11,9 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from shared.sandbox.base import ExecutionResult
-from shared.sandbox.errors import SandboxClosed
-from shared.sandbox.provider import KernelSandboxProvider
+from taskyard.sandbox.base import ExecutionResult
+from taskyard.sandbox.errors import SandboxClosed
+from taskyard.sandbox.provider import KernelSandboxProvider
 from tests.sandbox.forge import forge_from_a_child
 
 TIMEOUT = 20.0  # generous: the machine is shared; a cell that should finish never nears it

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from shared.sandbox.errors import FileRefused, NoLiveSandbox
-from shared.sandbox.kernel import FILE_CHUNK_BYTES, MAX_LISTED_FILES
-from shared.sandbox.kernel_copy import KERNEL_SOURCE
-from shared.sandbox.provider import KernelSandboxProvider
+from taskyard.sandbox.errors import FileRefused, NoLiveSandbox
+from taskyard.sandbox.kernel import FILE_CHUNK_BYTES, MAX_LISTED_FILES
+from taskyard.sandbox.kernel_copy import KERNEL_SOURCE
+from taskyard.sandbox.provider import KernelSandboxProvider
 
 TIMEOUT = 20.0
 ESCAPES = ["../x", "/tmp/x", "a/../../x", "a//b", "./a", "a/.", "a/", "x\n", "."]

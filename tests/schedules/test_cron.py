@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.runtime.schedules import MissedPolicy, decide, parse_cron
+from taskyard.runtime.schedules import MissedPolicy, decide, parse_cron
 
 HOUR = 3600.0
 

@@ -8,8 +8,8 @@ from pydantic import ValidationError
 
 from scripts.settings_table import SERVICES
 from services.llm_proxy.settings import ProxySettings
-from shared.plumbing.celery_app import make_celery
-from shared.plumbing.settings import AgentWorkerSettings, GatewaySettings, ToolWorkerSettings
+from taskyard.plumbing.celery_app import make_celery
+from taskyard.plumbing.settings import AgentWorkerSettings, GatewaySettings, ToolWorkerSettings
 
 
 def _error(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> str:
@@ -125,7 +125,7 @@ def test_sentinels_name_the_server_and_the_urls_give_databases_and_password(
         "sentinel://:s%40crat@10.0.0.1:26379/5;sentinel://:s%40crat@[fd00::2]:26380/5"
     )
     assert conf.result_backend.endswith("@[fd00::2]:26380/2")
-    assert conf.broker_transport == "shared.plumbing.broker:SentinelTransport"
+    assert conf.broker_transport == "taskyard.plumbing.broker:SentinelTransport"
     assert conf.broker_transport_options["master_name"] == "mymaster"
     assert conf.result_backend_transport_options["master_name"] == "mymaster"
     assert ProxySettings().sentinel == spec
@@ -137,7 +137,7 @@ def test_without_sentinels_celery_keeps_the_plain_urls() -> None:
     conf = make_celery(settings).conf
     assert (conf.broker_url, conf.broker_transport) == (
         "redis://r:6379/1",
-        "shared.plumbing.broker:Transport",
+        "taskyard.plumbing.broker:Transport",
     )
 
 

@@ -1,12 +1,12 @@
-"""The README's configuration tables are the settings classes' own, and each service's class
+"""docs/configuration.md's tables are the settings classes' own, and each service's class
 holds only the areas it reads."""
 
 from __future__ import annotations
 
 import pytest
 
-from scripts.settings_table import README, SERVICES, readme_tables, with_tables
-from shared.plumbing.settings import (
+from scripts.settings_table import PAGE, SERVICES, page_tables, with_tables
+from taskyard.plumbing.settings import (
     Area,
     ArtifactSettings,
     BrokerSettings,
@@ -19,7 +19,7 @@ from shared.plumbing.settings import (
     areas,
     tools,
 )
-from shared.plumbing.settings.table import areas_of, markdown
+from taskyard.plumbing.settings.table import areas_of, markdown
 
 
 def _fields(area: type[Area]) -> set[str]:
@@ -31,8 +31,8 @@ def _own(area: type[Area]) -> set[str]:
     return set(vars(area).get("__annotations__", {}))
 
 
-def test_the_readme_shows_the_generated_tables() -> None:
-    assert readme_tables(README.read_text()).strip() == markdown(SERVICES).strip(), (
+def test_the_configuration_page_shows_the_generated_tables() -> None:
+    assert page_tables(PAGE.read_text()).strip() == markdown(SERVICES).strip(), (
         "run: python -m scripts.settings_table --write"
     )
 
@@ -81,8 +81,8 @@ def test_the_secrets_stay_with_their_readers() -> None:
 
 
 def test_writing_replaces_only_what_stands_between_the_markers() -> None:
-    text = README.read_text()
+    text = PAGE.read_text()
     written = with_tables(text, "| new |\n")
-    assert readme_tables(written) == "\n| new |\n\n"
-    assert written.split("| new |")[0].count("## Configuration") == 1
-    assert with_tables(written, readme_tables(text).strip("\n") + "\n") == text
+    assert page_tables(written) == "\n| new |\n\n"
+    assert written.split("| new |")[0].count("# Configuration") == 1
+    assert with_tables(written, page_tables(text).strip("\n") + "\n") == text

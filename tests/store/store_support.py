@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import redis
 
-from shared.agentkit.schema import ActionReturn, AgentMessage
-from shared.runtime.store import TaskStore
-from shared.runtime.task import TaskRecord
+from taskyard.agentkit.schema import ActionReturn, AgentMessage
+from taskyard.runtime.store import TaskStore
+from taskyard.runtime.task import TaskRecord
 
 
 def new_record(**kw: object) -> TaskRecord:

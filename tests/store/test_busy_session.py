@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import redis
 
-from shared.agentkit.schema import ActionReturn, AgentMessage, ToolCall
-from shared.plumbing import keys
-from shared.runtime.events import EventKind
-from shared.runtime.jobs import Envelope
-from shared.runtime.store import StepCommit, TaskStore
-from shared.runtime.task import TaskRecord, TaskStatus
+from taskyard.agentkit.schema import ActionReturn, AgentMessage, ToolCall
+from taskyard.plumbing import keys
+from taskyard.runtime.events import EventKind
+from taskyard.runtime.jobs import Envelope
+from taskyard.runtime.store import StepCommit, TaskStore
+from taskyard.runtime.task import TaskRecord, TaskStatus
 
 T, S = "acme", "s1"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import redis
 
-from shared.plumbing import keys
-from shared.runtime.store import TaskStore
+from taskyard.plumbing import keys
+from taskyard.runtime.store import TaskStore
 
 
 async def test_a_call_held_in_an_earlier_step_is_known(

@@ -10,10 +10,10 @@ import orjson
 import pytest
 import redis.asyncio as aioredis
 
-from shared.plumbing import keys
-from shared.runtime.jobs import Envelope
-from shared.runtime.store import TaskStore
-from shared.runtime.store.sandboxes import Handover, SandboxDirectory, SessionClaim, ToolWorkerId
+from taskyard.plumbing import keys
+from taskyard.runtime.jobs import Envelope
+from taskyard.runtime.store import TaskStore
+from taskyard.runtime.store.sandboxes import Handover, SandboxDirectory, SessionClaim, ToolWorkerId
 
 POOL = "tools.IPythonInterpreter"
 A, B = ToolWorkerId("tools@a"), ToolWorkerId("tools@b")

@@ -6,11 +6,11 @@ from __future__ import annotations
 import redis
 from store_support import broker_queue, created, new_record, tool_result
 
-from shared.agentkit.schema import AgentMessage, ToolCall
-from shared.plumbing import keys
-from shared.runtime.jobs import Envelope
-from shared.runtime.store import StepCommit, TaskStore
-from shared.runtime.task import TaskStatus
+from taskyard.agentkit.schema import AgentMessage, ToolCall
+from taskyard.plumbing import keys
+from taskyard.runtime.jobs import Envelope
+from taskyard.runtime.store import StepCommit, TaskStore
+from taskyard.runtime.task import TaskStatus
 
 
 async def test_commit_step_applies_once(store: TaskStore) -> None:

@@ -10,13 +10,13 @@ import redis
 from redis_group import RedisGroup
 from store_support import broker_queue, created, new_record
 
-from shared.agentkit.schema import AgentMessage
-from shared.agentkit.spec import AgentSpec
-from shared.plumbing import keys
-from shared.runtime.events import EventKind
-from shared.runtime.jobs import Envelope
-from shared.runtime.store import NotReplicated, StepCommit, TaskStore
-from shared.runtime.task import TaskStatus
+from taskyard.agentkit.schema import AgentMessage
+from taskyard.agentkit.spec import AgentSpec
+from taskyard.plumbing import keys
+from taskyard.runtime.events import EventKind
+from taskyard.runtime.jobs import Envelope
+from taskyard.runtime.store import NotReplicated, StepCommit, TaskStore
+from taskyard.runtime.task import TaskStatus
 
 
 async def test_task_record_written_and_read_back(store: TaskStore) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from store_support import created, tool_result
 
-from shared.agentkit.schema import AgentMessage, ToolCall
-from shared.runtime.store import StepCommit, TaskStore
-from shared.runtime.task import TaskStatus
+from taskyard.agentkit.schema import AgentMessage, ToolCall
+from taskyard.runtime.store import StepCommit, TaskStore
+from taskyard.runtime.task import TaskStatus
 
 
 async def test_tool_results_complete_the_step_once(store: TaskStore) -> None:

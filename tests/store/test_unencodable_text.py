@@ -3,9 +3,9 @@ so a task can always be ended, with its reason told."""
 
 from __future__ import annotations
 
-from shared.runtime.events import EventKind
-from shared.runtime.store import TaskStore
-from shared.runtime.task import TaskRecord, TaskStatus
+from taskyard.runtime.events import EventKind
+from taskyard.runtime.store import TaskStore
+from taskyard.runtime.task import TaskRecord, TaskStatus
 
 
 async def test_a_reason_holding_a_lone_surrogate_still_ends_the_task(store: TaskStore) -> None:

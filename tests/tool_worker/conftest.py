@@ -8,9 +8,9 @@ import pytest
 import redis
 
 from services.tool_worker.call_runner import ToolCallRunner
-from shared.plumbing.celery_app import make_celery
-from shared.plumbing.settings import ToolWorkerSettings
-from shared.runtime.store.sandboxes import ToolWorkerId
+from taskyard.plumbing.celery_app import make_celery
+from taskyard.plumbing.settings import ToolWorkerSettings
+from taskyard.runtime.store.sandboxes import ToolWorkerId
 
 
 @pytest.fixture

@@ -12,17 +12,17 @@ import pytest
 from devstack.procs import free_port
 from services.tool_worker.artifacts import ArtifactKeeper
 from services.tool_worker.call_runner import ToolCallRunner
-from shared.agentkit.schema import ActionReturn, AgentMessage, Artifact, ToolCall
-from shared.files.artifacts import (
+from taskyard.agentkit.schema import ActionReturn, AgentMessage, Artifact, ToolCall
+from taskyard.files.artifacts import (
     ArtifactLimits,
     ArtifactStoreUnavailable,
     Expiry,
     RedisArtifactStore,
     artifact_name,
 )
-from shared.runtime.events import EventKind
-from shared.runtime.jobs import ToolRunJob
-from shared.runtime.task import TaskRecord
+from taskyard.runtime.events import EventKind
+from taskyard.runtime.jobs import ToolRunJob
+from taskyard.runtime.task import TaskRecord
 
 CALL = ToolCall(id="c1", name="IPythonInterpreter", parameters={"command": "plot()"})
 PNG = b"\x89PNG fake figure"

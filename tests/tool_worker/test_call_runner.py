@@ -12,11 +12,11 @@ import redis
 
 from services.tool_worker.call_runner import ToolCallRunner
 from services.tool_worker.errors import CallFailed
-from shared.agentkit.schema import ActionReturn, ActionStatusCode, AgentMessage, ToolCall
-from shared.plumbing import keys
-from shared.runtime.jobs import Envelope, ToolRunJob
-from shared.runtime.store import CallClaim, StepCommit
-from shared.runtime.task import TaskRecord, TaskStatus
+from taskyard.agentkit.schema import ActionReturn, ActionStatusCode, AgentMessage, ToolCall
+from taskyard.plumbing import keys
+from taskyard.runtime.jobs import Envelope, ToolRunJob
+from taskyard.runtime.store import CallClaim, StepCommit
+from taskyard.runtime.task import TaskRecord, TaskStatus
 
 CALL = ToolCall(id="c1", name="IPythonInterpreter", parameters={"command": "print(1)"})
 NEXT = Envelope("agent", "the next step's job")

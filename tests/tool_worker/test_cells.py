@@ -10,10 +10,10 @@ import redis
 import redis.asyncio as aioredis
 
 from services.tool_worker.cells import MAX_CELL_CHARS, RedisCellLog
-from shared.plumbing import keys
-from shared.plumbing.loop import LoopThread
-from shared.runtime.store import TaskStore
-from shared.runtime.store.sessions import forget_session
+from taskyard.plumbing import keys
+from taskyard.plumbing.loop import LoopThread
+from taskyard.runtime.store import TaskStore
+from taskyard.runtime.store.sessions import forget_session
 
 
 @pytest.fixture

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 import pytest
 
 from services.tool_worker.files import FileLimits, serve
-from shared.plumbing.settings import ToolWorkerSettings
-from shared.runtime.jobs import SessionFilesJob
-from shared.sandbox import LocalSandboxProvider
+from taskyard.plumbing.settings import ToolWorkerSettings
+from taskyard.runtime.jobs import SessionFilesJob
+from taskyard.sandbox import LocalSandboxProvider
 
 LIMITS = FileLimits(max_bytes=1000, session_max_bytes=1500)
 

@@ -14,11 +14,11 @@ import pytest
 from mcp_servers import ServedMcp, serve_mcp
 
 from services.tool_worker.mcp_calls import McpCalls
-from shared.agentkit.schema import ActionReturn, AgentMessage, ToolCall
-from shared.agentkit.spec import McpServer
-from shared.plumbing.settings import ToolWorkerSettings
-from shared.runtime.jobs import ToolRunJob
-from shared.sandbox import make_sandbox_provider
+from taskyard.agentkit.schema import ActionReturn, AgentMessage, ToolCall
+from taskyard.agentkit.spec import McpServer
+from taskyard.plumbing.settings import ToolWorkerSettings
+from taskyard.runtime.jobs import ToolRunJob
+from taskyard.sandbox import make_sandbox_provider
 
 
 @pytest.fixture(scope="module")

@@ -13,11 +13,11 @@ import redis
 
 from services.tool_worker.placement import Placement
 from services.tool_worker.toolbox import Toolbox
-from shared.agentkit.schema import ActionReturn, ToolCall
-from shared.plumbing.loop import LoopThread
-from shared.plumbing.settings import ToolWorkerSettings
-from shared.runtime.store import TaskStore
-from shared.runtime.store.sandboxes import SandboxDirectory, ToolWorkerId
+from taskyard.agentkit.schema import ActionReturn, ToolCall
+from taskyard.plumbing.loop import LoopThread
+from taskyard.plumbing.settings import ToolWorkerSettings
+from taskyard.runtime.store import TaskStore
+from taskyard.runtime.store.sandboxes import SandboxDirectory, ToolWorkerId
 
 MakeWorker = Callable[..., Placement]
 

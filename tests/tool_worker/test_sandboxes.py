@@ -20,10 +20,10 @@ from docker.errors import NotFound
 from docker.models.containers import Container
 
 from services.tool_worker.toolbox import Toolbox
-from shared.agentkit.schema import ActionReturn, AgentMessage, ToolCall
-from shared.plumbing.settings import ToolWorkerSettings
-from shared.sandbox import SandboxUnavailable
-from shared.sandbox.docker import NODE_LABEL, WORKER_LABEL
+from taskyard.agentkit.schema import ActionReturn, AgentMessage, ToolCall
+from taskyard.plumbing.settings import ToolWorkerSettings
+from taskyard.sandbox import SandboxUnavailable
+from taskyard.sandbox.docker import NODE_LABEL, WORKER_LABEL
 
 ROOT = Path(__file__).resolve().parents[2]
 

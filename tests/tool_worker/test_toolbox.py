@@ -9,7 +9,7 @@ import contextvars
 import threading
 
 from services.tool_worker.toolbox import Toolbox
-from shared.plumbing.settings import ToolWorkerSettings
+from taskyard.plumbing.settings import ToolWorkerSettings
 
 _JOB: contextvars.ContextVar[str] = contextvars.ContextVar("job", default="none")
 

@@ -19,13 +19,13 @@ from a2a.types import StreamResponse, TaskState
 from a2a.utils.proto_utils import parse_lenient
 from aiohttp import web
 
-from shared.agentkit.spec import WebhookSpec
-from shared.plumbing import keys
-from shared.plumbing.celery_app import make_celery
-from shared.plumbing.settings import AgentWorkerSettings
-from shared.runtime.store import StepCommit, TaskStore
-from shared.runtime.task import TaskRecord, TaskStatus
-from shared.runtime.webhooks import (
+from taskyard.agentkit.spec import WebhookSpec
+from taskyard.plumbing import keys
+from taskyard.plumbing.celery_app import make_celery
+from taskyard.plumbing.settings import AgentWorkerSettings
+from taskyard.runtime.store import StepCommit, TaskStore
+from taskyard.runtime.task import TaskRecord, TaskStatus
+from taskyard.runtime.webhooks import (
     Deliverer,
     InvalidSignature,
     attach,

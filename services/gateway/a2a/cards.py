@@ -24,10 +24,10 @@ from a2a.types import (
     StringList,
 )
 
-from shared.agentkit.agents import AGENTS, build_agent
-from shared.agentkit.agents.as_tool import tool_schemas
-from shared.agentkit.spec import AgentSpec
-from shared.plumbing.settings import ModelSettings
+from taskyard.agentkit.agents import AGENTS, build_agent
+from taskyard.agentkit.agents.as_tool import tool_schemas
+from taskyard.agentkit.spec import AgentSpec
+from taskyard.plumbing.settings import ModelSettings
 
 __all__ = ["SCHEME", "agent_card", "rpc_path"]
 

@@ -63,15 +63,15 @@ from services.gateway.a2a import push
 from services.gateway.a2a.mapping import TaskView, task_input
 from services.gateway.event_hub import EventHub
 from services.gateway.models import TaskAccepted, TaskCreate
-from shared.agentkit.actions.web import AddressPolicy
-from shared.agentkit.spec import AgentSpec, WebhookSpec
-from shared.plumbing.keys import TASK_ID_PATTERN
-from shared.plumbing.settings import GatewaySettings
-from shared.runtime.cancel import cancel
-from shared.runtime.events import decode_entry
-from shared.runtime.store import NotReplicated, TaskStore
-from shared.runtime.task import TaskRecord
-from shared.runtime.webhooks import attach, detach, refusal
+from taskyard.agentkit.actions.web import AddressPolicy
+from taskyard.agentkit.spec import AgentSpec, WebhookSpec
+from taskyard.plumbing.keys import TASK_ID_PATTERN
+from taskyard.plumbing.settings import GatewaySettings
+from taskyard.runtime.cancel import cancel
+from taskyard.runtime.events import decode_entry
+from taskyard.runtime.store import NotReplicated, TaskStore
+from taskyard.runtime.task import TaskRecord
+from taskyard.runtime.webhooks import attach, detach, refusal
 
 __all__ = ["Caller", "Submit", "TaskyardHandler"]
 

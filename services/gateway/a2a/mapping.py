@@ -38,10 +38,10 @@ from a2a.types import (
     TaskStatusUpdateEvent,
 )
 
-from shared.agentkit.schema import ActionReturn, AgentMessage
-from shared.runtime.a2a_terms import A2A_STATES, INTERRUPTED, event_time
-from shared.runtime.events import Event, EventKind
-from shared.runtime.task import TaskStatus as TaskyardStatus
+from taskyard.agentkit.schema import ActionReturn, AgentMessage
+from taskyard.runtime.a2a_terms import A2A_STATES, INTERRUPTED, event_time
+from taskyard.runtime.events import Event, EventKind
+from taskyard.runtime.task import TaskStatus as TaskyardStatus
 
 __all__ = ["ANSWER", "TaskView", "Update", "task_input"]
 

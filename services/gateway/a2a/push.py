@@ -1,6 +1,6 @@
 """A2A push notification configs as taskyard webhooks.
 
-A config is the task's webhook subscription in A2A's format (`shared.runtime.webhooks`): the same
+A config is the task's webhook subscription in A2A's format (`taskyard.runtime.webhooks`): the same
 signed, retried, in-order deliveries, with A2A's body and the `Authorization` and
 `X-A2A-Notification-Token` headers the config asks for. A task has one webhook, so it has at
 most one config: setting another replaces it. Its id is the client's, or the task's id."""
@@ -11,8 +11,8 @@ from typing import Any
 
 from a2a.types import AuthenticationInfo, TaskPushNotificationConfig
 
-from shared.agentkit.spec import WebhookSpec
-from shared.runtime.a2a_terms import A2A_PUSH_EVENTS
+from taskyard.agentkit.spec import WebhookSpec
+from taskyard.runtime.a2a_terms import A2A_PUSH_EVENTS
 
 __all__ = ["config_of", "is_config", "webhook_of"]
 

@@ -11,10 +11,10 @@ from fastapi import Depends, HTTPException, Path, Request, status
 from services.gateway.deps import CLIENT_NAME, CeleryDep, SettingsDep, StoreDep
 from services.gateway.errors import issue
 from services.gateway.files.session_files import SessionFiles
-from shared.files.artifacts import ArtifactStore
-from shared.files.transfer import FileTransfer
-from shared.plumbing.redis_clients import async_client
-from shared.runtime.task import SESSION_ID_MAX, SESSION_ID_PATTERN
+from taskyard.files.artifacts import ArtifactStore
+from taskyard.files.transfer import FileTransfer
+from taskyard.plumbing.redis_clients import async_client
+from taskyard.runtime.task import SESSION_ID_MAX, SESSION_ID_PATTERN
 
 __all__ = ["ArtifactStoreDep", "NewSessionIdDep", "SessionFilesDep", "SessionIdDep"]
 

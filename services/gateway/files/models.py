@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from shared.files.info import FileInfo
+from taskyard.files.info import FileInfo
 
 __all__ = ["ArtifactList", "ArtifactPublic", "SessionFile", "SessionFileList"]
 

@@ -1,6 +1,6 @@
 """The gateway's side of a session's files. The gateway runs no sandbox: each request is a job
 for the tool worker holding the session's sandbox, and a wait for its answer
-(`shared.files.transfer`). Answers become the API's: a session without a live sandbox and a
+(`taskyard.files.transfer`). Answers become the API's: a session without a live sandbox and a
 missing file 404, a path or file the sandbox refuses 422, a quota 413, a sandbox that cannot
 serve 503, no tool worker in time 504."""
 
@@ -13,11 +13,11 @@ from celery import Celery
 from fastapi import HTTPException, status
 
 from services.gateway.errors import issue
-from shared.files.info import FileInfo, FileListing
-from shared.files.transfer import FilesReply, FileTransfer
-from shared.plumbing.settings import FileSettings
-from shared.runtime.jobs import SessionFilesJob, envelope
-from shared.runtime.store import TaskStore
+from taskyard.files.info import FileInfo, FileListing
+from taskyard.files.transfer import FilesReply, FileTransfer
+from taskyard.plumbing.settings import FileSettings
+from taskyard.runtime.jobs import SessionFilesJob, envelope
+from taskyard.runtime.store import TaskStore
 
 __all__ = ["SessionFiles"]
 

@@ -19,7 +19,7 @@ from services.gateway.files.deps import SessionFilesDep
 from services.gateway.json_route import JSONRoute
 from services.gateway.models import TaskAccepted, TaskCreate
 from services.gateway.routes.tasks import create_task
-from shared.agentkit.agents import AGENTS
+from taskyard.agentkit.agents import AGENTS
 
 router = APIRouter(tags=["a2a"], route_class=JSONRoute, include_in_schema=False)
 

@@ -1,6 +1,6 @@
 """/v1/tasks/{task_id}/artifacts: the files a task's tools made (figures, tables), described by
-the task's `artifact` events and served from the artifact store (`shared.files.artifacts`),
-never from a path. Artifacts expire (`shared.runtime.task.RETENTION_S`): the list shows those the
+the task's `artifact` events and served from the artifact store (`taskyard.files.artifacts`),
+never from a path. Artifacts expire (`taskyard.runtime.task.RETENTION_S`): the list shows those the
 store still keeps."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from services.gateway.deps import OwnedTaskDep, StoreDep
 from services.gateway.errors import responses
 from services.gateway.files.deps import ArtifactStoreDep
 from services.gateway.files.models import ArtifactList, ArtifactPublic
-from shared.files.artifacts import ARTIFACT_NAME_PATTERN, MEDIA_TYPES, ArtifactBody
-from shared.runtime.events import EventKind
+from taskyard.files.artifacts import ARTIFACT_NAME_PATTERN, MEDIA_TYPES, ArtifactBody
+from taskyard.runtime.events import EventKind
 
 router = APIRouter(prefix="/v1/tasks", tags=["artifacts"])
 

@@ -18,8 +18,8 @@ from services.gateway.deps import SettingsDep, TenantDep
 from services.gateway.errors import issue, responses
 from services.gateway.files.deps import NewSessionIdDep, SessionFilesDep, SessionIdDep
 from services.gateway.files.models import SessionFile, SessionFileList
-from shared.plumbing.settings import FileSettings
-from shared.sandbox.kernel.files import MAX_PATH_CHARS, path_parts
+from taskyard.plumbing.settings import FileSettings
+from taskyard.sandbox.kernel.files import MAX_PATH_CHARS, path_parts
 
 router = APIRouter(prefix="/v1/sessions", tags=["files"])
 

@@ -1,5 +1,5 @@
 """/v1/schedules: a tenant's cron schedules, each submitting a task at its run times (run by
-Celery beat's tick: shared/runtime/schedules/runner.py)."""
+Celery beat's tick: shared/taskyard/runtime/schedules/runner.py)."""
 
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ from services.gateway.schedule_models import (
     ScheduleRunList,
     ScheduleRunPublic,
 )
-from shared.runtime.schedules import Schedule, ScheduleRequest, next_run, parse_cron
-from shared.runtime.store import TaskStore
-from shared.runtime.store import schedules as stored
-from shared.runtime.submission import SubmissionRefused, check_offered, check_webhook
+from taskyard.runtime.schedules import Schedule, ScheduleRequest, next_run, parse_cron
+from taskyard.runtime.store import TaskStore
+from taskyard.runtime.store import schedules as stored
+from taskyard.runtime.submission import SubmissionRefused, check_offered, check_webhook
 
 router = APIRouter(prefix="/v1/schedules", tags=["schedules"], route_class=JSONRoute)
 

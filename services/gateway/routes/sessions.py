@@ -10,11 +10,11 @@ from services.gateway.deps import CeleryDep, StoreDep, TenantDep
 from services.gateway.errors import responses
 from services.gateway.json_route import JSONRoute
 from services.gateway.models import Interpreter, SessionList, SessionPublic, SessionSummary
-from shared.plumbing import keys
-from shared.runtime.cancel import announce_forgotten, cancel
-from shared.runtime.store import pages, sessions
-from shared.runtime.store.pages import SESSION_CURSOR_PATTERN
-from shared.runtime.task import SESSION_ID_PATTERN
+from taskyard.plumbing import keys
+from taskyard.runtime.cancel import announce_forgotten, cancel
+from taskyard.runtime.store import pages, sessions
+from taskyard.runtime.store.pages import SESSION_CURSOR_PATTERN
+from taskyard.runtime.task import SESSION_ID_PATTERN
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"], route_class=JSONRoute)
 

@@ -31,15 +31,15 @@ from services.gateway.models import (
     TaskSummary,
 )
 from services.gateway.sse import EventStream
-from shared.plumbing.tracing import job_attributes
-from shared.runtime.approvals import Decision, Outcome, decide
-from shared.runtime.cancel import cancel
-from shared.runtime.events import EventKind
-from shared.runtime.store import TaskStore, pages
-from shared.runtime.store.pages import CURSOR_PATTERN
-from shared.runtime.submission import SubmissionRefused, check_offered, submit
-from shared.runtime.task import SESSION_ID_PATTERN, TaskStatus
-from shared.runtime.webhooks import deliveries
+from taskyard.plumbing.tracing import job_attributes
+from taskyard.runtime.approvals import Decision, Outcome, decide
+from taskyard.runtime.cancel import cancel
+from taskyard.runtime.events import EventKind
+from taskyard.runtime.store import TaskStore, pages
+from taskyard.runtime.store.pages import CURSOR_PATTERN
+from taskyard.runtime.submission import SubmissionRefused, check_offered, submit
+from taskyard.runtime.task import SESSION_ID_PATTERN, TaskStatus
+from taskyard.runtime.webhooks import deliveries
 
 _NOT_STORED = (
     "Redis does not answer, no replica confirmed the task in time (the task may exist: send it "

@@ -8,7 +8,7 @@ from services.gateway.deps import StoreDep, TenantDep
 from services.gateway.errors import responses
 from services.gateway.json_route import JSONRoute
 from services.gateway.models import WebhookSecret
-from shared.runtime.webhooks import tenant_secret
+from taskyard.runtime.webhooks import tenant_secret
 
 router = APIRouter(prefix="/v1/webhooks", tags=["webhooks"], route_class=JSONRoute)
 

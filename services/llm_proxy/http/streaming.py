@@ -13,8 +13,8 @@ from typing import Any
 
 import orjson
 
-from shared.http1 import Connection
-from shared.http1.openai_errors import error_event
+from taskyard.http1 import Connection
+from taskyard.http1.openai_errors import error_event
 
 __all__ = ["StreamRelay"]
 

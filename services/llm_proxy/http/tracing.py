@@ -12,8 +12,8 @@ from opentelemetry.trace import Span, SpanKind, set_span_in_context
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from services.llm_proxy.replicas.pool import Replica
-from shared.http1 import Request
-from shared.plumbing.tracing import job_attributes
+from taskyard.http1 import Request
+from taskyard.plumbing.tracing import job_attributes
 
 __all__ = ["server_span", "upstream_span"]
 

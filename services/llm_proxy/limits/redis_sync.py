@@ -9,8 +9,8 @@ from __future__ import annotations
 from services.llm_proxy.accounting.metrics import Metrics
 from services.llm_proxy.limits.ratelimit import RateLimiter, Spending
 from services.llm_proxy.sync_loop import SyncLoop
-from shared.plumbing.keys import proxy_ratelimit
-from shared.plumbing.redis_clients import SentinelSpec
+from taskyard.plumbing.keys import proxy_ratelimit
+from taskyard.plumbing.redis_clients import SentinelSpec
 
 __all__ = ["RedisSync"]
 

@@ -2,8 +2,8 @@
 
 Two credentials, as `Authorization: Bearer ...`:
 
-- a tenant token (``tyt1.``, `shared.plumbing.tenant_credentials`), which the agent workers sign for
-  each model call of a task: the proxy verifies it and the call is the token's tenant's, for the
+- a tenant token (``tyt1.``, `taskyard.plumbing.tenant_credentials`), which the agent workers sign
+  for each model call of a task: the proxy verifies it and the call is the token's tenant's, for the
   token's task. Its limits are the tenant's in `TASKYARD_PROXY_TENANT_LIMITS`. A token that
   does not verify is refused (401), never taken as anonymous;
 - a plain API key from `TASKYARD_PROXY_KEYS`, for direct use (a client of the proxy itself),
@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from services.llm_proxy.errors import Forbidden, Unauthorized
-from shared.plumbing.tenant_credentials import (
+from taskyard.plumbing.tenant_credentials import (
     CredentialError,
     ExpiredCredential,
     TenantCredentials,

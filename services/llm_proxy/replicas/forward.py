@@ -34,7 +34,7 @@ from services.llm_proxy.replicas.health import HealthPolicy
 from services.llm_proxy.replicas.pool import Group, Pool, Replica
 from services.llm_proxy.replicas.upstream import UpstreamConnection
 from services.llm_proxy.routing.policies import RoutingPolicy
-from shared.http1 import Connection
+from taskyard.http1 import Connection
 
 __all__ = ["Forwarder", "Job"]
 

@@ -33,8 +33,8 @@ from services.llm_proxy.routing.fleet import FleetView, PeerLoad, RouteKey
 from services.llm_proxy.routing.placements import Placement
 from services.llm_proxy.routing.policies import ReplicaState
 from services.llm_proxy.sync_loop import SyncLoop
-from shared.plumbing.keys import PROXY_LOAD, PROXY_PLACEMENTS
-from shared.plumbing.redis_clients import SentinelSpec
+from taskyard.plumbing.keys import PROXY_LOAD, PROXY_PLACEMENTS
+from taskyard.plumbing.redis_clients import SentinelSpec
 
 __all__ = ["PlacementSync"]
 

@@ -10,10 +10,10 @@ import pytest
 from mcp_servers import PNG_1X1, ServedMcp, serve_mcp
 from pydantic import SecretStr
 
-from shared.agentkit.actions.mcp.client import McpClient, McpUnavailable
-from shared.agentkit.schema import ActionStatusCode
-from shared.agentkit.spec import McpServer
-from shared.plumbing.settings import ToolWorkerSettings
+from taskyard.agentkit.actions.mcp.client import McpClient, McpUnavailable
+from taskyard.agentkit.schema import ActionStatusCode
+from taskyard.agentkit.spec import McpServer
+from taskyard.plumbing.settings import ToolWorkerSettings
 
 CREDENTIALS = SecretStr('{"acme": {"weather-key": "s3cret-token"}}')
 

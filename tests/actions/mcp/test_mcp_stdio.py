@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 from mcp_servers import STDIO_SERVER
 
-from shared.agentkit.actions.mcp.client import McpClient, McpUnavailable
-from shared.agentkit.schema import ActionStatusCode
-from shared.agentkit.spec import McpServer
-from shared.plumbing.settings import ToolWorkerSettings
-from shared.sandbox import SandboxProvider
+from taskyard.agentkit.actions.mcp.client import McpClient, McpUnavailable
+from taskyard.agentkit.schema import ActionStatusCode
+from taskyard.agentkit.spec import McpServer
+from taskyard.plumbing.settings import ToolWorkerSettings
+from taskyard.sandbox import SandboxProvider
 
 SESSION = "acme:stdio"
 FILES = McpServer(name="files", command=["python3", "server.py"])

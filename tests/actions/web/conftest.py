@@ -8,7 +8,7 @@ from ipaddress import ip_network
 import pytest
 from fake_web import FakeWeb, serve_fake_web
 
-from shared.agentkit.actions.web import AddressPolicy, PageFetcher
+from taskyard.agentkit.actions.web import AddressPolicy, PageFetcher
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from ipaddress import ip_address, ip_network
 
 import pytest
 
-from shared.agentkit.actions.web import AddressPolicy
+from taskyard.agentkit.actions.web import AddressPolicy
 
 
 @pytest.mark.parametrize(

@@ -7,14 +7,14 @@ import pytest
 import redis
 from fake_web import FakeWeb
 
-from shared.agentkit.actions import (
+from taskyard.agentkit.actions import (
     ActionExecutor,
     ActionResources,
     AsyncActionExecutor,
     MemoryResultStore,
     WebBrowser,
 )
-from shared.agentkit.actions.web import (
+from taskyard.agentkit.actions.web import (
     AddressPolicy,
     MemoryPageCache,
     PageFetcher,
@@ -22,9 +22,9 @@ from shared.agentkit.actions.web import (
     RedisResultStore,
     SearxngClient,
 )
-from shared.agentkit.schema import ActionReturn, ActionStatusCode, AgentMessage
-from shared.plumbing import keys
-from shared.plumbing.settings import ToolWorkerSettings
+from taskyard.agentkit.schema import ActionReturn, ActionStatusCode, AgentMessage
+from taskyard.plumbing import keys
+from taskyard.plumbing.settings import ToolWorkerSettings
 
 
 def browser(

@@ -9,9 +9,9 @@ import time
 import pytest
 from fake_web import FakeWeb
 
-from shared.agentkit.actions.base import ActionError
-from shared.agentkit.actions.web import AddressPolicy, Page, PageFetcher, WebFailure
-from shared.agentkit.schema import ActionStatusCode
+from taskyard.agentkit.actions.base import ActionError
+from taskyard.agentkit.actions.web import AddressPolicy, Page, PageFetcher, WebFailure
+from taskyard.agentkit.schema import ActionStatusCode
 
 
 async def test_an_html_page_becomes_its_main_text(fetcher: PageFetcher, web: FakeWeb) -> None:

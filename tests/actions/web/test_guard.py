@@ -19,8 +19,8 @@ import httpcore
 import pytest
 from fake_web import FakeWeb, serve_fake_web
 
-from shared.agentkit.actions.web import AddressPolicy, BlockedAddress, PageFetcher, WebFailure
-from shared.agentkit.actions.web.addresses import IPAddress
+from taskyard.agentkit.actions.web import AddressPolicy, BlockedAddress, PageFetcher, WebFailure
+from taskyard.agentkit.actions.web.addresses import IPAddress
 
 
 class NoConnections(httpcore.AsyncNetworkBackend):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fake_web import REDIS_ARTICLE
 
-from shared.agentkit.actions.web import Readable, readable_html
+from taskyard.agentkit.actions.web import Readable, readable_html
 
 
 def test_the_main_text_without_navigation_banners_sidebars_or_footers() -> None:

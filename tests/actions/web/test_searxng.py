@@ -7,8 +7,8 @@ import re
 import pytest
 from fake_web import FakeWeb
 
-from shared.agentkit.actions.web import SearchHit, SearxngClient, WebFailure
-from shared.agentkit.schema import ActionStatusCode
+from taskyard.agentkit.actions.web import SearchHit, SearxngClient, WebFailure
+from taskyard.agentkit.schema import ActionStatusCode
 
 
 async def test_hits_come_from_the_json_api_with_the_configured_engines(web: FakeWeb) -> None:

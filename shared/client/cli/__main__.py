@@ -1,7 +1,0 @@
-"""`python -m shared.client.cli`: the `taskyard` command without its console script."""
-
-import sys
-
-from shared.client.cli.app import main
-
-sys.exit(main())

@@ -1,0 +1,236 @@
+-- Shared by every script (prepended when the scripts are loaded). Each script is called with
+-- its keys in KEYS and one JSON document in ARGV[1], read by name as `doc` (the documents are
+-- typed in shared/taskyard/runtime/store/documents.py).
+local doc = cjson.decode(ARGV[1])
+local TERMINAL = {succeeded = true, failed = true, cancelled = true, timed_out = true}
+
+-- Live tasks by the time they last moved (the sweep re-drives those that stand still), and
+-- by their deadline; names filled in from shared/taskyard/plumbing/keys.py when the scripts load.
+local LIVE, DEADLINES, TASK_PREFIX = '{live}', '{deadlines}', '{task_prefix}'
+local APPROVAL_DEADLINES = '{approval_deadlines}'
+local RESULTS_KEY, ADVANCED_KEY = '{results_key}', '{advanced_key}'
+local EVENTS_KEY, CHILDREN_KEY = '{events_key}', '{children_key}'
+local WEBHOOKS_DUE = '{webhooks_due}'
+local SANDBOX_KEY, WORKER_ALIVE_KEY = '{sandbox_key}', '{worker_alive_key}'
+local SESSION_BEFORE_KEY = '{session_before_key}'
+
+local function now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) + tonumber(t[2]) / 1e6
+end
+
+local function task_id_of(task_key)
+  return string.sub(task_key, #TASK_PREFIX + 1)
+end
+
+local function moved(task_key)
+  redis.call('ZADD', LIVE, now(), task_id_of(task_key))
+end
+
+local function ended(task_key)
+  local task_id = task_id_of(task_key)
+  redis.call('ZREM', LIVE, task_id)
+  redis.call('ZREM', DEADLINES, task_id)
+  redis.call('DEL', string.format(SESSION_BEFORE_KEY, task_id))  -- nothing left to roll back
+end
+
+-- Set a hash's fields from a document's {name = value} object, after the `first` name,
+-- value pairs (if any), in one HSET (none for nothing to set).
+local function hset_fields(key, fields, first)
+  local flat = first or {}
+  for name, value in pairs(fields) do
+    flat[#flat + 1] = name
+    flat[#flat + 1] = value
+  end
+  if #flat > 0 then redis.call('HSET', key, unpack(flat)) end
+end
+
+local function add_event(events, kind, data)
+  return redis.call('XADD', events, '*', 'kind', kind, 'data', data)
+end
+
+-- The queue of the tool worker holding the session's interpreter (or chosen to take it over:
+-- 'handed') while that worker lives (its heartbeat key holds the incarnation the record
+-- names), else nil.
+local function owner_queue(session_key)
+  if session_key == '' then return nil end
+  local f = redis.call('HMGET', string.format(SANDBOX_KEY, session_key),
+                       'node', 'incarnation', 'state', 'queue')
+  if not f[1] or (f[3] ~= 'live' and f[3] ~= 'handed') then return nil end
+  if redis.call('GET', string.format(WORKER_ALIVE_KEY, f[1])) ~= f[2] then return nil end
+  return f[4]
+end
+
+-- Push jobs ({queue = list, sticky = session key or '', message = kombu's JSON}) onto the
+-- broker's database, then come back: the commit and the jobs it starts are one atomic write.
+-- A job bound to a session's interpreter goes to the queue of the worker holding it, if one
+-- does; its message keeps the pool queue as routing key, where kombu restores it should it
+-- be taken and not acknowledged.
+local function push_jobs(store_db, broker_db, jobs)
+  if #jobs == 0 then return end
+  local queues = {}
+  for i, job in ipairs(jobs) do queues[i] = owner_queue(job.sticky) or job.queue end
+  redis.call('SELECT', broker_db)
+  for i, job in ipairs(jobs) do redis.call('LPUSH', queues[i], job.message) end
+  redis.call('SELECT', store_db)
+end
+
+local function one_job(queue, message)
+  return {queue = queue, sticky = '', message = message}
+end
+
+-- Pass the session on: the next waiting task takes the lock, its first step's job (stored
+-- with it as it was queued) goes to the broker in the same write, and its id is returned; a
+-- task that does not hold the lock only leaves the waiting list.
+local function give_session(lock, following, store_db, broker_db)
+  redis.call('SET', lock, following)
+  local key = TASK_PREFIX .. following
+  local first = redis.call('HMGET', key, 'first_queue', 'first_message')
+  if first[2] then
+    push_jobs(store_db, broker_db, {one_job(first[1], first[2])})
+    redis.call('HDEL', key, 'first_queue', 'first_message')
+  end
+end
+
+local function release_session(lock, waiting, task_id, store_db, broker_db)
+  if redis.call('GET', lock) ~= task_id then
+    redis.call('LREM', waiting, 0, task_id)
+    return ''
+  end
+  local following = redis.call('LPOP', waiting)
+  if following then
+    give_session(lock, following, store_db, broker_db)
+    return following
+  end
+  redis.call('DEL', lock)
+  return ''
+end
+
+-- Store one tool call's result (the first write wins) with its message event, and say whether
+-- it completed the step's calls; the one caller that completes the step pushes `next_jobs`.
+-- Returns 'ended' (the task is over), 'stored' or 'complete', and '1' for that caller.
+local WAITING = {waiting_tools = true, waiting_approval = true}
+
+local function store_result(results, task, events, advanced, step, call_id, message, ttl,
+                            store_db, broker_db, next_jobs)
+  local status = redis.call('HGET', task, 'status')
+  if not status or TERMINAL[status] then return {'ended', '0'} end
+  if message ~= '' and redis.call('HSETNX', results, call_id, message) == 1 then
+    redis.call('EXPIRE', results, ttl)
+    add_event(events, 'message', message)
+    moved(task)
+  end
+  if not WAITING[status] or redis.call('HGET', task, 'step') ~= tostring(tonumber(step) + 1) then
+    return {'stored', '0'}
+  end
+  for _, call in ipairs(cjson.decode(redis.call('HGET', task, 'pending_calls') or '[]')) do
+    if redis.call('HEXISTS', results, call['id']) == 0 then return {'stored', '0'} end
+  end
+  if redis.call('SET', advanced, '1', 'NX', 'EX', ttl) then
+    push_jobs(store_db, broker_db, next_jobs)
+    return {'complete', '1'}
+  end
+  return {'complete', '0'}
+end
+
+-- A child task (an agent offered as a tool) tells its parent how it stands.
+local function tell_parent(task_key, status)
+  local parent = redis.call('HGET', task_key, 'parent_id')
+  if parent then
+    local data = cjson.encode({task_id = task_id_of(task_key), status = status})
+    add_event(string.format(EVENTS_KEY, parent), 'child', data)
+  end
+end
+
+-- A child task that ended hands its answer (or why it has none) to its parent's call, as
+-- that call's result; the result completing the parent's step pushes its next step.
+local function deliver_to_parent(task_key, store_db, broker_db, answer, failure)
+  local f = redis.call('HMGET', task_key, 'parent_id', 'parent_step', 'parent_call_id',
+                       'parent_result', 'parent_next_queue', 'parent_next_message')
+  if not f[1] then return end
+  local message = cjson.decode(f[4])
+  if failure then
+    message['content']['errmsg'] = failure
+    message['content']['state'] = -1002
+  else
+    message['content']['result'] = {{type = 'text', content = answer}}
+  end
+  store_result(string.format(RESULTS_KEY, f[1], f[2]), TASK_PREFIX .. f[1],
+               string.format(EVENTS_KEY, f[1]), string.format(ADVANCED_KEY, f[1], f[2]),
+               f[2], f[3], cjson.encode(message), 604800, store_db, broker_db,
+               {one_job(f[5], f[6])})
+end
+
+-- Tell the task's webhook of a state change it subscribed to: push its delivery job, with
+-- ids of its own (each push is a message of its own to the broker), and mark the task due
+-- for the sweep in two minutes should that job be lost (the job pushes the mark on).
+local function notify(task_key, status, store_db, broker_db)
+  local f = redis.call('HMGET', task_key, 'webhook_events', 'webhook_queue', 'webhook_message')
+  if not f[1] or not string.find(f[1], ',' .. status .. ',', 1, true) then return end
+  local task_id = task_id_of(task_key)
+  local at = now()
+  redis.call('ZADD', WEBHOOKS_DUE, 'NX', at + 120, task_id)
+  local message = cjson.decode(f[3])
+  local tag = task_id .. '.' .. status .. '.' .. string.format('%.6f', at)
+  message['headers']['id'] = tag
+  message['headers']['root_id'] = tag
+  message['properties']['correlation_id'] = tag
+  message['properties']['delivery_tag'] = tag
+  push_jobs(store_db, broker_db, {one_job(f[2], cjson.encode(message))})
+end
+
+-- Close a task whose status was just set to a final one: its status event, out of the
+-- sweep's view, its parent and webhook told, a child's end handed to its parent's call.
+local function close_ended(task_key, status, data, store_db, broker_db, why)
+  add_event(string.format(EVENTS_KEY, task_id_of(task_key)), 'status', data)
+  ended(task_key)
+  tell_parent(task_key, status)
+  notify(task_key, status, store_db, broker_db)
+  deliver_to_parent(task_key, store_db, broker_db, nil, why)
+end
+
+-- What a task found in its session as it began, for a rollback: each memory list's length,
+-- the session's values and its compaction (fields 'len:<list>', 'value:<path>',
+-- 'compaction:<field>'). A task only appends to the lists and rewrites the values and the
+-- compaction, so these are enough to put the session back.
+local function mark_session(before, paths, values, compaction)
+  if redis.call('EXISTS', before) == 1 then return end
+  redis.call('HSET', before, 'marked', '1')
+  for _, list in ipairs(redis.call('SMEMBERS', paths)) do
+    redis.call('HSET', before, 'len:' .. list, redis.call('LLEN', list))
+  end
+  for prefix, source in pairs({['value:'] = values, ['compaction:'] = compaction}) do
+    local found = redis.call('HGETALL', source)
+    for j = 1, #found, 2 do redis.call('HSET', before, prefix .. found[j], found[j + 1]) end
+  end
+end
+
+-- Put the session back as `mark_session` found it: each memory list cut to its length then
+-- (a list made since, gone), the values and the compaction as they were; the epoch moves on,
+-- so workers holding a warm copy read it afresh. A task that never began changed nothing.
+local function roll_back(before, paths, values, compaction, epoch)
+  local saved = redis.call('HGETALL', before)
+  if #saved == 0 then return end
+  local lengths, restored = {}, {[values] = {}, [compaction] = {}}
+  for j = 1, #saved, 2 do
+    local kind, name = string.match(saved[j], '^(%a+):(.*)$')
+    local into = (kind == 'value' and restored[values]) or
+                 (kind == 'compaction' and restored[compaction]) or nil
+    if kind == 'len' then lengths[name] = tonumber(saved[j + 1]) end
+    if into then into[#into + 1] = name; into[#into + 1] = saved[j + 1] end
+  end
+  for _, list in ipairs(redis.call('SMEMBERS', paths)) do
+    local length = lengths[list]
+    if not length then redis.call('SREM', paths, list) end
+    if (length or 0) == 0 then
+      redis.call('DEL', list)
+    else
+      redis.call('LTRIM', list, 0, length - 1)
+    end
+  end
+  for key, fields in pairs(restored) do
+    redis.call('DEL', key)
+    if #fields > 0 then redis.call('HSET', key, unpack(fields)) end
+  end
+  redis.call('INCR', epoch)
+end

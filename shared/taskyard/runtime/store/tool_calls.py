@@ -1,0 +1,118 @@
+"""Tool calls in the store: their results (the one that completes a step pushes the next
+step), and the claims a tool worker holds on the calls it runs. Scripts: `lua/tool_calls/`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from taskyard.agentkit.schema import AgentMessage, ToolCall
+from taskyard.plumbing import keys
+from taskyard.plumbing.keys import RETENTION_S
+from taskyard.runtime.jobs import Envelope
+from taskyard.runtime.store.base import ScriptedStore, task_keys
+from taskyard.runtime.store.documents import (
+    ClaimCallDoc,
+    PutToolResultDoc,
+    ReleaseClaimsDoc,
+    ResultClaimDoc,
+    jobs,
+)
+
+__all__ = ["CallClaim", "ToolCalls", "ToolResultStored"]
+
+
+@dataclass(frozen=True, slots=True)
+class CallClaim:
+    """A tool worker's claim on the call whose result it stores: freed with the write, which
+    also stamps the last use on the session's sandbox record (`session_key`, when the call
+    used an interpreter) and keeps that record `record_ttl_s` longer."""
+
+    worker: str
+    session_key: str | None = None
+    record_ttl_s: float = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResultStored:
+    """`complete`: every call of the step has its result; `advance`: this caller alone must
+    start the next step."""
+
+    complete: bool
+    advance: bool
+    live: bool = True
+
+
+class ToolCalls(ScriptedStore):
+    """Tool calls' results and claims."""
+
+    async def put_tool_result(
+        self,
+        task_id: str,
+        step: int,
+        call_id: str,
+        message: AgentMessage | None,
+        next_step: Envelope | None = None,
+        claim: CallClaim | None = None,
+    ) -> ToolResultStored:
+        """Store one call's result (first write wins) and publish it, while the task lives;
+        with no message, only look whether the step's results are complete. The caller whose
+        result completes the step pushes `next_step`, in the same atomic step; a worker that
+        claimed the call frees its `claim` there too (and marks its interpreter alive)."""
+        keys_ = [keys.task_tool_results(task_id, step), *task_keys(task_id),
+                 keys.task_advanced(task_id, step)]  # fmt: skip
+        doc = PutToolResultDoc(
+            store_db=self.db, broker_db=self.broker_db, step=str(step), call_id=call_id,
+            message=message.model_dump_json() if message is not None else "",
+            ttl_s=RETENTION_S, next_step=jobs([next_step]),
+        )  # fmt: skip
+        if claim is not None:
+            keys_ += [keys.tool_call_claim(task_id, step, call_id),
+                      keys.tool_worker_claims(claim.worker),
+                      keys.session_sandbox(claim.session_key or "-")]  # fmt: skip
+            doc["claim"] = ResultClaimDoc(
+                worker=claim.worker, used=f"{time.time():.3f}" if claim.session_key else "",
+                record_ttl_s=max(1, int(claim.record_ttl_s)),
+            )  # fmt: skip
+        reply = await self.script("tool_calls/put_tool_result", keys_, doc)
+        if reply[0] == "ended":
+            return ToolResultStored(False, False, live=False)
+        return ToolResultStored(reply[0] == "complete", reply[1] == "1")
+
+    async def tool_results(
+        self, task_id: str, step: int, calls: Sequence[ToolCall]
+    ) -> list[AgentMessage]:
+        """Results in the order the model made the calls."""
+        raw = await self.r.hmget(keys.task_tool_results(task_id, step), [c.id for c in calls])
+        return [AgentMessage.model_validate_json(m) for m in raw if m is not None]
+
+    async def claim_call(
+        self, task_id: str, step: int, call_id: str, worker: str, ttl_s: float
+    ) -> Literal["claimed", "done", "busy"]:
+        """Claim a tool call for `worker` (its label) to run, in one round trip: `done` if its
+        result is in, `busy` while another holds it (a claim lapses after `ttl_s`, when that
+        worker starts again, or as its result is stored)."""
+        claim = keys.tool_call_claim(task_id, step, call_id)
+        keys_ = [keys.task_tool_results(task_id, step), claim, keys.tool_worker_claims(worker)]
+        doc = ClaimCallDoc(call_id=call_id, worker=worker, ttl_ms=int(ttl_s * 1000))
+        claimed: Literal["claimed", "done", "busy"] = await self.script(
+            "tool_calls/claim_call", keys_, doc
+        )
+        return claimed
+
+    async def release_call(self, task_id: str, step: int, call_id: str, worker: str) -> None:
+        """Free a claim without storing a result (the call failed; a retry may run it)."""
+        claim = keys.tool_call_claim(task_id, step, call_id)
+        async with self.r.pipeline(transaction=True) as pipe:
+            pipe.delete(claim)
+            pipe.srem(keys.tool_worker_claims(worker), claim)
+            await pipe.execute()
+
+    async def release_worker_claims(self, worker: str) -> int:
+        """Free every claim a worker of this label held (it is starting again): their calls
+        can run at once. How many it freed."""
+        doc = ReleaseClaimsDoc(worker=worker)
+        keys_ = [keys.tool_worker_claims(worker)]
+        return int(await self.script("tool_calls/release_claims", keys_, doc))

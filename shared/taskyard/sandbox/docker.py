@@ -1,0 +1,233 @@
+"""The docker backend: one locked-down container per session, running the kernel.
+
+The container is made as `container_spec` says and spoken to through `docker_channel`; this
+module is the provider: it labels the containers, hands kernels off to another worker on the
+same engine and takes them over, checks the runtime, and cleans up what a worker left.
+
+The kernel's supervisor is the container's PID 1 (no docker-init: its dumpable PID 1 would
+hold the container's stdio where a cell could open it through /proc/1/fd). The container has
+no log driver, so nothing a sandbox writes grows a file on the host.
+
+Containers carry the labels ``taskyard.worker`` (`settings.sandbox_worker_label`),
+``taskyard.node`` (the tool worker's Celery node name), ``taskyard.owner`` (one id per
+provider) and ``taskyard.session`` (the session key, or "" for a warm-pool container). A
+kernel handed off (`hand_off`) lives on its own lease until another worker takes it over. A
+restarted worker removes every container left under its label and node name
+(`remove_orphans`) but those handed off.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+import docker
+import requests
+from docker.errors import APIError, DockerException, NotFound
+
+from taskyard.plumbing.settings import SandboxSettings, get_settings
+from taskyard.sandbox.container_spec import ContainerSpec, missing_runtime, runtimes
+from taskyard.sandbox.demand import PoolBounds, pool_bounds
+from taskyard.sandbox.docker_channel import DockerChannel, Leases
+from taskyard.sandbox.errors import KernelGone, SandboxError, SandboxUnavailable
+from taskyard.sandbox.provider import KernelSandboxProvider, SandboxLimits
+
+__all__ = [
+    "HANDOFF_PREFIX",
+    "NODE_LABEL",
+    "NO_NODE",
+    "OWNER_LABEL",
+    "SESSION_LABEL",
+    "WORKER_LABEL",
+    "DockerSandboxProvider",
+]
+
+SESSION_LABEL = "taskyard.session"
+OWNER_LABEL = "taskyard.owner"
+WORKER_LABEL = "taskyard.worker"
+NODE_LABEL = "taskyard.node"
+NO_NODE = "-"  # a provider outside a Celery worker (tests, a library user)
+HANDOFF_PREFIX = "taskyard-handoff-"  # the name of a container handed to another worker
+
+log = logging.getLogger(__name__)
+
+
+class DockerSandboxProvider(KernelSandboxProvider):
+    """The production `SandboxProvider`: one container per session, from the sandbox image.
+
+    Limits come from settings unless given: `spec` overrides image and limits, `client` the
+    engine connection (tests hand in their own).
+    """
+
+    def __init__(
+        self,
+        settings: SandboxSettings | None = None,
+        *,
+        spec: ContainerSpec | None = None,
+        client: docker.DockerClient | None = None,
+        pool_size: int | None = None,
+        pool: PoolBounds | None = None,
+        idle_s: float | None = None,
+        limits: SandboxLimits | None = None,
+        node: str = NO_NODE,
+    ) -> None:
+        settings = settings or get_settings(SandboxSettings)
+        self._spec = spec or ContainerSpec.from_settings(settings)
+        self._client = client or _connect()
+        self.owner = uuid.uuid4().hex[:12]
+        self.worker_label = settings.sandbox_worker_label
+        self.node = node
+        self._engine: str | None = None
+        self._leases = Leases(self._spec.lease_s, settings.tool_worker_beat_s)
+        super().__init__(
+            self._start_kernel,
+            pool=pool or pool_bounds(settings, pool_size),
+            idle_s=settings.sandbox_idle_s if idle_s is None else idle_s,
+            limits=limits or SandboxLimits.from_settings(settings),
+            interrupt_grace_s=settings.sandbox_interrupt_grace_s,
+        )
+
+    def _start_kernel(self, session_key: str | None) -> DockerChannel:
+        labels = {
+            WORKER_LABEL: self.worker_label,
+            NODE_LABEL: self.node,
+            OWNER_LABEL: self.owner,
+            SESSION_LABEL: session_key or "",
+        }
+        return self._leases.keep(DockerChannel.start(self._client.api, self._spec, labels))
+
+    @property
+    def place(self) -> str:
+        """This worker's Docker engine (its ID): another worker on it can take a kernel over."""
+        if self._engine is None:
+            self._engine = f"docker:{self._client.info()['ID']}"
+        return self._engine
+
+    def hand_off(self, lease_s: float) -> dict[str, str]:
+        """See `KernelSandboxProvider.hand_off`: each container keeps running, renamed
+        ``taskyard-handoff-...`` so that its maker's next start leaves it; the handle is the
+        engine and the container ("docker:<engine id>/<container id>")."""
+        handles = {}
+        for key, channel in self._detach_idle().items():
+            assert isinstance(channel, DockerChannel)
+            try:
+                container = channel.detach(lease_s)
+            except KernelGone:
+                channel.close()  # it died meanwhile: nothing to hand over
+                continue
+            self._mark_handed(container)
+            handles[key] = f"{self.place}/{container}"
+        return handles
+
+    def take_over(self, session_key: str, handle: str) -> None:
+        """See `KernelSandboxProvider.take_over`: attach to the handed-off container."""
+        place, _, container = handle.rpartition("/")
+        if place != self.place:
+            raise SandboxUnavailable(
+                "its sandbox runs on another Docker engine; no worker there took it over"
+            )
+        try:
+            state = self._client.api.inspect_container(container)["State"]
+            if not state.get("Running"):
+                raise SandboxUnavailable("its sandbox's container had ended")
+            channel = self._leases.keep(
+                DockerChannel.attach(self._client.api, container, self._spec.memory)
+            )
+            # From now on the kernel lives on this worker's lease, not the hand-off's longer
+            # one: should this worker die too, it ends as its own kernels do.
+            channel.renew(self._spec.lease_s)
+        except NotFound:
+            raise SandboxUnavailable("its sandbox's container is gone") from None
+        except (DockerException, requests.RequestException) as exc:
+            raise SandboxUnavailable(f"could not attach to its sandbox: {exc}") from exc
+        try:
+            self._attach(session_key, channel)
+        except SandboxError:
+            channel.close()
+            raise
+
+    def _mark_handed(self, container: str) -> None:
+        try:
+            self._client.api.rename(container, f"{HANDOFF_PREFIX}{container[:12]}")
+        except DockerException:
+            log.warning("could not mark %s as handed off; a restart may remove it", container)
+
+    def check(self) -> None:
+        """What `KernelSandboxProvider.check` does, under the configured runtime: a runtime
+        the engine does not have is refused first, naming those it has and how to add it."""
+        runtime = self._spec.runtime
+        try:
+            known = runtimes(self._client.api)
+        except DockerException as exc:
+            raise SandboxUnavailable(f"the Docker engine does not answer: {exc}") from exc
+        if runtime not in known:
+            raise SandboxUnavailable(missing_runtime(runtime, known))
+        try:
+            super().check()
+        except SandboxUnavailable as exc:
+            raise SandboxUnavailable(f"under the {runtime!r} runtime: {exc}") from exc
+        except requests.RequestException as exc:  # a runtime that hangs holds the engine's call
+            raise SandboxUnavailable(
+                f"under the {runtime!r} runtime, the engine did not start a sandbox: {exc}"
+            ) from exc
+
+    def remove_orphans(self) -> int:
+        """Remove every container under this worker's label and node name (or under its label
+        and no node name: an older taskyard's) that another provider made, running ones too
+        (a worker that died mid-cell); how many were removed. Other workers on the engine
+        under the same label (other node names) keep theirs."""
+        leftovers = [
+            labelled["Id"]
+            for labelled in self._labelled(f"{WORKER_LABEL}={self.worker_label}")
+            if labelled["Labels"].get(NODE_LABEL, self.node) == self.node
+            and labelled["Labels"].get(OWNER_LABEL) != self.owner
+            and not _handed_off(labelled)
+        ]
+        for container_id in leftovers:
+            self._remove_quietly(container_id)
+        return len(leftovers)
+
+    def close_all(self) -> None:
+        """Stop every session and warm container, and any container this provider left (but
+        those it handed off)."""
+        self._leases.stop()
+        super().close_all()
+        for labelled in self._labelled(f"{OWNER_LABEL}={self.owner}"):
+            if not _handed_off(labelled):
+                self._remove_quietly(labelled["Id"])
+
+    def _labelled(self, label: str) -> list[dict[str, Any]]:
+        # The engine's list as it is, labels included: the SDK's `containers.list` fetches
+        # each container again, and fails on one removed meanwhile (a warm start that failed).
+        found: list[dict[str, Any]] = self._client.api.containers(
+            all=True, filters={"label": label}
+        )
+        return found
+
+    def _remove_quietly(self, container_id: str) -> None:
+        """Remove a container that someone else may be removing too (404 or 409 then)."""
+        try:
+            self._client.api.remove_container(container_id, force=True)
+        except NotFound:
+            pass
+        except APIError as exc:
+            if exc.status_code != 409:  # 409: "removal ... is already in progress"
+                raise
+
+
+def _handed_off(listed: dict[str, Any]) -> bool:
+    """Whether a container (as the engine lists it) runs a kernel handed to another worker."""
+    names = listed.get("Names") or []
+    return listed.get("State") == "running" and any(
+        name.lstrip("/").startswith(HANDOFF_PREFIX) for name in names
+    )
+
+
+def _connect() -> docker.DockerClient:
+    try:
+        client = docker.from_env()
+        client.ping()
+    except DockerException as exc:
+        raise SandboxUnavailable(f"no Docker engine reachable: {exc}") from exc
+    return client
