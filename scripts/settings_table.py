@@ -43,7 +43,9 @@ def with_tables(text: str, tables: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--write", action="store_true", help="update docs/configuration.md in place")
+    parser.add_argument(
+        "--write", action="store_true", help="update docs/configuration.md in place"
+    )
     tables = markdown(SERVICES)
     if parser.parse_args().write:
         PAGE.write_text(with_tables(PAGE.read_text(), tables))
