@@ -11,7 +11,6 @@ from taskyard.plumbing.settings import ToolWorkerSettings
 from taskyard.sandbox import LocalSandboxProvider
 from taskyard.sandbox.docker import DockerSandboxProvider
 from taskyard.sandbox.provider import KernelSandboxProvider
-from tests.sandbox.gvisor_support import summarize
 
 ProviderFactory = Callable[..., KernelSandboxProvider]
 
@@ -85,7 +84,3 @@ def make_provider(
 def provider(make_provider: ProviderFactory) -> KernelSandboxProvider:
     """Every backend in turn: the behaviours a session promises hold for each."""
     return make_provider()
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    summarize(terminalreporter.write_line)

@@ -2,13 +2,16 @@
 key cases (state, timeouts, the kernel's protocol, no network, read-only root, limits), where
 gVisor differs from runc, and the refusal of a runtime the engine does not have.
 
-`make deps` installs runsc and registers it with the engine (scripts/setup_docker.sh); on an
-engine without it, each test asserts the clear refusal instead and the run's summary says so
-(`gvisor_support.py`)."""
+The session's set-up registers an installed runsc with the engine, as `make deps` does
+(scripts/setup_docker.sh, run by the `sandbox_image` fixture). Every test taking `make_gvisor`
+runs under runsc, or is skipped where the engine has none, saying what is missing and how to
+add it: a green run never stands for gVisor untested. The refusal is tested once, against a
+runtime no engine has."""
 
 from __future__ import annotations
 
 import platform
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -18,41 +21,53 @@ import docker
 import pytest
 
 from taskyard.plumbing.settings import ToolWorkerSettings
+from taskyard.sandbox import SandboxUnavailable
 from taskyard.sandbox.base import ExecutionResult
 from taskyard.sandbox.container_spec import ULIMITS, ContainerSpec
 from taskyard.sandbox.docker import OWNER_LABEL, DockerSandboxProvider
 from taskyard.sandbox.provider import KernelSandboxProvider
-from tests.sandbox.gvisor_support import (
-    RUNTIME,
-    RuntimeMissing,
-    assert_refused,
-    engine_has,
-    under_gvisor,
-)
 from tests.sandbox.test_kernel_sinks import FILL_FDS, MAKE_OBJECTS
 from tests.sandbox.test_session import FORK_UNTIL_REFUSED
 
 TIMEOUT = 20.0
+GVISOR = "runsc"
+ABSENT = "runsc-absent"  # a runtime no engine has, whether or not it has gVisor
 ProviderFactory = Callable[..., KernelSandboxProvider]
 GVisorFactory = Callable[..., DockerSandboxProvider]
 
 
+def require_runtime(client: docker.DockerClient, runtime: str) -> None:
+    """Skip the test, naming what is missing and how to add it, unless the engine has `runtime`."""
+    runtimes = sorted(client.info().get("Runtimes") or {})
+    if runtime in runtimes:
+        return
+    runsc = "installed here but not registered" if shutil.which("runsc") else "not installed here"
+    pytest.skip(
+        f"gVisor not tested: the Docker engine has no runtime {runtime!r} (it has "
+        f"{', '.join(runtimes)}); runsc is {runsc}. Add it: apt-get install runsc (make deps "
+        "does), then bash scripts/setup_docker.sh registers it with the engine"
+    )
+
+
+@pytest.fixture(scope="session")
+def gvisor_runtime(docker_client: docker.DockerClient) -> str:
+    """runsc, checked once per run. `docker_client`'s set-up ran scripts/setup_docker.sh, which
+    registers an installed runsc with the engine; where it still lacks it, every test under
+    gVisor is skipped with the reason."""
+    require_runtime(docker_client, GVISOR)
+    return GVISOR
+
+
 @pytest.fixture
 def make_gvisor(
-    docker_client: docker.DockerClient,
-    make_docker_provider: ProviderFactory,
-    settings: ToolWorkerSettings,
+    gvisor_runtime: str, make_docker_provider: ProviderFactory, settings: ToolWorkerSettings
 ) -> GVisorFactory:
-    """Docker providers under runsc, with settings changed: ``make_gvisor(sandbox_pids=24)``.
-    On an engine without runsc it asserts the refusal and raises `RuntimeMissing`, which
-    `under_gvisor` takes as the test's outcome."""
+    """Docker providers under runsc, with settings changed: ``make_gvisor(sandbox_pids=24)``."""
 
     def make(**changes: object) -> DockerSandboxProvider:
-        changed = settings.model_copy(update={"sandbox_runtime": RUNTIME, **changes})
+        changed = settings.model_copy(update={"sandbox_runtime": gvisor_runtime, **changes})
         provider = make_docker_provider(settings=changed)
         assert isinstance(provider, DockerSandboxProvider)
-        if not engine_has(docker_client, RUNTIME):
-            raise RuntimeMissing(assert_refused(provider, RUNTIME))
         return provider
 
     return make
@@ -71,7 +86,6 @@ def test_the_setting_defaults_to_runc_and_takes_only_runtime_names() -> None:
         ToolWorkerSettings(sandbox_runtime="runsc --platform=kvm")
 
 
-@under_gvisor
 def test_cells_run_in_gvisors_kernel(
     docker_client: docker.DockerClient, make_gvisor: GVisorFactory
 ) -> None:
@@ -84,7 +98,6 @@ def test_cells_run_in_gvisors_kernel(
     assert (host["Runtime"], limits) == ("runsc", {**ULIMITS, "nproc": 64})
 
 
-@under_gvisor
 def test_state_survives_and_a_timeout_keeps_it(make_gvisor: GVisorFactory) -> None:
     gvisor = make_gvisor()
     sandbox = gvisor.get("t:state")
@@ -97,7 +110,6 @@ def test_state_survives_and_a_timeout_keeps_it(make_gvisor: GVisorFactory) -> No
     assert (after.result, after.stdout) == ("42", "2\n")  # the supervisor and the executor
 
 
-@under_gvisor
 def test_the_kernels_protocol_files_cancel_and_death(make_gvisor: GVisorFactory) -> None:
     gvisor = make_gvisor()
     sandbox = gvisor.get("t:proto")
@@ -118,7 +130,6 @@ def test_the_kernels_protocol_files_cancel_and_death(make_gvisor: GVisorFactory)
     assert sandbox.run("'x' in globals()", TIMEOUT).result == "False"
 
 
-@under_gvisor
 def test_no_network_only_its_own_loopback(make_gvisor: GVisorFactory) -> None:
     gvisor = make_gvisor()
     code = (
@@ -135,7 +146,6 @@ def test_no_network_only_its_own_loopback(make_gvisor: GVisorFactory) -> None:
     assert (result.stdout, result.result) == ("OSError\n", "['lo']")
 
 
-@under_gvisor
 def test_root_is_read_only_and_the_cell_has_no_privilege(make_gvisor: GVisorFactory) -> None:
     gvisor = make_gvisor()
     code = (
@@ -159,7 +169,6 @@ def test_root_is_read_only_and_the_cell_has_no_privilege(make_gvisor: GVisorFact
     assert result.result == "(65534, ['0000000000000000'])"
 
 
-@under_gvisor
 def test_memory_limit_covers_the_whole_sandbox(make_gvisor: GVisorFactory) -> None:
     gvisor = make_gvisor()
     sandbox = gvisor.get("t:mem")
@@ -168,7 +177,6 @@ def test_memory_limit_covers_the_whole_sandbox(make_gvisor: GVisorFactory) -> No
     assert sandbox.run("1 + 1", TIMEOUT).result == "2"
 
 
-@under_gvisor
 def test_process_limit_is_per_sandbox_and_counts_threads(
     make_gvisor: GVisorFactory,
 ) -> None:
@@ -184,7 +192,6 @@ def test_process_limit_is_per_sandbox_and_counts_threads(
     assert "can't start new thread" in (provider.get("t:pids-a").run(threads, TIMEOUT).error or "")
 
 
-@under_gvisor
 def test_cpu_limit_holds_on_the_host(
     docker_client: docker.DockerClient, make_gvisor: GVisorFactory
 ) -> None:
@@ -206,7 +213,6 @@ def test_cpu_limit_holds_on_the_host(
     assert 0.1 < used < 0.35 * wall  # 0.2 of a CPU, and a little for the engine's sampling
 
 
-@under_gvisor
 def test_what_gvisor_does_not_hide_the_supervisors_descriptors(
     make_gvisor: GVisorFactory,
 ) -> None:
@@ -230,7 +236,6 @@ def test_what_gvisor_does_not_hide_the_supervisors_descriptors(
     assert result.result == "['/proc/1/fd/3', '/proc/1/fd/4']"
 
 
-@under_gvisor
 def test_a_gvisor_sandbox_is_handed_over_and_one_nobody_takes_ends_with_its_lease(
     docker_client: docker.DockerClient, make_gvisor: GVisorFactory
 ) -> None:
@@ -270,7 +275,6 @@ def write(path, data):
 """
 
 
-@under_gvisor
 def test_under_gvisor_the_worker_holds_what_a_cell_writes_past_its_supervisor(
     make_gvisor: GVisorFactory,
 ) -> None:
@@ -292,14 +296,31 @@ def test_under_gvisor_the_worker_holds_what_a_cell_writes_past_its_supervisor(
 def test_a_runtime_the_engine_lacks_is_refused_with_how_to_add_it(
     make_docker_provider: ProviderFactory, settings: ToolWorkerSettings
 ) -> None:
-    changed = settings.model_copy(update={"sandbox_runtime": "runsc-missing"})
+    changed = settings.model_copy(update={"sandbox_runtime": ABSENT})
     provider = make_docker_provider(settings=changed)
     assert isinstance(provider, DockerSandboxProvider)
-    said = assert_refused(provider, "runsc-missing")
-    assert "it has " in said and "runc" in said  # the runtimes it has, by name
+    with pytest.raises(SandboxUnavailable) as checked:
+        provider.check()
+    with pytest.raises(SandboxUnavailable) as started:
+        provider.get("t:refused").run("1", TIMEOUT)
+    for refused in (checked, started):
+        said = str(refused.value)
+        assert f"the Docker engine has no runtime {ABSENT!r}" in said, said
+        assert "apt-get install runsc" in said and "setup_docker.sh" in said, said
+    assert "it has " in str(checked.value) and "runc" in str(checked.value)  # what it has
 
 
-@under_gvisor
+def test_an_engine_without_the_runtime_skips_saying_how_to_add_it(
+    docker_client: docker.DockerClient,
+) -> None:
+    # The path every test under gVisor takes on an engine without runsc, taken here on any.
+    with pytest.raises(pytest.skip.Exception) as skipped:
+        require_runtime(docker_client, ABSENT)
+    said = str(skipped.value)
+    assert f"the Docker engine has no runtime {ABSENT!r} (it has " in said and "runc" in said
+    assert "apt-get install runsc" in said and "scripts/setup_docker.sh" in said, said
+
+
 def test_kernel_objects_are_refused_and_descriptors_bounded(make_gvisor: GVisorFactory) -> None:
     # The kernel's own filter holds under gVisor too (its Sentry applies the sandbox's
     # seccomp filter), as do the per-process limits on files and message queue bytes.
@@ -317,7 +338,6 @@ def test_kernel_objects_are_refused_and_descriptors_bounded(make_gvisor: GVisorF
     assert gvisor.get("t:rlimit").run(rlimit, TIMEOUT).result == "(0, 0)"
 
 
-@under_gvisor
 def test_what_gvisor_does_not_apply_the_ipc_sysctls(make_gvisor: GVisorFactory) -> None:
     # runc's sandbox gets an IPC namespace allowing no object (test_kernel_sinks). gVisor
     # 20221219 takes the container but not those sysctls: its own IPC namespace keeps its
@@ -336,7 +356,6 @@ def test_what_gvisor_does_not_apply_the_ipc_sysctls(make_gvisor: GVisorFactory) 
     assert (result.stdout, result.result) == ("No such file or directory\n", "['4096']")
 
 
-@under_gvisor
 def test_check_runs_a_cell_under_gvisor(make_gvisor: GVisorFactory) -> None:
     provider = make_gvisor()
     provider.check()
