@@ -1,7 +1,7 @@
 """The gateway's FastAPI app: wiring only. Run: uvicorn services.gateway.app:app
 
 It also serves the dashboard (`/ui`, static files), its Prometheus metrics (`/metrics`) and
-MCP (`/mcp`, each deployed agent a tool: `mcp_endpoint`)."""
+MCP (`/mcp`, the default and each registered agent a tool: `mcp_endpoint`)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,14 @@
 """taskyard as an MCP server: `/mcp` speaks MCP's streamable HTTP (the `mcp` SDK's transport),
-and each deployed agent (every agent registered by the gateway's plugins) is a tool.
+and each agent is a tool: the default agent (`default_agent`, on every stack) and every agent
+registered by the gateway's plugins.
 
 A call of an agent's tool is a task of the caller's tenant (the API key the `Admission` checked,
 ``Authorization: Bearer <key>``), in a fresh session or the one the call names. The SDK has no
 MCP tasks yet, so a long run answers on the call's own event stream: a progress notification
 for each of the task's status changes and messages (the first names the task, which the REST
 API then reaches too), then the result, the task's final answer (a failed or cancelled task's
-reason as a tool error). A dropped connection leaves the task running.
+reason as a tool error). The client's cancellation of the call cancels the task
+(`mcp_cancel`); a connection dropped otherwise leaves it running.
 
 The transport is stateless (each request its own MCP session): any gateway replica serves any
 request, and nothing of a session outlives its request.
@@ -26,7 +28,15 @@ from mcp.server import Server, ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from starlette.requests import Request
 
+from services.gateway import default_agent
 from services.gateway.deps import get_celery, get_hub, get_store
+from services.gateway.mcp_cancel import (
+    Cancellations,
+    ClientIds,
+    McpCall,
+    cancel_notified,
+    in_flight,
+)
 from taskyard.agentkit.agents import AGENTS
 from taskyard.agentkit.spec import AgentSpec
 from taskyard.plumbing.settings import GatewaySettings
@@ -53,18 +63,32 @@ _INPUT_SCHEMA: dict[str, Any] = {
 
 
 def agent_tools() -> list[types.Tool]:
-    """One tool per registered agent, described by its class's docstring."""
-    return [_tool(name) for name in sorted(AGENTS)]
+    """The default agent's tool, then one per registered agent (described by its class's
+    docstring). A registered agent of the default's name takes its place."""
+    default = [] if default_agent.NAME in AGENTS else [_tool(default_agent.NAME)]
+    return default + [_tool(name) for name in sorted(AGENTS)]
 
 
 def _tool(name: str) -> types.Tool:
-    about = (AGENTS.get(name).__doc__ or "").strip().split("\n\n")[0]
-    description = " ".join(about.split()) or f"The {name} agent."
     return types.Tool(
         name=name,
-        description=f"{description} Runs as a taskyard task; its final answer is the result.",
+        description=f"{_about(name)} Runs as a taskyard task; its final answer is the result.",
         input_schema=_INPUT_SCHEMA,
     )
+
+
+def _about(name: str) -> str:
+    if name not in AGENTS:
+        return default_agent.DESCRIPTION
+    about = (AGENTS.get(name).__doc__ or "").strip().split("\n\n")[0]
+    return " ".join(about.split()) or f"The {name} agent."
+
+
+def _spec(tool: str) -> AgentSpec | None:
+    """The spec a call of `tool` runs; None if no agent is deployed under that name."""
+    if tool in AGENTS:
+        return AgentSpec(agent=tool)
+    return default_agent.spec() if tool == default_agent.NAME else None
 
 
 class McpEndpoint:
@@ -76,7 +100,7 @@ class McpEndpoint:
             "taskyard", version="0.1.0", on_list_tools=self._list_tools, on_call_tool=self._call
         )
         self.manager = StreamableHTTPSessionManager(app=server, stateless=True)
-        self.asgi = StreamableHTTPASGIApp(self.manager)
+        self.asgi = ClientIds(Cancellations(StreamableHTTPASGIApp(self.manager), self._cancelled))
 
     @asynccontextmanager
     async def run(self) -> AsyncIterator[None]:
@@ -95,12 +119,42 @@ class McpEndpoint:
         request = ctx.request
         assert isinstance(request, Request)  # the streamable HTTP transport's
         arguments = params.arguments or {}
-        refused = _refusal(params.name, arguments)
+        spec = _spec(params.name)
+        if spec is None:
+            return _error(
+                f"no agent {params.name!r} is deployed here; tools/list names those that are"
+            )
+        refused = _refusal(arguments)
         if refused is not None:
             return _error(refused)
-        record = await self._submit(request, params.name, arguments)
+        record = await self._submit(request, spec, arguments)
         if isinstance(record, str):
             return _error(record)
+        assert ctx.request_id is not None  # a request's
+        call = McpCall(request, ctx.request_id)
+        store, celery = await get_store(request), await get_celery(request)
+        async with in_flight(store, celery, call, ctx.protocol_version, record):
+            await self._follow(ctx, request, record)
+        return await self._outcome(request, record.id)
+
+    async def _submit(
+        self, request: Request, spec: AgentSpec, arguments: dict[str, Any]
+    ) -> TaskRecord | str:
+        """Submit the task as `POST /v1/tasks` does (the agent's `if_session_busy` holds);
+        the task, or why the session refused it."""
+        store, celery = await get_store(request), await get_celery(request)
+        body = TaskRequest(input=arguments["task"], session_id=arguments.get("session_id"),
+                           agent=spec)  # fmt: skip
+        record = body.record(request.state.tenant, body.session_id or uuid.uuid4().hex)
+        created = await submit(store, celery, self.settings, record, body.busy_policy())
+        if created.outcome == "busy":
+            return f"session {record.session_id} is running task {created.task_id}: try later"
+        return record
+
+    async def _follow(
+        self, ctx: ServerRequestContext[Any], request: Request, record: TaskRecord
+    ) -> None:
+        """Report the task's progress until it ends."""
         progress = _Progress(ctx)
         await progress.note(f"task {record.id} queued in session {record.session_id}")
         hub = await get_hub(request)
@@ -109,21 +163,12 @@ class McpEndpoint:
                 note = _note(fields["kind"], orjson.loads(fields["data"]))
                 if note is not None:
                     await progress.note(note)
-        return await self._outcome(request, record.id)
 
-    async def _submit(
-        self, request: Request, agent: str, arguments: dict[str, Any]
-    ) -> TaskRecord | str:
-        """Submit the task as `POST /v1/tasks` does (the agent's `if_session_busy` holds);
-        the task, or why the session refused it."""
-        store, celery = await get_store(request), await get_celery(request)
-        body = TaskRequest(input=arguments["task"], session_id=arguments.get("session_id"),
-                           agent=AgentSpec(agent=agent))  # fmt: skip
-        record = body.record(request.state.tenant, body.session_id or uuid.uuid4().hex)
-        created = await submit(store, celery, self.settings, record, body.busy_policy())
-        if created.outcome == "busy":
-            return f"session {record.session_id} is running task {created.task_id}: try later"
-        return record
+    async def _cancelled(self, request: Request, request_id: types.RequestId) -> None:
+        """A handshake-era client's cancellation: it reaches the call's task wherever the
+        call is served."""
+        call = McpCall(request, request_id)
+        await cancel_notified(await get_store(request), await get_celery(request), call)
 
     async def _outcome(self, request: Request, task_id: str) -> types.CallToolResult:
         record = await (await get_store(request)).get(task_id)
@@ -152,10 +197,8 @@ class _Progress:
         await self.ctx.session.report_progress(self.count, None, message)
 
 
-def _refusal(agent: str, arguments: dict[str, Any]) -> str | None:
-    """Why the call cannot be a task (the caller's to fix), or None."""
-    if agent not in AGENTS:
-        return f"no agent {agent!r} is deployed here; tools/list names those that are"
+def _refusal(arguments: dict[str, Any]) -> str | None:
+    """Why the arguments cannot be a task (the caller's to fix), or None."""
     task, session_id = arguments.get("task"), arguments.get("session_id")
     if not isinstance(task, str) or not task.strip() or len(task) > _MAX_INPUT:
         return f"'task' must be a non-empty string of at most {_MAX_INPUT} characters"

@@ -1,7 +1,7 @@
 """End to end: taskyard as an MCP server. The official `mcp` SDK's client, over streamable HTTP,
-against the gateway's `/mcp` of the local stack (every service a process): each deployed agent
-is a tool; a call runs a real task (a tool call on a tool worker included) and streams its
-progress; the tenant's API key is required."""
+against the gateway's `/mcp` of the local stack (every service a process) with plugins: each
+deployed agent is a tool beside the default one; a call runs a real task (a tool call on a tool
+worker included) and streams its progress; the tenant's API key is required."""
 
 from __future__ import annotations
 
@@ -67,7 +67,8 @@ async def test_each_deployed_agent_is_a_tool(stack: LocalStack) -> None:
     async with _client(stack, "key-a") as client:
         listed = await client.list_tools()
     tools = {tool.name: tool for tool in listed.tools}
-    assert sorted(tools) == ["pipeline_pair", "unit_expert", "writer_critic"]
+    # The default agent first (test_mcp_default.py: on every stack), the plugins' beside it.
+    assert list(tools) == ["taskyard", "pipeline_pair", "unit_expert", "writer_critic"]
     expert = tools["unit_expert"]
     assert expert.description is not None
     assert expert.description.startswith("Answers unit questions with the UnitConverter tool")
@@ -150,6 +151,6 @@ async def test_the_api_pages_sdk_example(stack: LocalStack) -> None:
     with contextlib.redirect_stdout(printed):
         await namespace["ask"]()  # type: ignore[operator]
     lines = printed.getvalue().splitlines()
-    assert lines[0] == "['pipeline_pair', 'unit_expert', 'writer_critic']"
+    assert lines[0] == "['taskyard', 'pipeline_pair', 'unit_expert', 'writer_critic']"
     assert lines[1].startswith("task task_") and lines[-2] == "status succeeded"
     assert lines[-1].endswith("(checked by unit_expert)")

@@ -24,6 +24,7 @@ from a2a.types import (
     StringList,
 )
 
+from services.gateway import default_agent
 from taskyard.agentkit.agents import AGENTS, build_agent
 from taskyard.agentkit.agents.as_tool import tool_schemas
 from taskyard.agentkit.spec import AgentSpec
@@ -32,10 +33,7 @@ from taskyard.plumbing.settings import ModelSettings
 __all__ = ["SCHEME", "agent_card", "rpc_path"]
 
 SCHEME = "bearer"  # the security scheme's name in the card
-_DEFAULT = (
-    "A tool-using agent: it plans, runs Python in a sandboxed interpreter and calls its "
-    "other tools, and answers. Messages of one contextId share memory and interpreter."
-)
+_CONTEXTS = "Messages of one contextId share memory and interpreter."
 _INPUT_MODES = ["text/plain", "application/json"]
 _OUTPUT_MODES = ["text/plain", "application/json", "image/png", "image/jpeg", "image/svg+xml",
                  "text/html"]  # fmt: skip
@@ -63,7 +61,7 @@ def agent_card(base_url: str, agent: str | None, settings: ModelSettings) -> Age
         scheme="bearer", description="The tenant's API key (TASKYARD_API_KEYS)."
     )
     return AgentCard(
-        name=agent or "taskyard",
+        name=agent or default_agent.NAME,
         description=described.description,
         supported_interfaces=[
             AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0")
@@ -89,7 +87,8 @@ def _described(agent: str | None, settings: ModelSettings) -> _Described:
     """Plugins register their agents at start-up, so what one is does not change: built once
     (its model client makes no connection until it is called) and read."""
     if agent is None:
-        return _Described(_DEFAULT, tuple(tool_schemas(AgentSpec().tools)))
+        about = f"{default_agent.DESCRIPTION} {_CONTEXTS}"
+        return _Described(about, tuple(tool_schemas(default_agent.spec().tools)))
     built = build_agent(AgentSpec(agent=agent), settings)
     tools = {  # its sub-agents' too, each tool once
         tool["function"]["name"]: tool

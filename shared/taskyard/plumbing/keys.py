@@ -36,6 +36,7 @@ __all__ = [
     "files_upload",
     "gateway_wake",
     "idempotency",
+    "mcp_call",
     "mcp_listing",
     "mcp_listing_reply",
     "proxy_ratelimit",
@@ -356,6 +357,14 @@ def mcp_listing(tenant: str, server_id: str, session_id: str | None = None) -> s
 def mcp_listing_reply(request_id: str) -> str:
     """The list a listing request's answer is pushed onto (the agent worker pops it)."""
     return f"mcp:{request_id}:reply"
+
+
+def mcp_call(tenant: str, client: str, request_id: str) -> str:
+    """The task of a call to the gateway's /mcp in flight, found by what the client's
+    cancellation names: its client (the MCP session id it was given) and the call's request id
+    (both sent by the client, so hashed: bounded, and no ":" of theirs splits the key)."""
+    digest = hashlib.sha256(f"{client}\n{request_id}".encode()).hexdigest()
+    return f"mcp_call:{tenant}:{digest}"
 
 
 def files_upload(request_id: str) -> str:
