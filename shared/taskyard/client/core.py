@@ -140,8 +140,8 @@ class ClientCore:
         return await self._json("GET", "/v1/system")
 
     async def webhook_secret(self) -> str:
-        """What this tenant's webhook deliveries are signed with
-        (`taskyard.runtime.webhooks.verify`)."""
+        """What this tenant's webhook deliveries are signed with: a receiver checks each
+        with `taskyard.client.webhooks.verify`."""
         secret: str = (await self._json("GET", "/v1/webhooks/secret"))["secret"]
         return secret
 
