@@ -10,7 +10,7 @@ from fastapi import Depends, HTTPException, Path, Request, status
 
 from services.gateway.deps import CLIENT_NAME, CeleryDep, SettingsDep, StoreDep
 from services.gateway.errors import issue
-from services.gateway.files.session_files import SessionFiles
+from services.gateway.resources.files.session_files import SessionFiles
 from taskyard.files.artifacts import ArtifactStore
 from taskyard.files.transfer import FileTransfer
 from taskyard.plumbing.redis_clients import async_client

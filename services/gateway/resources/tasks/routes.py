@@ -19,10 +19,10 @@ from services.gateway.deps import (
     TenantDep,
 )
 from services.gateway.errors import issue, refused, responses
-from services.gateway.files.deps import SessionFilesDep
 from services.gateway.json_route import JSONRoute
 from services.gateway.metrics import TASKS_ACCEPTED
-from services.gateway.models import (
+from services.gateway.resources.files.deps import SessionFilesDep
+from services.gateway.resources.tasks.models import (
     ApprovalDecided,
     TaskAccepted,
     TaskCreate,
