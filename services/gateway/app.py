@@ -30,6 +30,7 @@ from services.gateway.errors import (
 from services.gateway.metrics import RequestMetrics
 from services.gateway.openapi import openapi_document
 from services.gateway.resources.a2a import routes as a2a
+from services.gateway.resources.approvals import routes as approvals
 from services.gateway.resources.artifacts import routes as artifacts
 from services.gateway.resources.files import routes as files
 from services.gateway.resources.health import routes as health
@@ -105,6 +106,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     app.add_exception_handler(ArtifactStoreUnavailable, artifacts_unavailable)
     app.add_exception_handler(Exception, server_error)
     app.include_router(tasks.router)
+    app.include_router(approvals.router)
     app.include_router(sessions.router)
     app.include_router(schedules.router)
     app.include_router(webhooks.router)

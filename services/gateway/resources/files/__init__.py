@@ -1,3 +1,2 @@
-"""Files at the gateway: a session's files, reached through the tool worker that holds its
-sandbox (`session_files`), and a task's artifacts, served from the artifact store; their
-request dependencies (`deps`) and API models (`models`)."""
+"""A session's files (`/v1/sessions/{session_id}/files`), reached through the tool worker that
+holds its sandbox (`session_files`); their request dependencies (`deps`)."""

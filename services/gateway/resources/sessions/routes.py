@@ -9,7 +9,7 @@ from fastapi import APIRouter, HTTPException, Path, Query, Response, status
 from services.gateway.deps import CeleryDep, StoreDep, TenantDep
 from services.gateway.errors import responses
 from services.gateway.json_route import JSONRoute
-from services.gateway.resources.tasks.models import (
+from services.gateway.resources.sessions.models import (
     Interpreter,
     SessionList,
     SessionPublic,

@@ -1,37 +1,21 @@
-"""The gateway's API models, one per direction; the storage record never leaves as is."""
+"""The tasks' API models, one per direction; the storage record never leaves as is."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
+from services.gateway.resources.approvals.models import ApprovalPublic
+from services.gateway.resources.webhooks.models import WebhookDelivery, WebhookPublic
 from taskyard.agentkit.schema import AgentMessage
-from taskyard.agentkit.spec import WebhookSpec
-from taskyard.runtime.store.sessions import SessionOverview
 from taskyard.runtime.submission import TaskRequest
 from taskyard.runtime.task import TaskRecord, TaskStatus
 from taskyard.sandbox.kernel.files import MAX_PATH_CHARS, path_parts
 
 _INPUT_PREVIEW = 200  # characters of a task's input a summary shows
 
-__all__ = [
-    "ApprovalDecided",
-    "ApprovalPublic",
-    "Interpreter",
-    "SessionList",
-    "SessionPublic",
-    "SessionSummary",
-    "SystemView",
-    "TaskAccepted",
-    "TaskCreate",
-    "TaskList",
-    "TaskPublic",
-    "TaskSummary",
-    "WebhookDelivery",
-    "WebhookPublic",
-    "WebhookSecret",
-]
+__all__ = ["TaskAccepted", "TaskCreate", "TaskList", "TaskPublic", "TaskSummary"]
 
 
 class TaskCreate(TaskRequest):
@@ -84,65 +68,6 @@ class TaskSummary(BaseModel):
             input=record.input[:_INPUT_PREVIEW], error=record.error,
             created_at=record.created_at, updated_at=record.updated_at,
         )  # fmt: skip
-
-
-class ApprovalPublic(BaseModel):
-    """A call of the task's current step held for a person's decision, and that decision."""
-
-    call_id: str
-    tool: str
-    arguments: dict[str, Any] | str
-    state: Literal["pending", "approved", "denied"]
-    reason: str | None = None
-
-    @classmethod
-    def of(cls, call_id: str, held: dict[str, Any]) -> ApprovalPublic:
-        call = held["call"]
-        return cls(call_id=call_id, tool=call["name"], arguments=call.get("parameters", {}),
-                   state=held["state"], reason=held.get("reason"))  # fmt: skip
-
-
-class ApprovalDecided(BaseModel):
-    call_id: str
-    state: Literal["approved", "denied"]
-
-
-class WebhookPublic(BaseModel):
-    """A task's webhook as the API shows it: the headers it asked to send (an A2A push
-    config's token and authorization: credentials of the receiver's) are named, not repeated."""
-
-    url: str
-    events: list[TaskStatus]
-    format: Literal["standard", "a2a"]
-    id: str | None = Field(description="The subscriber's name for it (A2A's push config id).")
-    sends: list[str] = Field(description="The headers of its own each delivery carries.")
-
-    @classmethod
-    def of(cls, spec: WebhookSpec | None) -> WebhookPublic | None:
-        if spec is None:
-            return None
-        asked = {"authorization": spec.authorization, "x-a2a-notification-token": spec.token}
-        sends = [name for name, value in asked.items() if value is not None]
-        events = [TaskStatus(event) for event in spec.events]
-        return cls(url=spec.url, events=events, format=spec.format, id=spec.id, sends=sends)
-
-
-class WebhookDelivery(BaseModel):
-    """One state change told (or being told) to the task's webhook."""
-
-    event_id: str = Field(description="Also the delivery's `webhook-id` header.")
-    type: str
-    state: Literal["delivered", "retrying", "failed", "refused"]
-    attempts: int
-    status_code: int | None
-    error: str | None
-    at: float
-
-
-class WebhookSecret(BaseModel):
-    """`GET /v1/webhooks/secret`: what the tenant's deliveries are signed with."""
-
-    secret: str = Field(description='"whsec_" + base64 key, as Standard Webhooks libraries take.')
 
 
 class TaskPublic(BaseModel):
@@ -209,80 +134,3 @@ class TaskList(BaseModel):
 
     tasks: list[TaskSummary]
     next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null: done.")
-
-
-class Interpreter(BaseModel):
-    """The session's interpreter as its tool worker last reported it."""
-
-    alive: bool
-    last_used: float = Field(description="Unix time of its last call; 0 before the first.")
-    worker: str | None = Field(default=None, description="The tool worker holding it.")
-    lost: str | None = Field(
-        default=None, description="Why its state was lost (the next call starts afresh)."
-    )
-
-
-class SessionPublic(BaseModel):
-    """`GET /v1/sessions/{id}`: a page of its messages, its latest tasks, who holds it."""
-
-    id: str
-    messages: list[AgentMessage] = Field(description="A page of the memory asked for.")
-    total_messages: int
-    memories: dict[str, int] = Field(
-        description="Each memory of the agent tree (`memory`, `writer.memory`, ...): its length."
-    )
-    values: dict[str, Any] = Field(description="The agent tree's session values by path.")
-    tasks: list[str] = Field(description="Its latest tasks' ids, newest first.")
-    running: str | None = Field(description="The task holding the session now, if any.")
-    waiting: list[str] = Field(description="Tasks waiting their turn, oldest first.")
-    interpreter: Interpreter | None
-
-
-class SessionSummary(BaseModel):
-    """A session in a list: where it stands, without its messages."""
-
-    id: str
-    last_task_at: float = Field(description="When its latest task was submitted.")
-    task_count: int = Field(description="How many tasks it has had.")
-    running: str | None = Field(description="The task holding the session now, if any.")
-    waiting: int = Field(description="How many tasks wait their turn.")
-    total_messages: int = Field(description="The messages in its (top agent's) memory.")
-    interpreter: Interpreter | None
-
-    @classmethod
-    def of(cls, overview: SessionOverview) -> SessionSummary:
-        interpreter = Interpreter(**overview.interpreter) if overview.interpreter else None
-        return cls(
-            id=overview.session_id, last_task_at=overview.last_task_at,
-            task_count=overview.task_count, running=overview.running, waiting=overview.waiting,
-            total_messages=overview.total_messages, interpreter=interpreter,
-        )  # fmt: skip
-
-
-class SessionList(BaseModel):
-    """`GET /v1/sessions`: a page of the tenant's sessions, the most recently used first."""
-
-    sessions: list[SessionSummary]
-    next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null: done.")
-
-
-class QueueDepth(BaseModel):
-    name: str
-    depth: int
-
-
-class ReplicaState(BaseModel):
-    name: str
-    model: str
-    healthy: bool
-    in_flight: int
-    latency_ms: float
-
-
-class SystemView(BaseModel):
-    """What runs the tasks: the queues' depths, the workers that answered a ping just now,
-    and the LLM proxy's replicas (empty while the proxy does not answer)."""
-
-    queues: list[QueueDepth]
-    workers: list[str]
-    replicas: list[ReplicaState]
