@@ -9,7 +9,12 @@ from fastapi import APIRouter, HTTPException, Path, Query, Response, status
 from services.gateway.deps import CeleryDep, StoreDep, TenantDep
 from services.gateway.errors import responses
 from services.gateway.json_route import JSONRoute
-from services.gateway.models import Interpreter, SessionList, SessionPublic, SessionSummary
+from services.gateway.resources.sessions.models import (
+    Interpreter,
+    SessionList,
+    SessionPublic,
+    SessionSummary,
+)
 from taskyard.plumbing import keys
 from taskyard.runtime.cancel import announce_forgotten, cancel
 from taskyard.runtime.store import pages, sessions
