@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 import threading
 import time
 from collections import defaultdict, deque
@@ -33,6 +34,7 @@ from taskyard.sandbox.provider import tenant_of
 
 __all__ = ["HostedChannel", "SessionHost", "SessionHosts"]
 
+log = logging.getLogger(__name__)
 _PUMP_S = 0.05  # a waiter pumping the host's socket looks at its own queue this often
 OnClose = Callable[["SessionHost"], None]
 
@@ -72,6 +74,12 @@ class SessionHost:
     def empty(self) -> bool:
         with self._cond:
             return self._seats == 0
+
+    @property
+    def nearly_full(self) -> bool:
+        """Three quarters of its seats taken (or dead): time to start the tenant's next."""
+        with self._cond:
+            return self._dead is not None or self._seats * 4 >= self.capacity * 3
 
     def open(self, deadline: float, on_close: OnClose) -> HostedChannel:
         """Open a session on a seat reserved for it: a walled-off fork, ready for cells. On
@@ -234,6 +242,7 @@ class SessionHosts:
         # A check (no session) gets a host of its own, removed when the check's session ends.
         tenant = f"-check-{next(self._checks)}" if session_key is None else tenant_of(session_key)
         host = self._seat(tenant)
+        self._start_ahead(tenant)
         try:
             return host.open(time.monotonic() + START_TIMEOUT_S, self.release)
         except BaseException:
@@ -257,13 +266,34 @@ class SessionHosts:
                 self._waiting[tenant] -= 1
         return self._start_for(tenant)
 
-    def _start_for(self, tenant: str) -> SessionHost:
+    def _start_ahead(self, tenant: str) -> None:
+        """Once each of the tenant's hosts is nearly full, start its next one in the
+        background, so that a burst finds seats instead of waiting for a container."""
+        with self._cond:
+            hosts = self._hosts[tenant]
+            if self._starting[tenant] or not all(host.nearly_full for host in hosts):
+                return
+            self._starting[tenant] += 1
+        threading.Thread(
+            target=self._start_quietly, args=(tenant,), name="sandbox-host-ahead", daemon=True
+        ).start()
+
+    def _start_quietly(self, tenant: str) -> None:
+        try:
+            self._start_for(tenant, seated=False)
+        except SandboxUnavailable:
+            log.warning("could not start a sandbox host ahead for %s", tenant, exc_info=True)
+
+    def _start_for(self, tenant: str, seated: bool = True) -> SessionHost:
+        """Start (or take from the pool) a host for `tenant`, a seat on it reserved if
+        `seated`; the caller counted it in `_starting`."""
         host: SessionHost | None = None
         try:
             started = self._pool.take(tenant)
             assert isinstance(started, DockerChannel)
             host = SessionHost(started, tenant, self._capacity)
-            host.reserve()
+            if seated:
+                host.reserve()
             return host
         finally:
             with self._cond:

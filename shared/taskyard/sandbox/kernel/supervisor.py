@@ -409,7 +409,7 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--disk", type=int, default=64 << 20, help="bytes of /work per session")
     parser.add_argument("--preload", default="numpy,pandas", help="modules the fork server imports")
     parser.add_argument("--spares", type=int, default=2, help="sessions forked ahead, at least")
-    parser.add_argument("--spares-max", type=int, default=16, help="sessions forked ahead, at most")
+    parser.add_argument("--spares-max", type=int, default=6, help="sessions forked ahead, at most")
     return parser.parse_args(argv)
 
 
@@ -425,6 +425,9 @@ def _fork_server(limits: SessionLimits, preload: list[str]) -> SpawnSession:
         finally:
             os._exit(BROKEN)
     theirs.close()
+    if ours.recv(16) != b"ready":  # the worker's ready means sessions fork from here on
+        sys.stderr.write("kernel: the fork server did not start\n")
+        os._exit(BROKEN)
 
     def spawn(session: socket.socket) -> None:
         socket.send_fds(ours, [b"s"], [session.fileno()])

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import json
 import os
 import random
 import signal
@@ -21,7 +22,7 @@ import sys
 from collections.abc import Iterable
 from typing import NoReturn
 
-from .executor import run_executor
+from .executor import Kernel, run_executor
 from .isolation import SessionLimits, enter_namespaces, wall_off
 from .seccomp import set_dumpable
 from .wire import encode_frame
@@ -45,11 +46,14 @@ def preload(modules: Iterable[str]) -> None:
 
 
 def serve(control: socket.socket, limits: SessionLimits, modules: Iterable[str]) -> NoReturn:
-    """Preload, then fork one session per request until the supervisor closes `control`."""
+    """Preload, say so, then fork one session per request until the supervisor closes
+    `control`."""
     set_dumpable(False)  # sessions run as our uid: none may read our memory
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # each first child ends at once: no zombie
     preload(modules)
+    _warm_up()
     gc.freeze()  # the collector then leaves the shared objects' pages unwritten in the forks
+    control.send(b"ready")
     while True:
         message, fds, _, _ = socket.recv_fds(control, _REQUEST_BYTES, 1)
         if not message:
@@ -61,6 +65,25 @@ def serve(control: socket.socket, limits: SessionLimits, modules: Iterable[str])
             _become_session(socket.socket(fileno=fds[0]), limits)
         for fd in fds[:1]:
             os.close(fd)
+
+
+def _warm_up() -> None:
+    """Run once what every first cell runs (a cell's compile and exec, a DataFrame's repr, a
+    reply's encoding), so that the caches and lazy imports it fills sit in pages the forks
+    share instead of being written in each."""
+    kernel = Kernel()
+    for code in _WARM_UP:
+        kernel.run(code)
+    json.dumps(kernel.run("1"))
+    sys.modules["__main__"].__dict__.clear()
+
+
+# What the fork server runs before forking (its output goes nowhere).
+_WARM_UP = (
+    "import numpy, pandas\nframe = pandas.DataFrame(numpy.ones((3, 3)))\nprint(len(frame))",
+    "frame",
+    "frame.describe()",
+)
 
 
 def _become_session(sock: socket.socket, limits: SessionLimits) -> NoReturn:
