@@ -140,8 +140,8 @@ def _held_by(settings: GatewaySettings, session: str, node: str = "w1") -> str:
     """Say a live worker holds the session's interpreter; its own queue."""
     r = redis.Redis.from_url(settings.redis_url)
     queue = keys.tool_worker_queue(node)
-    r.hset(keys.session_sandbox(keys.session_key(TENANT, session)),
-           mapping={"node": node, "incarnation": "i1", "state": "live", "queue": queue})  # fmt: skip
+    record = {"node": node, "incarnation": "i1", "state": "live", "queue": queue}
+    r.hset(keys.session_sandbox(keys.session_key(TENANT, session)), mapping=record)
     r.set(keys.tool_worker_alive(node), "i1")
     return queue
 
