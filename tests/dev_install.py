@@ -37,7 +37,8 @@ def metadata_env(where: Path, *, with_dev_commands: bool = True) -> dict[str, st
             for group, table in groups.items()
         )
     )
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(where), str(ROOT)])}
+    paths = [where, ROOT / "shared", ROOT]  # the checkout's taskyard, services and devstack
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, paths))}
 
 
 def taskyard_cli(

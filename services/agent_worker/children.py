@@ -24,6 +24,7 @@ from taskyard.agentkit.spec import AgentSpec
 from taskyard.plumbing.settings import AgentWorkerSettings
 from taskyard.runtime.jobs import AgentStepJob, ChildJob, envelope
 from taskyard.runtime.store import TaskStore
+from taskyard.runtime.submission import task_deadline
 from taskyard.runtime.task import SESSION_ID_PATTERN, TaskRecord
 
 __all__ = ["ChildStarter"]
@@ -60,8 +61,8 @@ class ChildStarter:
             "parent_next_queue": next_step.queue,
             "parent_next_message": next_step.message,
         }
-        await self.store.create(child, first, deadline_s=self.settings.task_deadline_s,
-                                extra=extra)  # fmt: skip
+        child.deadline_s = deadline_s = task_deadline(child.spec, child.tenant, self.settings)
+        await self.store.create(child, first, deadline_s=deadline_s, extra=extra)
 
 
 def _asked(call: ToolCall) -> tuple[str, str | None, str | None]:

@@ -16,7 +16,7 @@ by the model client from the current context), and its duration in
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import aclosing, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -27,7 +27,7 @@ from opentelemetry import context, trace
 from services.agent_worker.errors import AgentWorkerError
 from services.agent_worker.metrics import MODEL_CALL_SECONDS
 from taskyard.agentkit.llms import AsyncOpenAIChat
-from taskyard.agentkit.llms.base import ChatMessages, ChatResult
+from taskyard.agentkit.llms.base import ChatMessages, ChatResult, UsageSink
 from taskyard.plumbing.tenant_credentials import TenantCredentials
 from taskyard.plumbing.tracing import job_attributes
 from taskyard.runtime.task import TaskRecord
@@ -89,17 +89,24 @@ class ObservedModel:
         messages: ChatMessages,
         *,
         session_id: int | str | None = None,
+        task_id: str | None = None,
         tools: list[dict[str, Any]] | None = None,
-        **params: Any,
+        extra_headers: Mapping[str, str] | None = None,
+        on_usage: UsageSink | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        top_p: float | None = None,
+        stop: list[str] | None = None,
     ) -> ChatResult:
-        step = _current_step()
-        params["task_id"] = step.task_id  # the step's, whoever made the call
-        with self._observed(session_id, params) as call:
+        step = _current_step()  # its task id is the call's, whatever `task_id` says
+        with self._observed(session_id, step.task_id) as call:
             token = context.attach(call)
             try:
                 return await self.inner.chat(
-                    messages, session_id=session_id, tools=tools, on_usage=step.add,
-                    extra_headers=self._credential(step), **params,
+                    messages, session_id=session_id, task_id=step.task_id, tools=tools,
+                    extra_headers=self._headers(step, extra_headers),
+                    on_usage=_counted(step, on_usage), temperature=temperature,
+                    max_tokens=max_tokens, top_p=top_p, stop=stop,
                 )  # fmt: skip
             finally:
                 context.detach(token)
@@ -109,30 +116,41 @@ class ObservedModel:
         messages: ChatMessages,
         *,
         session_id: int | str | None = None,
+        task_id: str | None = None,
         tools: list[dict[str, Any]] | None = None,
-        **params: Any,
+        extra_headers: Mapping[str, str] | None = None,
+        on_usage: UsageSink | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        top_p: float | None = None,
+        stop: list[str] | None = None,
     ) -> AsyncIterator[ChatResult]:
         step = _current_step()
-        params["task_id"] = step.task_id
-        with self._observed(session_id, params) as call:
+        with self._observed(session_id, step.task_id) as call:
             stream = self.inner.stream_chat(
-                messages, session_id=session_id, tools=tools, on_usage=step.add,
-                extra_headers=self._credential(step), **params,
+                messages, session_id=session_id, task_id=step.task_id, tools=tools,
+                extra_headers=self._headers(step, extra_headers),
+                on_usage=_counted(step, on_usage), temperature=temperature,
+                max_tokens=max_tokens, top_p=top_p, stop=stop,
             )  # fmt: skip
             async with aclosing(stream):
                 while (snapshot := await _next(stream, call)) is not _END:
                     yield snapshot
 
-    def _credential(self, step: StepCalls) -> dict[str, str] | None:
+    def _headers(
+        self, step: StepCalls, extra_headers: Mapping[str, str] | None
+    ) -> Mapping[str, str] | None:
+        # The task's credential wins over the caller's: the proxy counts the call by it.
         if self.credentials is None:
-            return None
-        return {"Authorization": f"Bearer {self.credentials.sign(step.tenant, step.task_id)}"}
+            return extra_headers
+        bearer = f"Bearer {self.credentials.sign(step.tenant, step.task_id)}"
+        return {**(extra_headers or {}), "Authorization": bearer}
 
     @contextmanager
-    def _observed(self, session_id: int | str | None, params: dict[str, Any]) -> Iterator[Any]:
+    def _observed(self, session_id: int | str | None, task_id: str) -> Iterator[Any]:
         """The span's context for the call; the span ends, and the duration is counted, after."""
         model = self.inner.model
-        ids = job_attributes(params.get("task_id"), None if session_id is None else str(session_id))
+        ids = job_attributes(task_id, None if session_id is None else str(session_id))
         span = _tracer.start_span(
             f"chat {model}",
             kind=trace.SpanKind.CLIENT,
@@ -149,6 +167,18 @@ class ObservedModel:
         finally:
             span.end()
             MODEL_CALL_SECONDS.labels(model, outcome).observe(time.perf_counter() - started)
+
+
+def _counted(step: StepCalls, on_usage: UsageSink | None) -> UsageSink:
+    """The step's usage sink, and the caller's too where it gave one."""
+    if on_usage is None:
+        return step.add
+
+    def both(usage: dict[str, int]) -> None:
+        step.add(usage)
+        on_usage(usage)
+
+    return both
 
 
 def _current_step() -> StepCalls:

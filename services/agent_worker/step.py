@@ -185,8 +185,9 @@ class StepRunner:
         max_steps = record.spec.max_steps or self.settings.default_max_steps
         if record.step >= max_steps:
             return TaskStatus.FAILED, f"max_steps ({max_steps}) reached without a final answer"
-        if time.time() - record.created_at > self.settings.task_deadline_s:
-            return TaskStatus.TIMED_OUT, f"deadline of {self.settings.task_deadline_s:.0f}s passed"
+        deadline_s = record.deadline(self.settings.task_deadline_s)
+        if time.time() - record.created_at > deadline_s:
+            return TaskStatus.TIMED_OUT, f"deadline of {deadline_s:.15g}s passed"
         return None
 
 

@@ -93,7 +93,7 @@ class Sweeper:
         if record is None or record.terminal:
             await self.store.forget(task_id)
             return
-        reason = f"deadline of {self.settings.task_deadline_s:.0f}s passed"
+        reason = f"deadline of {record.deadline(self.settings.task_deadline_s):.15g}s passed"
         log.warning("task timed out", extra={"task_id": task_id, "session_id": record.session_id})
         await self.runner.end(record, TaskStatus.TIMED_OUT, reason)
 

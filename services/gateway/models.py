@@ -158,6 +158,8 @@ class TaskPublic(BaseModel):
     usage: dict[str, int]
     created_at: float
     updated_at: float
+    deadline_s: float = Field(description="Seconds it may run before it ends timed_out.")
+    deadline_at: float = Field(description="When it times out, if live: created_at + deadline_s.")
     messages: list[AgentMessage]
     approvals: list[ApprovalPublic] = Field(
         description="Calls of its current step held for approval."
@@ -177,6 +179,8 @@ class TaskPublic(BaseModel):
         approvals: dict[str, dict[str, Any]] | None = None,
         children: list[TaskRecord] | None = None,
         deliveries: list[dict[str, Any]] | None = None,
+        *,
+        deadline_s: float,
     ) -> TaskPublic:
         usage = {
             "prompt_tokens": record.prompt_tokens,
@@ -192,6 +196,8 @@ class TaskPublic(BaseModel):
             usage=usage,
             created_at=record.created_at,
             updated_at=record.updated_at,
+            deadline_s=deadline_s,
+            deadline_at=record.created_at + deadline_s,
             messages=messages,
             approvals=[ApprovalPublic.of(k, v) for k, v in (approvals or {}).items()],
             parent_id=record.parent_id,

@@ -1,7 +1,8 @@
 """Each model call of the agent worker: a client span, a child of the step's, whose context
 the request carries to the model server as `traceparent`; its duration counted; signed for
 its step's task with a tenant token; its usage added to the step's, streamed or not, by the
-agent or any sub-agent; and no call without a step."""
+agent or any sub-agent (a caller's own headers and usage sink going along); and no call
+without a step."""
 
 from __future__ import annotations
 
@@ -102,6 +103,22 @@ async def test_every_call_of_a_step_is_signed_for_its_task_and_counted(
             "acme", "task_9", CREDENTIALS.verify(token).expires_at
         )
         assert headers["X-Task-ID"] == "task_9"
+
+
+async def test_a_callers_headers_and_usage_sink_go_along_under_the_tasks_own(
+    server: tuple[str, list[dict[str, str]]],
+) -> None:
+    url, seen = server
+    spent = open_step_calls(TaskRecord(id="task_9", tenant="acme", session_id="s", input="x"))
+    told: list[dict[str, int]] = []
+    mine = {"Authorization": "Bearer mine", "X-Note": "n"}
+    async with aiohttp.ClientSession() as session:
+        llm = ObservedModel(AsyncOpenAIChat(url, "m", session=session), CREDENTIALS)
+        await llm.chat([], task_id="other", extra_headers=mine, on_usage=told.append)
+    assert told == [{"prompt_tokens": 5, "completion_tokens": 3}] == [spent.usage]
+    assert (seen[0]["X-Note"], seen[0]["X-Task-ID"]) == ("n", "task_9")
+    token = seen[0]["Authorization"].removeprefix("Bearer ")
+    assert CREDENTIALS.verify(token).task_id == "task_9"  # the step's credential, not the caller's
 
 
 async def test_a_call_outside_a_step_is_not_sent(server: tuple[str, list[dict[str, str]]]) -> None:

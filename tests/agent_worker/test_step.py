@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import time
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -136,6 +137,19 @@ async def test_max_steps_ends_a_runaway_task(runner: StepRunner, store: TaskStor
     assert failed is not None and failed.status == TaskStatus.FAILED
     assert failed.error == "max_steps (1) reached without a final answer"
     assert await store.session_holder("t", "s") is None
+
+
+async def test_a_task_past_its_own_deadline_ends_timed_out_at_its_next_step(
+    runner: StepRunner, store: TaskStore
+) -> None:
+    record = TaskRecord(tenant="t", session_id="s", input=QUESTION, deadline_s=0.5,
+                        created_at=time.time() - 1)  # fmt: skip
+    await store.create(record)
+    await runner.run(_job(record))
+    ended = await store.get(record.id)
+    assert ended is not None and ended.status == TaskStatus.TIMED_OUT
+    assert ended.error == "deadline of 0.5s passed"  # its own, not TASK_DEADLINE_S (600)
+    assert "assistant" not in [m.sender for m in await store.memory("t", "s")]  # no model call
 
 
 async def test_the_session_stays_warm_and_follows_redis(

@@ -17,12 +17,14 @@ from services.agent_worker.step import StepRunner
 from services.agent_worker.sweep import Sweeper
 from taskyard.agentkit.agents import build_agent
 from taskyard.agentkit.schema import ActionReturn, AgentMessage, ToolCall
+from taskyard.agentkit.spec import AgentSpec
 from taskyard.plumbing import keys
 from taskyard.plumbing.celery_app import make_celery
 from taskyard.plumbing.settings import AgentWorkerSettings
 from taskyard.runtime.cancel import CancelWatch
 from taskyard.runtime.jobs import AgentStepJob, Job, ToolRunJob, WebhookJob, envelope
 from taskyard.runtime.store import StepCommit, TaskStore
+from taskyard.runtime.submission import submit
 from taskyard.runtime.task import TaskRecord, TaskStatus
 from taskyard.runtime.webhooks import Deliverer
 
@@ -147,6 +149,20 @@ async def test_a_task_past_its_deadline_times_out_and_passes_its_session_on(
     assert ended.error == "deadline of 60s passed"
     assert _pushed(redis_server) == [_step(following)]  # pushed by the timing out
     assert redis_client.zscore(keys.LIVE_TASKS, late.id) is None
+
+
+async def test_a_task_times_out_at_its_own_deadline(sweeper: Sweeper, store: TaskStore) -> None:
+    spec = AgentSpec(deadline_s=2)  # the sweeper's TASK_DEADLINE_S is 60
+    record = TaskRecord(tenant="t", session_id="own", input="hi", spec=spec)
+    await submit(store, sweeper.celery, sweeper.settings, record, "enqueue")
+    await _sweep(sweeper)  # some 0.6 s in: within it
+    live = await store.get(record.id)
+    assert live is not None and live.status == TaskStatus.QUEUED and live.deadline_s == 2
+    await asyncio.sleep(max(0.0, record.created_at + 2.1 - time.time()))
+    await _sweep(sweeper)
+    ended = await store.get(record.id)
+    assert ended is not None and ended.status == TaskStatus.TIMED_OUT
+    assert ended.error == "deadline of 2s passed"
 
 
 def test_the_sweep_is_on_celery_beats_schedule() -> None:

@@ -14,7 +14,7 @@ from dev_install import taskyard_cli
 
 from taskyard.client.cli import main
 
-NOT_INSTALLED = "taskyard: up is a development command: run it from a taskyard checkout"
+NOT_INSTALLED = "taskyard: up is a development command: run `make up` in a taskyard checkout"
 
 
 def _taskyard(*args: str, **env: str) -> subprocess.CompletedProcess:
@@ -47,7 +47,7 @@ def test_up_without_the_entry_point_says_it_is_for_development(
     assert main(list(args), contributed=[]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1  # one line
-    assert err.startswith(NOT_INSTALLED) and "taskyard[dev]" in err
+    assert err.startswith(NOT_INSTALLED) and "the service and dev extras" in err
 
 
 def test_up_whose_package_is_not_shipped_says_the_same(capsys: pytest.CaptureFixture[str]) -> None:

@@ -171,6 +171,26 @@ def test_submit_may_take_a_busy_session_now(
     assert wrong.returncode == 2 and "invalid choice: 'later'" in wrong.stderr
 
 
+def test_submit_takes_a_deadline_up_to_the_tenants_maximum(
+    taskyard: Taskyard, client: TaskyardClient
+) -> None:
+    sent = taskyard("submit", "quick", "--no-follow", "--deadline", "45",
+                    "--agent", '{"max_steps": 2}')  # fmt: skip
+    task = client.get(_lines(sent)[0].split()[1])
+    assert task["deadline_s"] == 45 and task["deadline_at"] == task["created_at"] + 45
+    over = taskyard("submit", "slow", "--no-follow", "--deadline", "5000")
+    assert over.returncode == EXIT_CODES[InvalidRequest]
+    said = "deadline_s 5000 is above this tenant's maximum of 3600 s"
+    assert _one_line(over) == f"taskyard: body.agent.deadline_s: {said}"
+    wrong = taskyard("submit", "x", "--deadline", "0")
+    assert wrong.returncode == 2 and "'0' is not a number of seconds over 0" in wrong.stderr
+    # The client's own argument, merged into the agent it is given.
+    task_id = client.submit("quick", agent={"max_steps": 2}, deadline_s=30)["id"]
+    assert client.get(task_id)["deadline_s"] == 30
+    with pytest.raises(InvalidRequest, match=said):
+        client.submit("slow", deadline_s=5000)
+
+
 def _with_artifact(redis_server: str, task_id: str) -> str:
     """A figure of the task's, kept as the tool worker keeps it: in the (Redis) artifact store,
     and an event."""

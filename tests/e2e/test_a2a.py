@@ -51,7 +51,7 @@ from e2e_support import HookReceiver, configure_model
 
 from devstack.stack import LocalStack
 from taskyard.client import TaskyardClient
-from taskyard.runtime.webhooks import verify
+from taskyard.client.webhooks import verify
 
 pytestmark = pytest.mark.e2e
 

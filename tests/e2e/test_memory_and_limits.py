@@ -1,7 +1,7 @@
 """Long sessions and limits through the real stack: a session driven past a small context
 window is compacted (the prompt stays under the window, the full history stays readable, the
 task still answers); a token budget and a deadline end tasks with their reasons, the deadline
-by the sweep while a tool never comes back."""
+(the deployment's, or the task's own) by the sweep while a tool never comes back."""
 
 from __future__ import annotations
 
@@ -68,3 +68,16 @@ def test_a_task_whose_tool_never_comes_back_times_out_at_its_deadline(
     finally:
         stack.restart("tool_worker")
     assert task["error"] == "deadline of 5s passed"
+
+
+def test_a_task_times_out_at_its_own_deadline(stack: LocalStack, client: TaskyardClient) -> None:
+    stack.kill("tool_worker")
+    try:
+        task_id = client.submit("```python\nprint(2)\n```", agent={"deadline_s": 2})["id"]
+        assert client.get(task_id)["deadline_s"] == 2
+        task = wait_status(client, task_id, {"timed_out"}, timeout=30)
+    finally:
+        stack.restart("tool_worker")
+    assert task["error"] == "deadline of 2s passed"
+    # Ended by its own deadline, before the stack's (5 s): the sweep runs every 0.5 s.
+    assert task["updated_at"] - task["created_at"] < 4

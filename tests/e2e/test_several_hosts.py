@@ -29,8 +29,8 @@ from devstack.hosts import RANGE, HostNetwork
 from devstack.procs import Child, Processes
 from devstack.stack import LocalStack
 from taskyard.client import TaskyardClient
+from taskyard.client.webhooks import verify
 from taskyard.runtime.events import EventKind
-from taskyard.runtime.webhooks import verify
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
 

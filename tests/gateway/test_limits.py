@@ -151,7 +151,7 @@ def test_an_idempotency_key_has_a_limit(client: TestClient) -> None:
 @pytest.mark.parametrize(
     "agent",
     [{"max_steps": True}, {"max_steps": "3"}, {"max_steps": 2.5}, {"temperature": True},
-     {"temperature": "0.5"}],
+     {"temperature": "0.5"}, {"deadline_s": True}, {"deadline_s": "30"}],
 )  # fmt: skip
 def test_numbers_are_numbers(client: TestClient, settings: GatewaySettings, agent: dict) -> None:
     resp = client.post("/v1/tasks", json={"input": "hi", "agent": agent}, headers=AUTH)

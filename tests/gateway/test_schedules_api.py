@@ -65,6 +65,9 @@ def test_bad_requests_are_422_saying_where_and_why(client: TestClient) -> None:
          ["body", "task", "agent", "tools"], "NoSuchTool"),
         ({**DAILY, "missed": "catch_up"}, ["body", "missed"], "run_once"),
         ({**DAILY, "task": {"input": ""}}, ["body", "task", "input"], "at least 1"),
+        ({**DAILY, "task": {"input": "x", "agent": {"deadline_s": 3601}}},
+         ["body", "task", "agent", "deadline_s"],
+         "deadline_s 3601 is above this tenant's maximum of 3600 s"),
     ]  # fmt: skip
     for body, loc, says in cases:
         resp = client.post("/v1/schedules", json=body, headers=A)

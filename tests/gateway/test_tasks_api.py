@@ -47,6 +47,8 @@ def test_missing_or_wrong_key_is_401(client: TestClient, headers: dict) -> None:
         {"input": ""},
         {"input": 3},
         {"input": "hi", "agent": {"max_steps": 0}},
+        {"input": "hi", "agent": {"deadline_s": 0}},
+        {"input": "hi", "agent": {"deadline_s": -30}},
         {"input": "hi", "session_id": "bad id!"},
         {"input": "hi", "surprise": 1},
     ],
@@ -167,6 +169,41 @@ def test_the_agents_default_applies_unless_the_task_says_otherwise(
     bad = client.post("/v1/tasks", json={"input": "z", "if_session_busy": "later"}, headers=AUTH)
     assert bad.status_code == 422
     assert bad.json()["detail"][0]["loc"][:2] == ["body", "if_session_busy"]
+
+
+def test_a_deadline_over_the_tenants_maximum_is_422_saying_the_maximum(
+    settings: GatewaySettings,
+) -> None:
+    own = settings.model_copy(update={"task_max_deadlines": "tenant-b=60"})
+    with TestClient(create_app(own)) as client:
+        for key, asked, most in (("key-a", 5000, "3600"), ("key-b", 60.5, "60")):
+            body = {"input": "hi", "agent": {"deadline_s": asked}}
+            resp = client.post("/v1/tasks", json=body, headers={"Authorization": f"Bearer {key}"})
+            assert resp.status_code == 422
+            (problem,) = resp.json()["detail"]
+            assert problem["loc"] == ["body", "agent", "deadline_s"]
+            said = f"deadline_s {asked} is above this tenant's maximum of {most} s"
+            assert problem["msg"] == said
+        assert _queued_steps(settings) == []
+        at_most = {"input": "hi", "agent": {"deadline_s": 3600}}
+        assert client.post("/v1/tasks", json=at_most, headers=AUTH).status_code == 202
+
+
+def test_the_record_shows_the_tasks_deadline(settings: GatewaySettings) -> None:
+    own = settings.model_copy(update={"task_max_deadlines": "tenant-b=60"})
+    cases = [
+        ("key-a", {"deadline_s": 30}, 30),
+        ("key-a", {}, 600),  # TASK_DEADLINE_S
+        ("key-b", {}, 60),  # the default, cut to the tenant's maximum
+    ]
+    with TestClient(create_app(own)) as client:
+        for key, agent, deadline_s in cases:
+            headers = {"Authorization": f"Bearer {key}"}
+            body = {"input": "hi", "agent": agent}
+            task_id = client.post("/v1/tasks", json=body, headers=headers).json()["id"]
+            task = client.get(f"/v1/tasks/{task_id}", headers=headers).json()
+            assert task["deadline_s"] == deadline_s
+            assert task["deadline_at"] == task["created_at"] + deadline_s
 
 
 def _first_status(settings: GatewaySettings, task_id: str) -> dict:

@@ -162,3 +162,15 @@ async def test_a_spent_rate_limit_comes_back_at_once_with_its_code_and_wait(
     # A busy server's short Retry-After is waited for here, then the call succeeds.
     assert OpenAIChat(**kw).chat(HELLO) == "ok"  # type: ignore[arg-type]
     assert len(fake_openai.requests) == 3
+
+
+def test_a_calls_generation_parameters_replace_the_clients_and_none_keeps_them(
+    fake_openai: FakeOpenAI,
+) -> None:
+    llm = sync_client(fake_openai, temperature=0.5, max_tokens=9)
+    llm.chat(HELLO, temperature=0.1, stop=["x"])
+    llm.chat(HELLO, temperature=None, top_p=None)
+    first, second = (sent.body for sent in fake_openai.requests)
+    assert (first["temperature"], first["max_tokens"], first["stop"]) == (0.1, 9, ["x"])
+    assert (second["temperature"], second["max_tokens"]) == (0.5, 9)
+    assert "stop" not in second and "top_p" not in second

@@ -56,6 +56,12 @@ def _error(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> str:
         ("TASKYARD_MCP_CREDENTIALS", '{"acme": "tok"}', "tenant 'acme' maps to no object"),
         ("TASKYARD_MCP_CREDENTIALS", '{"acme": {"k": 1}}', "'acme'/'k' is not a non-empty string"),
         ("TASKYARD_MCP_ALLOW_NETWORKS", "10.0.0.0/33", "not a valid IPv4 or IPv6 network"),
+        ("TASKYARD_TASK_MAX_DEADLINES", "batch:60", "MAX_DEADLINES must be tenant=seconds pairs"),
+        ("TASKYARD_TASK_MAX_DEADLINES", "a=60,b=0", "pair 2 is not tenant=seconds (seconds over"),
+        ("TASKYARD_TASK_MAX_DEADLINES", "a=nan", "pair 1 is not tenant=seconds"),
+        ("TASKYARD_TASK_MAX_DEADLINES", "team:a=60", "pair 1 is not tenant=seconds"),
+        ("TASKYARD_TASK_MAX_DEADLINES", "a=60,a=90", "pair 2 repeats tenant 'a'"),
+        ("TASKYARD_TASK_MAX_DEADLINE_S", "0", "greater than 0"),
     ],
 )  # fmt: skip
 def test_a_malformed_value_says_what_the_format_is(
@@ -96,6 +102,9 @@ def test_well_formed_values_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
     assert [str(n) for n in tools.mcp_allow_networks] == ["127.0.0.1/32", "10.20.0.0/16"]
     assert tools.sandbox_memory == "1g"
     assert GatewaySettings().tenants_by_key() == {"k1": "team-a", "k2": "team.b"}
+    monkeypatch.setenv("TASKYARD_TASK_MAX_DEADLINES", " batch = 86400 , lookup=60.5 ")
+    deadlines = AgentWorkerSettings(task_max_deadline_s=900)
+    assert [deadlines.max_deadline_s(t) for t in ("batch", "lookup", "other")] == [86400, 60.5, 900]
     proxy = ProxySettings()
     assert proxy.proxy_upstreams == "http://a:1/v1, big=https://b/v1"
     assert proxy.redis_url == "unix:///run/redis.sock"

@@ -21,7 +21,12 @@ from services.gateway.schedule_models import (
 from taskyard.runtime.schedules import Schedule, ScheduleRequest, next_run, parse_cron
 from taskyard.runtime.store import TaskStore
 from taskyard.runtime.store import schedules as stored
-from taskyard.runtime.submission import SubmissionRefused, check_offered, check_webhook
+from taskyard.runtime.submission import (
+    SubmissionRefused,
+    check_offered,
+    check_webhook,
+    task_deadline,
+)
 
 router = APIRouter(prefix="/v1/schedules", tags=["schedules"], route_class=JSONRoute)
 
@@ -47,6 +52,7 @@ async def create_schedule(
         raise HTTPException(422, detail=[issue(["body", "cron"], str(exc))]) from exc
     try:
         check_offered(body.task.agent)
+        task_deadline(body.task.agent, tenant, settings)
         await check_webhook(body.task.webhook, settings)
     except SubmissionRefused as exc:
         raise refused(exc, "task") from exc

@@ -142,13 +142,15 @@ async def list_tasks(
 
 
 @router.get("/{task_id}", response_model=TaskPublic, responses=responses(401, 404))
-async def get_task(record: OwnedTaskDep, store: StoreDep) -> TaskPublic:
-    """The task's status, result, every message so far, and the calls of its current step
-    held for approval."""
+async def get_task(record: OwnedTaskDep, store: StoreDep, settings: SettingsDep) -> TaskPublic:
+    """The task's status, result, deadline, every message so far, and the calls of its
+    current step held for approval."""
     approvals = await store.approvals(record.id, record.step - 1) if record.step else {}
     children = [c for c in await store.get_many(await store.children(record.id)) if c]
     told = await deliveries(store, record.id) if record.webhook else []
-    return TaskPublic.of(record, await store.messages(record.id), approvals, children, told)
+    messages = await store.messages(record.id)
+    deadline_s = record.deadline(settings.task_deadline_s)
+    return TaskPublic.of(record, messages, approvals, children, told, deadline_s=deadline_s)
 
 
 @router.get(

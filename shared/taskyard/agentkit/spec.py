@@ -138,6 +138,11 @@ class AgentSpec(BaseModel):
         default=None, ge=1, strict=True,
         description="A token budget for the whole task: it fails before a step would pass it.",
     )  # fmt: skip
+    deadline_s: float | None = Field(
+        default=None, gt=0, allow_inf_nan=False, strict=True,
+        description="Wall-clock seconds the task may run before it ends timed_out; unset: the "
+        "deployment's default. Over the tenant's maximum: refused.",
+    )  # fmt: skip
     approval: ApprovalPolicy | None = Field(
         default=None, description="Tool calls that wait for a person's approval."
     )

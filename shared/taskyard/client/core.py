@@ -36,15 +36,18 @@ class ClientCore:
         webhook: dict[str, Any] | None = None,
         files: Sequence[str] = (),
         if_session_busy: SessionBusy | None = None,
+        deadline_s: float | None = None,
     ) -> dict[str, Any]:
         """Submit a task; its id, status and session. `files` names files uploaded to the
         session that it works on; while the session runs another task, it waits its turn
         (`if_session_busy="enqueue"`), is refused (`"reject"`), or cancels that task and starts
         now, keeping its committed steps in the session's memory (`"interrupt"`) or removing
-        them (`"rollback"`); unset, the agent's default applies. Without an `idempotency_key`
+        them (`"rollback"`); unset, the agent's default applies. `deadline_s` (the agent's
+        `deadline_s`): seconds it may run before it ends timed_out; unset, the deployment's
+        default; over your tenant's maximum, `InvalidRequest`. Without an `idempotency_key`
         one is made, so a submission retried after a 503 is never made twice."""
         body, headers = wire.submission(
-            text, session_id, agent, idempotency_key, webhook, files, if_session_busy
+            text, session_id, agent, idempotency_key, webhook, files, if_session_busy, deadline_s
         )
         return await self._json("POST", "/v1/tasks", json=body, headers=headers)
 
@@ -150,8 +153,8 @@ class ClientCore:
         return await self._json("GET", "/v1/system")
 
     async def webhook_secret(self) -> str:
-        """What this tenant's webhook deliveries are signed with
-        (`taskyard.runtime.webhooks.verify`)."""
+        """What this tenant's webhook deliveries are signed with: a receiver checks each
+        with `taskyard.client.webhooks.verify`."""
         secret: str = (await self._json("GET", "/v1/webhooks/secret"))["secret"]
         return secret
 

@@ -70,6 +70,7 @@ def submission(
     webhook: dict[str, Any] | None,
     files: Sequence[str],
     if_session_busy: SessionBusy | None,
+    deadline_s: float | None,
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """A task's body, and its headers: an Idempotency-Key, made if none is given."""
     body: dict[str, Any] = {"input": text}
@@ -77,6 +78,8 @@ def submission(
         body["if_session_busy"] = if_session_busy
     if session_id:
         body["session_id"] = session_id
+    if deadline_s is not None:  # one of the agent spec's limits
+        agent = {**(agent or {}), "deadline_s": deadline_s}
     if agent:
         body["agent"] = agent
     if webhook:
@@ -95,7 +98,7 @@ def schedule(
     name: str | None,
     if_session_busy: SessionBusy | None,
 ) -> dict[str, Any]:
-    task, _ = submission(text, session_id, agent, None, None, (), if_session_busy)
+    task, _ = submission(text, session_id, agent, None, None, (), if_session_busy, None)
     body: dict[str, Any] = {"cron": cron, "missed": missed, "task": task}
     if name:
         body["name"] = name

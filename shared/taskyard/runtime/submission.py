@@ -1,7 +1,8 @@
 """A task's way in, one for every door: what a submission may ask for (`TaskRequest`, the
 gateway's `POST /v1/tasks` body and a schedule's task alike), whether this deployment offers
-what it names (`check_offered`), and `submit`, which stores the task with its first step and
-stops the task it displaced from its session (`if_session_busy`)."""
+what it names (`check_offered`), the deadline its tenant allows it (`task_deadline`), and
+`submit`, which stores the task with its first step and stops the task it displaced from its
+session (`if_session_busy`)."""
 
 from __future__ import annotations
 
@@ -19,14 +20,17 @@ from taskyard.agentkit.registry import RegistryError
 from taskyard.agentkit.spec import AgentSpec, BusyPolicy, WebhookSpec
 from taskyard.errors import TaskyardError
 from taskyard.files.info import FileInfo
-from taskyard.plumbing.settings import SubmissionSettings
+from taskyard.plumbing.settings import SubmissionSettings, TaskSettings
 from taskyard.runtime.cancel import stop
 from taskyard.runtime.jobs import AgentStepJob, envelope
 from taskyard.runtime.store import Created, TaskStore
 from taskyard.runtime.task import SESSION_ID_MAX, SESSION_ID_PATTERN, TaskRecord
 from taskyard.runtime.webhooks import refusal, subscription
 
-__all__ = ["SubmissionRefused", "TaskRequest", "check_offered", "check_webhook", "submit"]
+__all__ = [
+    "SubmissionRefused", "TaskRequest", "check_offered", "check_webhook", "submit",
+    "task_deadline",
+]  # fmt: skip
 
 
 class SubmissionRefused(TaskyardError):
@@ -88,6 +92,18 @@ def check_offered(spec: AgentSpec) -> None:
         raise SubmissionRefused(["agent", field], str(exc)) from exc
 
 
+def task_deadline(spec: AgentSpec, tenant: str, settings: TaskSettings) -> float:
+    """Seconds a new task of `tenant` may run: its spec's `deadline_s`, else the default; never
+    past the tenant's maximum (a spec asking for more is `SubmissionRefused`)."""
+    most = settings.max_deadline_s(tenant)
+    if spec.deadline_s is None:
+        return min(settings.task_deadline_s, most)
+    if spec.deadline_s > most:
+        why = f"deadline_s {spec.deadline_s:.15g} is above this tenant's maximum of {most:.15g} s"
+        raise SubmissionRefused(["agent", "deadline_s"], why)
+    return spec.deadline_s
+
+
 @lru_cache(maxsize=1024)
 def _offered(tools: tuple[str, ...]) -> None:
     """Raises `RegistryError` unless every name is offered. Building the tools' schemas took
@@ -107,12 +123,14 @@ async def submit(
 ) -> Created:
     """Store the task with its first step's job (pushed at once if it holds its session, else
     when its turn comes), answered once as many replicas hold it as the settings ask; stop
-    the task it interrupted or rolled back, if any. `SubmissionRefused` for a webhook URL
-    the address policy refuses."""
+    the task it interrupted or rolled back, if any. Fixes `record.deadline_s`.
+    `SubmissionRefused` for a deadline over the tenant's maximum, or a webhook URL the
+    address policy refuses."""
+    record.deadline_s = deadline_s = task_deadline(record.spec, record.tenant, settings)
     first = AgentStepJob.first(record)
     created = await store.create(
         record, envelope(celery, first), idempotency_key, fingerprint, busy,
-        deadline_s=settings.task_deadline_s, extra=await _webhook_fields(record, celery, settings),
+        deadline_s=deadline_s, extra=await _webhook_fields(record, celery, settings),
         replicas=settings.accept_replicas, replicas_timeout_ms=settings.gateway_accept_wait_ms,
     )  # fmt: skip
     if created.displaced is not None:

@@ -68,6 +68,9 @@ class TaskRecord(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     webhook: WebhookSpec | None = None
+    # Seconds it may run, fixed when it is stored (`submission.task_deadline`); None in a
+    # record stored before tasks had their own.
+    deadline_s: float | None = None
     parent_id: str | None = None  # the task whose agent tool call started this one
     ancestors: list[str] = Field(default_factory=list)  # parent first, then its parent...
     created_at: float = Field(default_factory=time.time)
@@ -86,6 +89,10 @@ class TaskRecord(BaseModel):
         named = ", ".join(f"{f.path} ({human_size(f.size)})" for f in self.files)
         note = f"Files uploaded for this task, in the working directory: {named}."
         return AgentMessage(sender="user", content=f"{self.input}\n\n{note}")
+
+    def deadline(self, default_s: float) -> float:
+        """Seconds the task may run: its own, else (an older record) `default_s`."""
+        return default_s if self.deadline_s is None else self.deadline_s
 
     @property
     def terminal(self) -> bool:
@@ -114,6 +121,7 @@ _JSON_FIELDS = frozenset(
         "step",
         "prompt_tokens",
         "completion_tokens",
+        "deadline_s",
         "created_at",
         "updated_at",
     }

@@ -27,11 +27,13 @@ import requests
 from docker.errors import APIError, DockerException, NotFound
 
 from taskyard.plumbing.settings import SandboxSettings, get_settings
+from taskyard.sandbox.channel import KernelChannel
 from taskyard.sandbox.container_spec import ContainerSpec, missing_runtime, runtimes
 from taskyard.sandbox.demand import PoolBounds, pool_bounds
 from taskyard.sandbox.docker_channel import DockerChannel, Leases
+from taskyard.sandbox.docker_hosts import HostedChannel, SessionHost, SessionHosts
 from taskyard.sandbox.errors import KernelGone, SandboxError, SandboxUnavailable
-from taskyard.sandbox.provider import KernelSandboxProvider, SandboxLimits
+from taskyard.sandbox.provider import KernelSandboxProvider, SandboxLimits, tenant_of
 
 __all__ = [
     "HANDOFF_PREFIX",
@@ -80,9 +82,15 @@ class DockerSandboxProvider(KernelSandboxProvider):
         self.node = node
         self._engine: str | None = None
         self._leases = Leases(self._spec.lease_s, settings.tool_worker_beat_s)
+        bounds = pool or pool_bounds(settings, pool_size)
+        self._hosts: SessionHosts | None = None
+        if self._spec.forks:
+            # The warm pool holds hosts (unclaimed fork-server containers), not kernels.
+            self._hosts = SessionHosts(self._start_host, self._spec.sessions, bounds)
+            bounds = PoolBounds.fixed(0)
         super().__init__(
-            self._start_kernel,
-            pool=pool or pool_bounds(settings, pool_size),
+            self._hosts or self._start_kernel,
+            pool=bounds,
             idle_s=settings.sandbox_idle_s if idle_s is None else idle_s,
             limits=limits or SandboxLimits.from_settings(settings),
             interrupt_grace_s=settings.sandbox_interrupt_grace_s,
@@ -97,6 +105,11 @@ class DockerSandboxProvider(KernelSandboxProvider):
         }
         return self._leases.keep(DockerChannel.start(self._client.api, self._spec, labels))
 
+    def _start_host(self, session_key: str | None) -> DockerChannel:
+        """A fork-server container, for the tenant `session_key` names (None: unclaimed, for
+        the pool): its sessions are keyed inside it, so it carries no session label."""
+        return self._start_kernel(None)
+
     @property
     def place(self) -> str:
         """This worker's Docker engine (its ID): another worker on it can take a kernel over."""
@@ -107,9 +120,13 @@ class DockerSandboxProvider(KernelSandboxProvider):
     def hand_off(self, lease_s: float) -> dict[str, str]:
         """See `KernelSandboxProvider.hand_off`: each container keeps running, renamed
         ``taskyard-handoff-...`` so that its maker's next start leaves it; the handle is the
-        engine and the container ("docker:<engine id>/<container id>")."""
+        engine and the container ("docker:<engine id>/<container id>"), and for a session of
+        a fork-server host its key there ("...#<key>")."""
+        detached = self._detach_idle()
+        if self._hosts is not None:
+            return self._hand_off_hosts(detached, lease_s)
         handles = {}
-        for key, channel in self._detach_idle().items():
+        for key, channel in detached.items():
             assert isinstance(channel, DockerChannel)
             try:
                 container = channel.detach(lease_s)
@@ -120,13 +137,54 @@ class DockerSandboxProvider(KernelSandboxProvider):
             handles[key] = f"{self.place}/{container}"
         return handles
 
+    def _hand_off_hosts(self, detached: dict[str, KernelChannel], lease_s: float) -> dict[str, str]:
+        """Each host with a session to hand over goes whole: its sessions still busy here are
+        stopped first (they end with this worker, as they would have)."""
+        by_host: dict[SessionHost, dict[str, HostedChannel]] = {}
+        for key, channel in detached.items():
+            assert isinstance(channel, HostedChannel)
+            by_host.setdefault(channel.host, {})[key] = channel
+        handles = {}
+        for host, sessions in by_host.items():
+            kept = {channel.key for channel in sessions.values()}
+            for other in set(host.keys()) - kept:
+                host.close_session(other)
+            try:
+                container = host.channel.detach(lease_s)
+            except KernelGone:
+                host.close()
+                continue
+            self._mark_handed(container)
+            handles.update(
+                {key: f"{self.place}/{container}#{ch.key}" for key, ch in sessions.items()}
+            )
+        return handles
+
     def take_over(self, session_key: str, handle: str) -> None:
         """See `KernelSandboxProvider.take_over`: attach to the handed-off container."""
-        place, _, container = handle.rpartition("/")
+        place, _, target = handle.rpartition("/")
+        container, _, hosted = target.partition("#")
         if place != self.place:
             raise SandboxUnavailable(
                 "its sandbox runs on another Docker engine; no worker there took it over"
             )
+        if hosted and self._hosts is not None and (held := self._hosts.attached(container)):
+            channel: KernelChannel = self._hosts.take_over(held, hosted)
+        else:
+            attached = self._attach_container(container)
+            if hosted and self._hosts is not None:
+                host = SessionHost(attached, tenant_of(session_key), self._spec.sessions)
+                channel = self._hosts.take_over(host, hosted)
+            else:
+                channel = attached
+        try:
+            self._attach(session_key, channel)
+        except SandboxError:
+            channel.close()
+            raise
+
+    def _attach_container(self, container: str) -> DockerChannel:
+        """A channel to a handed-off container's kernel, on this worker's lease."""
         try:
             state = self._client.api.inspect_container(container)["State"]
             if not state.get("Running"):
@@ -141,11 +199,7 @@ class DockerSandboxProvider(KernelSandboxProvider):
             raise SandboxUnavailable("its sandbox's container is gone") from None
         except (DockerException, requests.RequestException) as exc:
             raise SandboxUnavailable(f"could not attach to its sandbox: {exc}") from exc
-        try:
-            self._attach(session_key, channel)
-        except SandboxError:
-            channel.close()
-            raise
+        return channel
 
     def _mark_handed(self, container: str) -> None:
         try:
@@ -193,6 +247,8 @@ class DockerSandboxProvider(KernelSandboxProvider):
         those it handed off)."""
         self._leases.stop()
         super().close_all()
+        if self._hosts is not None:
+            self._hosts.close()
         for labelled in self._labelled(f"{OWNER_LABEL}={self.owner}"):
             if not _handed_off(labelled):
                 self._remove_quietly(labelled["Id"])

@@ -1,6 +1,12 @@
 """LLM clients: OpenAI-compatible, sync and async, stream and not, with session affinity."""
 
-from taskyard.agentkit.llms.base import AsyncChatModel, ChatMessages, ChatModel, ChatResult
+from taskyard.agentkit.llms.base import (
+    AsyncChatModel,
+    ChatMessages,
+    ChatModel,
+    ChatResult,
+    UsageSink,
+)
 from taskyard.agentkit.llms.errors import LLMError
 from taskyard.agentkit.llms.openai_chat import AsyncOpenAIChat, OpenAIChat
 
@@ -12,4 +18,5 @@ __all__ = [
     "ChatResult",
     "LLMError",
     "OpenAIChat",
+    "UsageSink",
 ]

@@ -3,7 +3,8 @@
 A distribution declares ``[project.entry-points."taskyard.commands"] NAME = "module:add"``;
 `add(commands)` adds subcommand NAME to the parser's subparsers. The development package
 contributes `up` this way, so the library never imports it. Where it is not installed (the
-production image), `taskyard up` says in one line that it is a development command.
+production image, a client install: `pip install taskyard`), `taskyard up` says in one line
+that it is a development command, and how to run it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from taskyard.client.cli.support import Subparsers
 __all__ = ["COMMANDS_GROUP", "DEV_COMMANDS", "add_contributed", "installed"]
 
 COMMANDS_GROUP = "taskyard.commands"
-# The development package's commands, by name, with the help `taskyard --help` shows for each.
+# The development package's commands, by name, with the help `taskyard --help` shows for each;
+# each is run by the Makefile's target of the same name, which installs what it needs.
 DEV_COMMANDS = {"up": "start the local stack, run the demo task, stay up"}
 # Exit code of a development command run without the development package (bad usage).
 NOT_INSTALLED = 2
@@ -69,8 +71,8 @@ def _add_missing(commands: Subparsers, name: str, help_text: str) -> None:
 
 def _not_installed(name: str, args: argparse.Namespace) -> int:
     print(
-        f"taskyard: {name} is a development command: run it from a taskyard checkout "
-        "with taskyard[dev] installed (pip install -e '.[dev]', as `make up` does)",
+        f"taskyard: {name} is a development command: run `make {name}` in a taskyard checkout "
+        "(it installs the service and dev extras and runs the stack from there)",
         file=sys.stderr,
     )
     return NOT_INSTALLED

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 import uuid
@@ -81,10 +82,25 @@ def _register_submit(commands: Subparsers) -> None:
         "(interrupt) or removing them (rollback); default: the agent's, else enqueue",
     )  # fmt: skip
     submit.add_argument(
+        "--deadline", type=_seconds, default=None, metavar="SECONDS",
+        help="end the task timed_out after this long (default: the deployment's; at most "
+        "your tenant's maximum)",
+    )  # fmt: skip
+    submit.add_argument(
         "--cancel-on-interrupt", action="store_true",
         help="Ctrl-C cancels the task (by default it goes on without you)",
     )  # fmt: skip
     submit.set_defaults(run=_submit)
+
+
+def _seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds over 0")
+    return seconds
 
 
 def _add_ask(command: argparse.ArgumentParser) -> None:
@@ -112,6 +128,7 @@ def _submit(args: argparse.Namespace) -> int:
             args.text, session_id=session, agent=args.agent,
             webhook={"url": args.webhook} if args.webhook else None,
             files=[local.name for local in args.file], if_session_busy=args.if_busy,
+            deadline_s=args.deadline,
         )  # fmt: skip
         print(f"task {accepted['id']} (session {accepted['session_id']})", flush=True)
         if args.no_follow:

@@ -32,6 +32,7 @@ from taskyard.plumbing.settings.checks import (
     on_db,
     parse_api_keys,
     parse_sentinels,
+    parse_tenant_seconds,
     variable,
 )
 
@@ -218,8 +219,26 @@ class TaskSettings(Area):
 
     default_max_steps: int = Field(default=8, ge=1)
     """Agent steps a task may take unless its spec says."""
-    task_deadline_s: float = 600.0
-    """Wall-clock seconds a task may run before it ends timed_out."""
+    task_deadline_s: float = Field(default=600.0, gt=0)
+    """Wall-clock seconds a task may run before it ends timed_out, unless its spec's
+    `deadline_s` says (or its tenant's maximum is shorter)."""
+    task_max_deadline_s: float = Field(default=3600.0, gt=0)
+    """The longest `deadline_s` a task's spec may ask for (a longer one is refused, 422), for
+    every tenant `TASK_MAX_DEADLINES` does not name."""
+    task_max_deadlines: str = ""
+    """Tenants' own maximums instead: `tenant=seconds` pairs, comma-separated
+    (`batch=86400,lookup=60`)."""
+
+    @field_validator("task_max_deadlines")
+    @classmethod
+    def _tenant_seconds(cls, value: str, info: ValidationInfo) -> str:
+        parse_tenant_seconds(value, variable(info))
+        return value
+
+    def max_deadline_s(self, tenant: str) -> float:
+        """The longest deadline a task of `tenant` may have."""
+        own = parse_tenant_seconds(self.task_max_deadlines, env_name("task_max_deadlines"))
+        return own.get(tenant, self.task_max_deadline_s)
 
 
 class SweepSettings(Area):

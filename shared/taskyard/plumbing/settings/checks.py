@@ -1,5 +1,6 @@
 """The checks and parsers settings share: a variable's name, URLs, comma lists, API keys,
-sentinels, credentials, the tenant-token secret, and the broker's place beside the store.
+tenants' seconds, sentinels, credentials, the tenant-token secret, and the broker's place
+beside the store.
 
 Each ValueError names the variable and its format and never repeats a secret or a URL (a URL
 may hold a password)."""
@@ -7,7 +8,10 @@ may hold a password)."""
 from __future__ import annotations
 
 import json
+import math
 import re
+from collections.abc import Mapping
+from functools import lru_cache
 from typing import Annotated
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -28,6 +32,7 @@ __all__ = [
     "parse_api_keys",
     "parse_credentials",
     "parse_sentinels",
+    "parse_tenant_seconds",
     "split_networks",
     "variable",
 ]
@@ -85,6 +90,29 @@ def parse_api_keys(text: str) -> dict[str, str]:
     if not tenants:
         raise ValueError(f"{form}; it names none")
     return tenants
+
+
+@lru_cache(maxsize=16)  # read on every submission; the text is a frozen setting's
+def parse_tenant_seconds(text: str, where: str) -> Mapping[str, float]:
+    """Tenant to seconds, from "tenant=seconds" pairs separated by commas. The ValueError
+    names `where` (the variable), the pair and the format."""
+    form = f"{where} must be tenant=seconds pairs separated by commas (batch=86400,lookup=60)"
+    found: dict[str, float] = {}
+    for number, item in enumerate(items(text), 1):
+        tenant, sep, seconds = (part.strip() for part in item.partition("="))
+        if not (sep and _TENANT.fullmatch(tenant) and _positive(seconds)):
+            raise ValueError(f"{form}; pair {number} is not tenant=seconds (seconds over 0)")
+        if tenant in found:
+            raise ValueError(f"{form}; pair {number} repeats tenant {tenant!r}")
+        found[tenant] = float(seconds)
+    return found
+
+
+def _positive(text: str) -> bool:
+    try:
+        return math.isfinite(number := float(text)) and number > 0
+    except ValueError:
+        return False
 
 
 def parse_sentinels(text: str) -> tuple[tuple[str, int], ...]:

@@ -43,9 +43,12 @@ Networks = Annotated[tuple[IPvAnyNetwork, ...], NoDecode]
 class SandboxSettings(Area):
     """Sandboxes.
 
-    One per session, holding its interpreter; a warm pool of started kernels grows from
-    `sandbox_warm_pool` to the busiest second of new sessions in the last
-    `sandbox_warm_window_s`, up to `sandbox_warm_pool_max`.
+    One interpreter per session. The docker backend under runc holds up to
+    `sandbox_sessions_per_container` sessions of one tenant per container, each a fork of a
+    pre-imported interpreter walled off in namespaces of its own, with the memory, pids and
+    disk limits each; otherwise one container per session. A warm pool of started containers
+    grows from `sandbox_warm_pool` to the busiest second of new sessions (or hosts) in the
+    last `sandbox_warm_window_s`, up to `sandbox_warm_pool_max`.
     """
 
     sandbox_backend: str = "docker"
@@ -57,15 +60,18 @@ class SandboxSettings(Area):
     sandbox_interrupt_grace_s: float = Field(default=2.0, gt=0)
     """How long an interrupted cell may take to stop before its kernel is replaced."""
     sandbox_memory: str = "256m"
-    """Memory of one sandbox (bytes, or with k, m, g)."""
+    """Memory of one session's sandbox (bytes, or with k, m, g)."""
     sandbox_pids: int = 64
-    """Processes one sandbox may run."""
+    """Processes one session's sandbox may run."""
     sandbox_cpus: float = 1.0
-    """CPUs one sandbox may use."""
+    """CPUs one sandbox container may use (all its sessions together)."""
+    sandbox_sessions_per_container: int = Field(default=64, ge=1)
+    """Sessions of one tenant one container holds, forked from its pre-imported fork server
+    (docker backend under runc; 1, or runsc: one container per session)."""
     sandbox_idle_s: float = 600.0
     """A session's sandbox idle this long is reaped."""
     sandbox_disk: str = "64m"
-    """Size of each tmpfs (/work, /tmp, /dev/shm) inside a sandbox."""
+    """Size of a session's /work (one container per session: of each of its tmpfs)."""
     sandbox_runtime: str = Field(default="runc", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     """The engine's OCI runtime for sandboxes: `runc`, or `runsc` (gVisor: its own kernel in
     user space between the cells and the host's), registered with the engine."""
@@ -77,10 +83,10 @@ class SandboxSettings(Area):
     """Kernels started at once to fill the pool."""
     sandbox_warm_window_s: float = Field(default=60.0, gt=0)
     """The window whose busiest second of new sessions sizes the pool."""
-    sandbox_max_per_tenant: int = Field(default=16, ge=1)
-    """Live sandboxes of one tenant."""
-    sandbox_max_per_worker: int = Field(default=32, ge=1)
-    """Live sandboxes of one tool worker."""
+    sandbox_max_per_tenant: int = Field(default=256, ge=1)
+    """Live sessions' sandboxes of one tenant on one tool worker."""
+    sandbox_max_per_worker: int = Field(default=512, ge=1)
+    """Live sessions' sandboxes of one tool worker."""
     sandbox_worker_label: str = Field(default_factory=socket.gethostname, min_length=1)
     """Marks this worker's sandboxes (default: the host's name); at start it removes every
     one left under the same label and its own Celery node name."""

@@ -15,8 +15,10 @@ from taskyard.plumbing.keys import RETENTION_S
 from taskyard.runtime.events import dumps
 from taskyard.runtime.jobs import Envelope
 from taskyard.runtime.store import redis_replies
-from taskyard.runtime.store.base import ScriptedStore, task_keys
+from taskyard.runtime.store.base import ScriptedStore
 from taskyard.runtime.store.documents import DecideApprovalDoc, jobs
+from taskyard.runtime.store.script_keys import DecideApprovalKeys
+from taskyard.runtime.store.script_replies import APPROVAL, ApprovalOutcome, decode
 from taskyard.runtime.task import TaskRecord
 
 __all__ = ["Approvals"]
@@ -46,14 +48,17 @@ class Approvals(ScriptedStore):
         tool_job: Envelope | None,
         denial: AgentMessage | None,
         next_step: Envelope,
-    ) -> tuple[str, str]:
+    ) -> tuple[ApprovalOutcome, str]:
         """Apply a decision on a held call of the task's current step (see
         `decide_approval.lua`): ('approved' | 'denied' | 'unknown' | 'decided', state).
         With `tool_job` the call is approved, else denied with `denial` as its result."""
         step = record.step - 1
-        keys_ = [*task_keys(record.id), keys.task_approvals(record.id, step),
-                 keys.task_tool_results(record.id, step),
-                 keys.task_advanced(record.id, step)]  # fmt: skip
+        keys_ = DecideApprovalKeys(
+            task=keys.task(record.id), events=keys.task_events(record.id),
+            approvals=keys.task_approvals(record.id, step),
+            results=keys.task_tool_results(record.id, step),
+            advanced=keys.task_advanced(record.id, step),
+        )  # fmt: skip
         event = {"call_id": call.id, **{k: v for k, v in decided.items() if k != "call"}}
         doc = DecideApprovalDoc(
             store_db=self.db, broker_db=self.broker_db, step=str(step), call_id=call.id,
@@ -61,5 +66,5 @@ class Approvals(ScriptedStore):
             denial=denial.model_dump_json() if denial else "", ttl_s=RETENTION_S,
             next_step=jobs([next_step]), waiting_event=dumps({"status": "waiting_tools"}),
         )  # fmt: skip
-        outcome, state = await self.script("approvals/decide_approval", keys_, doc)
-        return outcome, state
+        reply = decode(APPROVAL, await self.script("approvals/decide_approval", keys_, doc))
+        return reply.outcome, reply.state

@@ -21,12 +21,11 @@ from redis.exceptions import NoScriptError
 
 from taskyard.agentkit.text import replace_lone_surrogates
 from taskyard.errors import TaskyardError
-from taskyard.plumbing import keys
 from taskyard.plumbing.redis_clients import SentinelSpec, async_client
 from taskyard.plumbing.settings import BrokerSettings, broker_database
 from taskyard.runtime.events import dumps
+from taskyard.runtime.store.script_keys import ScriptKeys, flat, script_keys
 from taskyard.runtime.store.scripts import SCRIPTS, source
-from taskyard.runtime.task import TaskRecord
 
 __all__ = ["NotReplicated", "ScriptedStore", "outage_retry"]
 
@@ -89,56 +88,50 @@ class ScriptedStore:
     async def close(self) -> None:
         await self.r.aclose()
 
-    async def script(self, name: str, keys_: Sequence[str], doc: Mapping[str, Any]) -> Any:
-        """Run the script `name` ("steps/commit_step") on `keys_` with its document."""
-        return await self._scripts[name](keys=list(keys_), args=[dumps(doc)])
+    async def script(self, name: str, keys_: ScriptKeys | None, doc: Mapping[str, Any]) -> Any:
+        """Run the script `name` ("steps/commit_step") on its keys (`script_keys`: None for
+        a script that takes none) with its document."""
+        return await self._scripts[name](keys=_keys(name, keys_), args=[dumps(doc)])
 
     async def replicated(
-        self, name: str, keys_: Sequence[str], doc: Mapping[str, Any], replicas: int,
+        self, name: str, keys_: ScriptKeys, doc: Mapping[str, Any], replicas: int,
         timeout_ms: int,
-    ) -> Any:  # fmt: skip
+    ) -> tuple[Any, int]:  # fmt: skip
         """Run a script, then WAIT on the same connection (WAIT counts the replicas holding
         that connection's writes) until `replicas` replicas hold what it wrote: one round
-        trip. The script must write whenever its answer needs replicating (see create_task)."""
+        trip. Its reply, and how many replicas confirmed (0 when none was asked for). The
+        script must write whenever its answer needs replicating (see create_task)."""
         if not replicas:
-            return await self.script(name, keys_, doc)
-        script, args = self._scripts[name], [*keys_, dumps(doc)]
+            return await self.script(name, keys_, doc), 0
+        script, flat_keys = self._scripts[name], _keys(name, keys_)
+        args = [*flat_keys, dumps(doc)]
         try:
-            reply, confirmed = await self._then_wait(script.sha, len(keys_), args, replicas,
-                                                     timeout_ms)  # fmt: skip
+            return await self._then_wait(script.sha, len(flat_keys), args, replicas, timeout_ms)
         except NoScriptError:  # a new master (after a failover) has an empty script cache
             await self.r.script_load(script.script)
-            reply, confirmed = await self._then_wait(script.sha, len(keys_), args, replicas,
-                                                     timeout_ms)  # fmt: skip
-        if confirmed < replicas and reply[0] in ("created", "existing"):
-            raise NotReplicated(replicas, confirmed, timeout_ms)
-        return reply
+            return await self._then_wait(script.sha, len(flat_keys), args, replicas, timeout_ms)
 
     async def _then_wait(
         self, sha: str, numkeys: int, args: Sequence[str], replicas: int, timeout_ms: int
-    ) -> list[Any]:
+    ) -> tuple[Any, int]:
         async with self.r.pipeline(transaction=False) as pipe:
             pipe.evalsha(sha, numkeys, *args)
             pipe.wait(replicas, timeout_ms)
-            found: list[Any] = await pipe.execute()
-        return found
+            reply, confirmed = await pipe.execute()
+        return reply, int(confirmed)
+
+
+def _keys(name: str, keys_: ScriptKeys | None) -> list[str]:
+    # The script's own keys type, so a script is never handed another's keys by position.
+    if type(keys_) is not (script_keys(name) or type(None)):
+        raise TypeError(f"{name} takes {script_keys(name)}, not {type(keys_).__name__}")
+    return flat(keys_) if keys_ is not None else []
 
 
 def outage_retry(retries: int) -> Retry:
     """Ride out a Redis restart: retry a command on a lost connection with jittered
     exponential backoff (at most 5 s apart). Every script is safe to run twice."""
     return Retry(ExponentialWithJitterBackoff(base=0.05, cap=5.0), retries=retries)
-
-
-def task_keys(task_id: str) -> list[str]:
-    return [keys.task(task_id), keys.task_events(task_id)]
-
-
-def session_keys(record: TaskRecord) -> list[str]:
-    return [
-        keys.session_lock(record.tenant, record.session_id),
-        keys.session_waiting(record.tenant, record.session_id),
-    ]
 
 
 def pairs(flat: Sequence[str]) -> dict[str, str]:

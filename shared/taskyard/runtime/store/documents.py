@@ -1,8 +1,9 @@
 """The one JSON document each Lua script is called with (ARGV[1]; its keys stay in KEYS, as
-Redis wants them for a cluster), typed here in one place. The scripts read it by name as
-`doc`. Values the scripts write to Redis or compare with what they read there (steps, times)
-are strings: a Lua number goes back to Redis with fewer digits than Python wrote. Optional
-parts are left out, not null: a missing key reads as nil in Lua, a null as cjson.null."""
+Redis wants them for a cluster, named in `script_keys`), typed here in one place. The scripts
+read it by name as `doc`. Values the scripts write to Redis or compare with what they read
+there (steps, times) are strings: a Lua number goes back to Redis with fewer digits than
+Python wrote. Optional parts are left out, not null: a missing key reads as nil in Lua, a
+null as cjson.null."""
 
 from __future__ import annotations
 

@@ -32,6 +32,8 @@ from taskyard.runtime.store.documents import (
     HeirDoc,
     RedriveQueueDoc,
 )
+from taskyard.runtime.store.script_keys import RecordsKeys, SandboxKeys, WorkerQueueKeys
+from taskyard.runtime.store.script_replies import REDRIVE, SESSION_CLAIM, decode
 from taskyard.runtime.store.tasks import Tasks
 
 __all__ = ["Handover", "SandboxDirectory", "SessionClaim", "ToolWorkerId"]
@@ -89,8 +91,9 @@ class SandboxDirectory:
         doc = ClaimSessionDoc(node=worker.node, incarnation=worker.incarnation,
                               queue=worker.queue, record_ttl_s=self.record_ttl_s,
                               place=place or "")  # fmt: skip
-        verdict, detail, handle = await self.store.script("sandboxes/claim_session", [record], doc)
-        return SessionClaim(verdict, detail, handle)
+        raw = await self.store.script("sandboxes/claim_session", SandboxKeys(record), doc)
+        reply = decode(SESSION_CLAIM, raw)
+        return SessionClaim(reply.verdict, reply.detail, reply.handle)
 
     async def place_fork(self, worker: ToolWorkerId, source_key: str, new_key: str) -> None:
         """The worker holds `new_key`'s interpreter now, a fork of `source_key`'s (with its
@@ -115,10 +118,10 @@ class SandboxDirectory:
         many records it held."""
         if not handed:
             return 0
-        records = [keys.session_sandbox(key) for key in handed]
+        records = tuple(keys.session_sandbox(key) for key in handed)
         doc = HandOverDoc(node=worker.node, incarnation=worker.incarnation, reason=reason,
                           to=[_heir(one) for one in handed.values()])  # fmt: skip
-        return int(await self.store.script("sandboxes/hand_over", records, doc))
+        return int(await self.store.script("sandboxes/hand_over", RecordsKeys(records), doc))
 
     async def peers(self, worker: ToolWorkerId, place: str) -> list[ToolWorkerId]:
         """The other live workers whose sandboxes run in `place` (as their heartbeats say)."""
@@ -142,10 +145,10 @@ class SandboxDirectory:
         (a reason) or goes (None: nothing was lost). How many it held."""
         if not ended:
             return 0
-        records = [keys.session_sandbox(key) for key in ended]
+        records = tuple(keys.session_sandbox(key) for key in ended)
         doc = EndSessionsDoc(node=worker.node, incarnation=worker.incarnation,
                              reasons=[reason or "" for reason in ended.values()])  # fmt: skip
-        return int(await self.store.script("sandboxes/end_sessions", records, doc))
+        return int(await self.store.script("sandboxes/end_sessions", RecordsKeys(records), doc))
 
     async def holder(self, session_key: str) -> dict[str, str]:
         """The session's record as stored (empty when no worker holds its interpreter)."""
@@ -184,10 +187,11 @@ class SandboxDirectory:
         queue = keys.tool_worker_queue(node)
         doc = RedriveQueueDoc(store_db=store.db, broker_db=store.broker_db, limit=limit,
                               fallback=fallback)  # fmt: skip
-        moved, left = await store.script("sandboxes/redrive_queue", [queue], doc)
-        if not left and not await store.r.exists(keys.tool_worker_alive(node)):
+        raw = await store.script("sandboxes/redrive_queue", WorkerQueueKeys(queue), doc)
+        redriven = decode(REDRIVE, raw)
+        if not redriven.left and not await store.r.exists(keys.tool_worker_alive(node)):
             await store.r.srem(keys.TOOL_WORKERS, node)
-        return int(moved), int(left)
+        return redriven.moved, redriven.left
 
 
 def _heir(handover: Handover) -> HeirDoc:

@@ -11,6 +11,7 @@ from taskyard.runtime.schedules.spec import Schedule, ScheduleRun
 from taskyard.runtime.store import redis_replies
 from taskyard.runtime.store.base import ScriptedStore
 from taskyard.runtime.store.documents import AdvanceScheduleDoc, CreateScheduleDoc
+from taskyard.runtime.store.script_keys import AdvanceScheduleKeys, CreateScheduleKeys
 
 __all__ = ["advance", "create", "delete", "due", "get", "list_schedules", "runs"]
 
@@ -21,8 +22,8 @@ def _ts(at: float) -> str:
 
 async def create(store: ScriptedStore, schedule: Schedule, max_per_tenant: int) -> bool:
     """Store it; False if its tenant has `max_per_tenant` schedules already."""
-    keys_ = [keys.schedule(schedule.id), keys.tenant_schedules(schedule.tenant),
-             keys.SCHEDULES_DUE]  # fmt: skip
+    keys_ = CreateScheduleKeys(keys.schedule(schedule.id), keys.tenant_schedules(schedule.tenant),
+                               keys.SCHEDULES_DUE)  # fmt: skip
     doc = CreateScheduleDoc(
         schedule_id=schedule.id, created_at=_ts(schedule.created_at),
         next_run_at=_ts(schedule.next_run_at), max_per_tenant=max_per_tenant,
@@ -87,7 +88,8 @@ async def advance(
 ) -> bool:
     """Move `schedule` (as the tick read it) past `run`, recording it; False if another tick
     did so first or the schedule is gone."""
-    keys_ = [keys.schedule(schedule.id), keys.schedule_runs(schedule.id), keys.SCHEDULES_DUE]
+    keys_ = AdvanceScheduleKeys(keys.schedule(schedule.id), keys.schedule_runs(schedule.id),
+                                keys.SCHEDULES_DUE)  # fmt: skip
     ran = run.task_id is not None
     doc = AdvanceScheduleDoc(
         schedule_id=schedule.id, read_next_run_at=_ts(schedule.next_run_at),

@@ -3,8 +3,8 @@
 The scripts live as `.lua` files under `lua/`, a folder per concern of the store (`tasks/`,
 `steps/`, `tool_calls/`, `approvals/`, `sandboxes/`, `schedules/`, `sessions/`), each named by
 its path there ("steps/commit_step"); each gets `prelude.lua` (the terminal states, the session
-hand-over, the job push, the call's JSON document as `doc`) prepended, so the rules are
-written once.
+hand-over, the job push, the call's JSON document as `doc`, answers by name) prepended, so
+the rules are written once, then its keys by name (`script_keys`).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from functools import cache
 from pathlib import Path
 
 from taskyard.plumbing import keys
+from taskyard.runtime.store.script_keys import lua_binding, script_keys
 from taskyard.runtime.task import TERMINAL
 
 __all__ = ["SCRIPTS", "source"]
@@ -24,11 +25,13 @@ SCRIPTS = tuple(sorted(str(p.relative_to(_DIR).with_suffix("")) for p in _DIR.gl
 @cache
 def source(name: str) -> str:
     """The script `name`, with the prelude before it (its key names from
-    `taskyard.plumbing.keys`)."""
+    `taskyard.plumbing.keys`) and its keys' names (`KEY`)."""
     prelude = (_DIR / "prelude.lua").read_text()
     for token, value in _NAMES.items():
         prelude = prelude.replace(token, value)
-    return prelude + (_DIR / f"{name}.lua").read_text()
+    keys_type = script_keys(name)
+    binding = lua_binding(keys_type) if keys_type else ""
+    return prelude + binding + (_DIR / f"{name}.lua").read_text()
 
 
 _NAMES = {

@@ -19,6 +19,8 @@ from taskyard.plumbing import keys
 from taskyard.runtime.jobs import Envelope
 from taskyard.runtime.store import redis_replies
 from taskyard.runtime.store.documents import ForkSessionDoc
+from taskyard.runtime.store.script_keys import ForkSessionKeys
+from taskyard.runtime.store.script_replies import FORK_SESSION, decode
 from taskyard.runtime.store.store import TaskStore
 
 __all__ = [
@@ -164,28 +166,28 @@ async def copy_session(
     compaction) and send the fork `job` to the live tool worker holding the source's
     interpreter, if one does: one atomic round trip (`sessions/fork_session.lua`)."""
     source_memory, new_memory = (keys.session_memory(tenant, s) for s in (source_id, new_id))
-    keys_ = [
-        keys.session_lock(tenant, source_id), keys.session_waiting(tenant, source_id),
-        source_memory, keys.session_paths(tenant, source_id),
-        keys.session_values(tenant, source_id), keys.session_compaction(tenant, source_id),
-        keys.session_tasks(tenant, source_id), keys.session_origin(tenant, source_id),
-        new_memory, keys.session_paths(tenant, new_id), keys.session_values(tenant, new_id),
-        keys.session_compaction(tenant, new_id), keys.session_tasks(tenant, new_id),
-        keys.session_origin(tenant, new_id), keys.session_lock(tenant, new_id),
-        keys.session_waiting(tenant, new_id),
-        keys.session_sandbox(keys.session_key(tenant, new_id)),
-        keys.session_epoch(tenant, new_id), keys.tenant_sessions(tenant),
-    ]  # fmt: skip
+    keys_ = ForkSessionKeys(
+        lock=keys.session_lock(tenant, source_id), waiting=keys.session_waiting(tenant, source_id),
+        memory=source_memory, paths=keys.session_paths(tenant, source_id),
+        values=keys.session_values(tenant, source_id),
+        compaction=keys.session_compaction(tenant, source_id),
+        tasks=keys.session_tasks(tenant, source_id), origin=keys.session_origin(tenant, source_id),
+        new_memory=new_memory, new_paths=keys.session_paths(tenant, new_id),
+        new_values=keys.session_values(tenant, new_id),
+        new_compaction=keys.session_compaction(tenant, new_id),
+        new_tasks=keys.session_tasks(tenant, new_id),
+        new_origin=keys.session_origin(tenant, new_id),
+        new_lock=keys.session_lock(tenant, new_id),
+        new_waiting=keys.session_waiting(tenant, new_id),
+        new_sandbox=keys.session_sandbox(keys.session_key(tenant, new_id)),
+        new_epoch=keys.session_epoch(tenant, new_id), tenant_sessions=keys.tenant_sessions(tenant),
+    )  # fmt: skip
     doc = ForkSessionDoc(
         **store.databases(), source_memory=source_memory, new_memory=new_memory, new_id=new_id,
         source_id=source_id, source_key=keys.session_key(tenant, source_id), job=job.message,
     )  # fmt: skip
-    reply = await store.script("sessions/fork_session", keys_, doc)
-    if reply[0] == "forked":
-        return SessionCopy("forked", job_sent=reply[1] == "1")
-    if reply[0] == "busy":
-        return SessionCopy("busy", task_id=reply[1], task_status=reply[2])
-    return SessionCopy(reply[0])
+    reply = decode(FORK_SESSION, await store.script("sessions/fork_session", keys_, doc))
+    return SessionCopy(reply.outcome, reply.job_sent, reply.task_id, reply.task_status)
 
 
 async def forget_session(store: TaskStore, tenant: str, session_id: str) -> None:

@@ -13,7 +13,7 @@ from taskyard.plumbing import keys
 from taskyard.runtime.events import EventKind, dumps
 from taskyard.runtime.jobs import Envelope
 from taskyard.runtime.store import redis_replies
-from taskyard.runtime.store.base import ScriptedStore, now, pairs, session_keys, stamp, task_keys
+from taskyard.runtime.store.base import ScriptedStore, now, pairs, stamp
 from taskyard.runtime.store.documents import (
     BeginStepDoc,
     CommitStepDoc,
@@ -21,6 +21,8 @@ from taskyard.runtime.store.documents import (
     SaveCompactionDoc,
     jobs,
 )
+from taskyard.runtime.store.script_keys import BeginStepKeys, CommitStepKeys, SaveCompactionKeys
+from taskyard.runtime.store.script_replies import BEGIN_STEP, COMMIT_STEP, StepBegun, decode
 from taskyard.runtime.task import TERMINAL, TaskRecord, TaskStatus
 
 __all__ = ["MemoryTail", "StepCommit", "StepStart", "Steps"]
@@ -114,33 +116,28 @@ class Steps(ScriptedStore):
         """Mark step `step` running and read what it needs (see `StepStart`); None if the task
         does not exist. `offsets` gives, per memory path, how many messages the caller holds."""
         paths = list(offsets)
-        memories = [keys.session_memory(tenant, session_id, p) for p in paths]
-        keys_ = [*task_keys(task_id), keys.task_tool_results(task_id, step - 1),
-                 keys.session_epoch(tenant, session_id),
-                 keys.session_compaction(tenant, session_id),
-                 keys.session_values(tenant, session_id), keys.session_paths(tenant, session_id),
-                 keys.task_session_before(task_id), *memories]  # fmt: skip
+        keys_ = BeginStepKeys(
+            task=keys.task(task_id), events=keys.task_events(task_id),
+            results=keys.task_tool_results(task_id, step - 1),
+            epoch=keys.session_epoch(tenant, session_id),
+            compaction=keys.session_compaction(tenant, session_id),
+            values=keys.session_values(tenant, session_id),
+            paths=keys.session_paths(tenant, session_id),
+            session_before=keys.task_session_before(task_id),
+            memories=tuple(keys.session_memory(tenant, session_id, p) for p in paths),
+        )  # fmt: skip
         doc = BeginStepDoc(
             store_db=self.db, broker_db=self.broker_db, step=str(step),
             running=dumps({"status": "running"}), updated_at=now(), epoch=epoch,
             offsets=[offsets[p] for p in paths],
         )  # fmt: skip
-        reply = await self.script("steps/begin_step", keys_, doc)
-        if not reply[0]:
+        reply = decode(BEGIN_STEP, await self.script("steps/begin_step", keys_, doc))
+        if reply.outcome == "missing":
             return None
-        record = TaskRecord.from_redis(pairs(reply[0]))
-        if len(reply) == 1:
+        record = TaskRecord.from_redis(pairs(reply.task))
+        if not isinstance(reply, StepBegun):  # stale: a step not current, or the task ended
             return StepStart(record)
-        began = reply[1] == "1"
-        if began:
-            record.status = TaskStatus.RUNNING
-        results = {k: AgentMessage.model_validate_json(v) for k, v in pairs(reply[2]).items()}
-        tails = {
-            path: MemoryTail(int(offset), [AgentMessage.model_validate_json(m) for m in raw])
-            for path, (offset, raw) in zip(paths, reply[4], strict=True)
-        }
-        compaction = _compaction(pairs(reply[5])) if reply[5] else None
-        return StepStart(record, True, began, results, reply[3], tails, compaction, pairs(reply[6]))
+        return _started(record, reply, paths)
 
     async def commit_step(self, commit: StepCommit) -> tuple[bool, str | None]:
         """Apply one step exactly once, pushing every job that follows from it: its tool
@@ -149,14 +146,18 @@ class Steps(ScriptedStore):
         (True, the next task of the session if this step ended the task and one waited)."""
         record = commit.record
         tenant, session_id = record.tenant, record.session_id
-        memories = [keys.session_memory(tenant, session_id, p) for p in commit.memories]
-        keys_ = [*task_keys(record.id), *session_keys(record),
-                 keys.session_paths(tenant, session_id),
-                 keys.task_approvals(record.id, record.step),
-                 keys.session_values(tenant, session_id), *memories]  # fmt: skip
+        keys_ = CommitStepKeys(
+            task=keys.task(record.id), events=keys.task_events(record.id),
+            lock=keys.session_lock(tenant, session_id),
+            waiting=keys.session_waiting(tenant, session_id),
+            paths=keys.session_paths(tenant, session_id),
+            approvals=keys.task_approvals(record.id, record.step),
+            values=keys.session_values(tenant, session_id),
+            memories=tuple(keys.session_memory(tenant, session_id, p) for p in commit.memories),
+        )  # fmt: skip
         doc = commit.document(self.db, self.broker_db)
-        reply = await self.script("steps/commit_step", keys_, doc)
-        return reply[0] == "committed", reply[1] or None
+        reply = decode(COMMIT_STEP, await self.script("steps/commit_step", keys_, doc))
+        return reply.outcome == "committed", reply.following or None
 
     async def memory(
         self, tenant: str, session_id: str, path: str = "memory"
@@ -174,9 +175,24 @@ class Steps(ScriptedStore):
 
     async def save_compaction(self, record: TaskRecord, upto: int, summary: AgentMessage) -> bool:
         """Save the compaction a step of `record` made, unless the task ended meanwhile."""
-        keys_ = [keys.task(record.id), keys.session_compaction(record.tenant, record.session_id)]
+        keys_ = SaveCompactionKeys(
+            keys.task(record.id), keys.session_compaction(record.tenant, record.session_id)
+        )
         doc = SaveCompactionDoc(upto=upto, summary=summary.model_dump_json())
         return bool(await self.script("steps/save_compaction", keys_, doc))
+
+
+def _started(record: TaskRecord, reply: StepBegun, paths: Sequence[str]) -> StepStart:
+    if reply.began:
+        record.status = TaskStatus.RUNNING
+    results = {k: AgentMessage.model_validate_json(v) for k, v in pairs(reply.results).items()}
+    tails = {
+        path: MemoryTail(offset, [AgentMessage.model_validate_json(m) for m in raw])
+        for path, (offset, raw) in zip(paths, reply.memories, strict=True)
+    }
+    compaction = _compaction(pairs(reply.compaction)) if reply.compaction else None
+    return StepStart(record, True, reply.began, results, reply.epoch, tails, compaction,
+                     pairs(reply.values))  # fmt: skip
 
 
 def _pending(call: ToolCall) -> str:

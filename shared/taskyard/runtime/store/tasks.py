@@ -15,7 +15,7 @@ from taskyard.plumbing import keys
 from taskyard.runtime.events import Event, EventKind, decode_entry, dumps
 from taskyard.runtime.jobs import Envelope
 from taskyard.runtime.store import redis_replies
-from taskyard.runtime.store.base import ScriptedStore, session_keys, stamp, task_keys
+from taskyard.runtime.store.base import NotReplicated, ScriptedStore, stamp
 from taskyard.runtime.store.documents import (
     CreateTaskDoc,
     DatabasesDoc,
@@ -24,6 +24,17 @@ from taskyard.runtime.store.documents import (
     PushJobsDoc,
     ReleaseSessionDoc,
     jobs,
+)
+from taskyard.runtime.store.script_keys import CreateTaskKeys, EndTaskKeys, SessionKeys, TaskKeys
+from taskyard.runtime.store.script_replies import (
+    CREATE_TASK,
+    END_TASK,
+    CreateOutcome,
+    CreateTaskReply,
+    SessionBusy,
+    TaskCreated,
+    TaskExisting,
+    decode,
 )
 from taskyard.runtime.task import TERMINAL, TaskRecord, TaskStatus
 
@@ -38,7 +49,7 @@ class Created:
     it cancelled to take it), found the task an idempotency key made before, or refused a
     busy session."""
 
-    outcome: str  # "created", "existing", "busy" or "parent_ended"
+    outcome: CreateOutcome
     task_id: str = ""  # made, found, or (busy) the one running the session
     holds_session: bool = False
     fingerprint: str = ""
@@ -70,12 +81,18 @@ class Tasks(ScriptedStore):
         replicas hold it (`NotReplicated` if they do not within `replicas_timeout_ms`)."""
         idem = keys.idempotency(record.tenant, idempotency_key) if idempotency_key else ""
         tenant, session_id = record.tenant, record.session_id
-        keys_ = [*task_keys(record.id), *session_keys(record), idem or keys.task(record.id),
-                 keys.tenant_tasks(tenant), keys.session_tasks(tenant, session_id),
-                 keys.tenant_sessions(tenant), keys.session_paths(tenant, session_id),
-                 keys.session_values(tenant, session_id),
-                 keys.session_compaction(tenant, session_id),
-                 keys.session_epoch(tenant, session_id)]  # fmt: skip
+        keys_ = CreateTaskKeys(
+            task=keys.task(record.id), events=keys.task_events(record.id),
+            lock=keys.session_lock(tenant, session_id),
+            waiting=keys.session_waiting(tenant, session_id),
+            idempotency=idem or keys.task(record.id), tenant_tasks=keys.tenant_tasks(tenant),
+            session_tasks=keys.session_tasks(tenant, session_id),
+            tenant_sessions=keys.tenant_sessions(tenant),
+            paths=keys.session_paths(tenant, session_id),
+            values=keys.session_values(tenant, session_id),
+            compaction=keys.session_compaction(tenant, session_id),
+            epoch=keys.session_epoch(tenant, session_id),
+        )  # fmt: skip
         doc = CreateTaskDoc(
             **self.databases(), task_id=record.id, queued=dumps({"status": "queued"}),
             fingerprint=(fingerprint or "-") if idem else "",  # '': there is no key
@@ -83,16 +100,13 @@ class Tasks(ScriptedStore):
             asked=dumps(record.user_message().model_dump(mode="json")), deadline_s=deadline_s,
             parent_id=record.parent_id or "", fields={**record.to_redis(), **(extra or {})},
         )  # fmt: skip
-        reply = await self.replicated(
+        raw, confirmed = await self.replicated(
             "tasks/create_task", keys_, doc, replicas, replicas_timeout_ms
         )
-        if reply[0] == "existing":
-            return Created("existing", reply[1], fingerprint=reply[2])
-        if reply[0] == "busy":
-            return Created("busy", reply[1])  # the task running the session
-        if reply[0] == "parent_ended":
-            return Created(reply[0])
-        return Created("created", record.id, reply[1] == "1", displaced=reply[2] or None)
+        created = _created(record, decode(CREATE_TASK, raw))
+        if confirmed < replicas and created.outcome in ("created", "existing"):
+            raise NotReplicated(replicas, confirmed, timeout_ms=replicas_timeout_ms)
+        return created
 
     async def get(self, task_id: str) -> TaskRecord | None:
         fields_ = redis_replies.fields(await self.r.hgetall(keys.task(task_id)))
@@ -119,9 +133,8 @@ class Tasks(ScriptedStore):
             event=dumps({"status": status.value, **fields_}),
             why=f"the agent's task ended {status.value}: {reason}", fields=stamp(fields_),
         )  # fmt: skip
-        reply = await self.script("tasks/end_task", [*task_keys(record.id),
-                                                     *session_keys(record)], doc)  # fmt: skip
-        return reply[0] == "ended", (reply[1] or None) if reply[0] == "ended" else None
+        reply = decode(END_TASK, await self.script("tasks/end_task", _end_keys(record), doc))
+        return reply.outcome == "ended", reply.following or None
 
     async def children(self, task_id: str) -> list[str]:
         """The ids of the child tasks the task's agent tool calls started."""
@@ -134,12 +147,13 @@ class Tasks(ScriptedStore):
         (a job bound to a session to the queue of the tool worker holding it): one round trip."""
         if envelopes:
             doc = PushJobsDoc(**self.databases(), jobs=jobs(envelopes))
-            await self.script("tasks/push_jobs", [], doc)
+            await self.script("tasks/push_jobs", None, doc)
 
     async def publish(self, task_id: str, kind: EventKind, data: dict[str, Any]) -> str | None:
         """Add an event while the task is live; None (nothing added) once it has ended."""
         doc = PublishDoc(kind=kind.value, data=dumps(data))
-        entry_id: str | None = await self.script("tasks/publish_live", task_keys(task_id), doc)
+        keys_ = TaskKeys(keys.task(task_id), keys.task_events(task_id))
+        entry_id: str | None = await self.script("tasks/publish_live", keys_, doc)
         return entry_id
 
     async def events(self, task_id: str, after: str = "-") -> list[Event]:
@@ -168,11 +182,33 @@ class Tasks(ScriptedStore):
         """Pass the session on from `record` (which holds it), pushing the next task's first
         step in the same write; that task's id, if any."""
         doc = ReleaseSessionDoc(**self.databases(), task_id=record.id)
-        following = await self.script("tasks/release_session", session_keys(record), doc)
+        keys_ = _session_keys(record.tenant, record.session_id)
+        following = await self.script("tasks/release_session", keys_, doc)
         return following or None
 
     async def heal_session(self, tenant: str, session_id: str) -> str | None:
         """A session whose lock nobody live holds passes to its next waiting task (returned),
         its first step pushed in the same write."""
-        keys_ = [keys.session_lock(tenant, session_id), keys.session_waiting(tenant, session_id)]
+        keys_ = _session_keys(tenant, session_id)
         return await self.script("tasks/heal_session", keys_, self.databases()) or None
+
+
+def _created(record: TaskRecord, reply: CreateTaskReply) -> Created:
+    if isinstance(reply, TaskCreated):
+        return Created("created", record.id, reply.holds_session, displaced=reply.displaced or None)
+    if isinstance(reply, TaskExisting):
+        return Created("existing", reply.task_id, fingerprint=reply.fingerprint)
+    if isinstance(reply, SessionBusy):
+        return Created("busy", reply.task_id)  # the task running the session
+    return Created("parent_ended")
+
+
+def _session_keys(tenant: str, session_id: str) -> SessionKeys:
+    return SessionKeys(
+        keys.session_lock(tenant, session_id), keys.session_waiting(tenant, session_id)
+    )
+
+
+def _end_keys(record: TaskRecord) -> EndTaskKeys:
+    lock, waiting = _session_keys(record.tenant, record.session_id)
+    return EndTaskKeys(keys.task(record.id), keys.task_events(record.id), lock, waiting)

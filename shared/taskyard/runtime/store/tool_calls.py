@@ -12,7 +12,7 @@ from taskyard.agentkit.schema import AgentMessage, ToolCall
 from taskyard.plumbing import keys
 from taskyard.plumbing.keys import RETENTION_S
 from taskyard.runtime.jobs import Envelope
-from taskyard.runtime.store.base import ScriptedStore, task_keys
+from taskyard.runtime.store.base import ScriptedStore
 from taskyard.runtime.store.documents import (
     ClaimCallDoc,
     PutToolResultDoc,
@@ -20,6 +20,8 @@ from taskyard.runtime.store.documents import (
     ResultClaimDoc,
     jobs,
 )
+from taskyard.runtime.store.script_keys import ClaimCallKeys, PutToolResultKeys, WorkerClaimsKeys
+from taskyard.runtime.store.script_replies import RESULT_STORED, decode
 
 __all__ = ["CallClaim", "ToolCalls", "ToolResultStored"]
 
@@ -61,25 +63,30 @@ class ToolCalls(ScriptedStore):
         with no message, only look whether the step's results are complete. The caller whose
         result completes the step pushes `next_step`, in the same atomic step; a worker that
         claimed the call frees its `claim` there too (and marks its interpreter alive)."""
-        keys_ = [keys.task_tool_results(task_id, step), *task_keys(task_id),
-                 keys.task_advanced(task_id, step)]  # fmt: skip
+        claim_keys: tuple[str, ...] = ()
         doc = PutToolResultDoc(
             store_db=self.db, broker_db=self.broker_db, step=str(step), call_id=call_id,
             message=message.model_dump_json() if message is not None else "",
             ttl_s=RETENTION_S, next_step=jobs([next_step]),
         )  # fmt: skip
         if claim is not None:
-            keys_ += [keys.tool_call_claim(task_id, step, call_id),
-                      keys.tool_worker_claims(claim.worker),
-                      keys.session_sandbox(claim.session_key or "-")]  # fmt: skip
+            claim_keys = (keys.tool_call_claim(task_id, step, call_id),
+                          keys.tool_worker_claims(claim.worker),
+                          keys.session_sandbox(claim.session_key or "-"))  # fmt: skip
             doc["claim"] = ResultClaimDoc(
                 worker=claim.worker, used=f"{time.time():.3f}" if claim.session_key else "",
                 record_ttl_s=max(1, int(claim.record_ttl_s)),
             )  # fmt: skip
-        reply = await self.script("tool_calls/put_tool_result", keys_, doc)
-        if reply[0] == "ended":
+        keys_ = PutToolResultKeys(
+            results=keys.task_tool_results(task_id, step), task=keys.task(task_id),
+            events=keys.task_events(task_id), advanced=keys.task_advanced(task_id, step),
+            claim=claim_keys,
+        )  # fmt: skip
+        raw = await self.script("tool_calls/put_tool_result", keys_, doc)
+        reply = decode(RESULT_STORED, raw)
+        if reply.outcome == "ended":
             return ToolResultStored(False, False, live=False)
-        return ToolResultStored(reply[0] == "complete", reply[1] == "1")
+        return ToolResultStored(reply.outcome == "complete", reply.advance)
 
     async def tool_results(
         self, task_id: str, step: int, calls: Sequence[ToolCall]
@@ -95,7 +102,8 @@ class ToolCalls(ScriptedStore):
         result is in, `busy` while another holds it (a claim lapses after `ttl_s`, when that
         worker starts again, or as its result is stored)."""
         claim = keys.tool_call_claim(task_id, step, call_id)
-        keys_ = [keys.task_tool_results(task_id, step), claim, keys.tool_worker_claims(worker)]
+        keys_ = ClaimCallKeys(keys.task_tool_results(task_id, step), claim,
+                              keys.tool_worker_claims(worker))  # fmt: skip
         doc = ClaimCallDoc(call_id=call_id, worker=worker, ttl_ms=int(ttl_s * 1000))
         claimed: Literal["claimed", "done", "busy"] = await self.script(
             "tool_calls/claim_call", keys_, doc
@@ -114,5 +122,5 @@ class ToolCalls(ScriptedStore):
         """Free every claim a worker of this label held (it is starting again): their calls
         can run at once. How many it freed."""
         doc = ReleaseClaimsDoc(worker=worker)
-        keys_ = [keys.tool_worker_claims(worker)]
+        keys_ = WorkerClaimsKeys(keys.tool_worker_claims(worker))
         return int(await self.script("tool_calls/release_claims", keys_, doc))

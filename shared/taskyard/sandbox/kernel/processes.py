@@ -1,7 +1,10 @@
-"""The processes below the supervisor: found in /proc, and stopped all at once.
+"""The processes below the supervisor, or below a session's executor: found in /proc, and
+stopped all at once.
 
 The supervisor is the sandbox's PID 1 (or a child subreaper), so every process a cell starts,
-forked or orphaned, is its descendant; stopping them needs no cooperation from any of them.
+forked or orphaned, is its descendant; a session of a fork server has its executor as the init
+of its pid namespace, so every process of the session is the executor's. Stopping them needs
+no cooperation from any of them.
 """
 
 from __future__ import annotations
@@ -41,14 +44,16 @@ def _descendants(root: int) -> set[int]:
     return found & alive
 
 
-def stop_tree(keep: int) -> set[int]:
-    """SIGKILL every process below this one except `keep` (not its children); their pids.
+def stop_tree(keep: int, root: int | None = None) -> set[int]:
+    """SIGKILL every process below `root` (this one by default) except `keep` (not its
+    children); their pids.
 
     Repeated until none is left, so processes forking meanwhile are caught too.
     """
+    top = os.getpid() if root is None else root
     killed: set[int] = set()
     for _ in range(100):
-        victims = _descendants(os.getpid()) - {keep}
+        victims = _descendants(top) - {keep}
         if not victims:
             break
         for pid in victims:

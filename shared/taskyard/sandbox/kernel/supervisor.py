@@ -1,97 +1,106 @@
 """The supervisor: holds the worker's protocol, runs no user code, and owns every process.
 
-One thread, one poll loop over three inputs: requests from the worker (stdin), replies from
-the executor (a socket that reports each sender's pid), and a wake-up pipe for SIGCHLD. File
-requests (`files.py`) it answers itself, so no user code stands between them and the files.
-A cell can write any frame on the executor's socket, so each reply's caps are applied here
-(`replies.py`), never trusted from the frame; the reply's id and nonce are the call's own.
-Every process a cell starts is below it, and stopped through `processes.py`.
+One thread, one poll loop over the worker's requests (stdin), each session's executor socket
+(`slot.py`) and a wake-up pipe for SIGCHLD. File requests it answers itself, so no user code
+stands between them and the files. Two shapes:
+
+- one session (`python3 -m kernel`): the executor is forked here; the container or namespace
+  is the session's, and when the executor ends, everything ends;
+- many sessions of one tenant (`python3 -m kernel --sessions N`): a fork server
+  (`zygote.py`) forks each session from a pre-imported interpreter and walls it off
+  (`isolation.py`); requests and replies name their session, a session that ends is said
+  (``{"session": k, "gone": why}``), and the container goes on.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
+import argparse
 import contextlib
 import json
 import os
 import select
 import signal
 import socket
-import struct
 import sys
 import time
 import traceback
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any, NoReturn
 
-from . import INTERRUPTED, MAX_REQUEST_BYTES
+from . import MAX_REQUEST_BYTES
 from .executor import run_executor
-from .files import FileRefused, WorkDir
+from .files import WorkDir
+from .isolation import SessionLimits
 from .processes import stop_tree
-from .replies import Malformed, cell_reply, fit_line
+from .replies import fit_line
 from .seccomp import set_child_subreaper, set_dumpable
-from .wire import FrameBuffer, LineBuffer, TooLong, encode_frame, encode_line
+from .slot import BROKEN, Slot, SlotBroken
+from .spares import Spares
+from .wire import LineBuffer, TooLong, encode_line
 
 __all__ = ["Supervisor", "main"]
 
-_MAX_FRAME_BYTES = 16 << 20  # an honest reply is at most about 5 MB of JSON
-_SEND_TIMEOUT_S = 5.0  # an executor that does not take its request in this long is broken
-_CREDS = struct.Struct("iII")  # struct ucred: pid, uid, gid
-_BROKEN = 70  # exit status when the executor broke its channel
 _LONGEST_LEASE_S = 7 * 86400.0
-
-
-@dataclass
-class _Call:
-    id: Any
-    nonce: Any
-    interrupted: bool = False
-    started: bool = False  # the executor runs it: a SIGINT now stops the cell
-    killed: set[int] = field(default_factory=set)
-
-
-def _sender(ancillary: list[tuple[int, int, bytes]]) -> int | None:
-    """The pid the kernel vouches sent the data (SCM_CREDENTIALS), if it says."""
-    for level, kind, payload in ancillary:
-        if (level, kind) == (socket.SOL_SOCKET, socket.SCM_CREDENTIALS):
-            pid: int = _CREDS.unpack(payload[: _CREDS.size])[0]
-            return pid
-    return None
+_SAMPLE_S = 1.0  # how often sessions' memory is read (fork server)
+SpawnSession = Callable[[socket.socket], None]
 
 
 class Supervisor:
-    """Relays calls to the executor, interrupts and stops it; never runs user code."""
+    """Relays calls to the executors, interrupts and stops them; never runs user code."""
 
-    def __init__(self, proto_in: int, proto_out: int, sock: socket.socket, executor: int) -> None:
+    def __init__(
+        self,
+        proto_in: int,
+        proto_out: int,
+        spawn: SpawnSession | None,
+        limits: SessionLimits | None = None,
+        spares: Spares | None = None,
+    ) -> None:
+        """`spawn` None: one session, set with `adopt`; else it starts a session's executor
+        on the socket it is given (the fork server), keeping `spares` forked ahead."""
         self._in = proto_in
         self._out = proto_out
-        self._sock = sock
-        self._executor = executor
+        self._spawn = spawn
+        self._limits = limits
+        self._spares = spares or Spares(0, 0)
         self._requests = LineBuffer(MAX_REQUEST_BYTES)
-        self._frames = FrameBuffer(_MAX_FRAME_BYTES)
-        self._call: _Call | None = None
+        self._slots: dict[Any, Slot] = {}
+        self._keys: dict[int, Any] = {}  # a slot's socket fd -> its session's key
+        self._baseline: dict[Any, int] = {}  # a session's resident memory when it was ready
         self._wakeup = self._watch_children()
-        self._files = WorkDir()
         self._lease_s: float | None = None  # once given, a worker silent this long is gone
         self._lease_ends = 0.0
+        self._sampled = 0.0
+        self._poller = select.poll()
+
+    def adopt(self, slot: Slot) -> None:
+        """The one session of a single-session kernel."""
+        self._add(None, slot)
+
+    def _add(self, key: Any, slot: Slot) -> None:
+        self._slots[key] = slot
+        self._keys[slot.fileno()] = key
 
     def serve(self) -> NoReturn:
-        self._await_ready()
+        if self._spawn is None:
+            self._await_ready(self._slots[None])
         _write_all(self._out, encode_line({"ready": True}))
-        poller = select.poll()
-        for fd in (self._in, self._sock.fileno(), self._wakeup):
-            poller.register(fd, select.POLLIN)
+        for fd in (self._in, self._wakeup):
+            self._poller.register(fd, select.POLLIN)
+        for fd in self._keys:
+            self._poller.register(fd, select.POLLIN)
         while True:
-            for fd, _ in poller.poll(1000):  # the timeout is a backstop for reaping
+            for fd, _ in self._poller.poll(1000):  # the timeout is a backstop for reaping
                 if fd == self._in:
                     self._read_requests()
                 elif fd == self._wakeup:
                     os.read(self._wakeup, 512)
                 else:
-                    self._read_executor()
+                    self._read_slot(fd)
             self._reap()
             self._check_lease()
+            self._check_memory()
+            self._fork_spares()
 
     @staticmethod
     def _watch_children() -> int:
@@ -102,13 +111,31 @@ class Supervisor:
         signal.signal(signal.SIGCHLD, lambda *_: None)
         return read
 
-    def _await_ready(self) -> None:
-        frame = None
-        while frame is None:
-            self._receive_from_executor(starting=True)
-            frame = self._pop_frame()
+    def _await_ready(self, slot: Slot) -> None:
+        frames: list[dict[str, Any]] = []
+        try:
+            while not frames:
+                frames = slot.receive()
+        except SlotBroken:
+            sys.stderr.write("kernel: the interpreter ended before it was ready\n")
+            self._executor_gone(None, slot)
+        self._ready(None, slot, frames[0])
+
+    def _ready(self, key: Any, slot: Slot, frame: dict[str, Any]) -> None:
         if not frame.get("ready"):
-            self._fail(str(frame.get("fatal") or f"unexpected first frame {frame!r}"))
+            self._end_session(key, str(frame.get("fatal") or f"unexpected first frame {frame!r}"))
+            return
+        slot.ready = True
+        if key is None:
+            slot.files = WorkDir()
+            return
+        # The session's /work is a tmpfs of its own mount namespace: reached through its root.
+        slot.files = WorkDir(f"/proc/{slot.executor}/root/work")
+        self._baseline[key] = _resident(slot.executor)
+        if self._spares.owns(key):
+            self._spares.ready(key)
+        else:
+            self._answer(key, {"opened": True})
 
     def _read_requests(self) -> None:
         chunk = os.read(self._in, 1 << 16)
@@ -128,15 +155,88 @@ class Supervisor:
             request = json.loads(line)
             if "lease" in request:
                 self._renew(float(request["lease"]))
-            elif "interrupt" in request:
-                self._interrupt(request["interrupt"])
-            elif "file_op" in request:
-                self._answer({"id": request["id"], "nonce": request.get("nonce"),
-                              **self._file_op(request)})  # fmt: skip
+            elif "open" in request:
+                self._open(request["open"])
+            elif "close" in request:
+                self._close(request["close"])
             else:
-                self._start_call(request["id"], request.get("nonce"), str(request["code"]))
+                self._session_request(request)
         except (ValueError, KeyError, TypeError) as exc:
-            self._answer({"id": None, "nonce": None, "error": f"bad request: {exc!r}"})
+            self._answer(None, {"id": None, "nonce": None, "error": f"bad request: {exc!r}"})
+
+    def _session_request(self, request: dict[str, Any]) -> None:
+        key = request.get("session")
+        slot = self._slots.get(key)
+        if slot is None or not slot.ready:
+            self._answer(key, {"id": request.get("id"), "nonce": request.get("nonce"),
+                               "error": f"no running session {key!r}"})  # fmt: skip
+            return
+        try:
+            if "interrupt" in request:
+                slot.interrupt(request["interrupt"])
+            elif "file_op" in request:
+                reply = {"id": request["id"], "nonce": request.get("nonce"),
+                         **slot.file_op(request)}  # fmt: skip
+                self._answer(key, reply)
+            elif (busy := slot.start_call(request["id"], request.get("nonce"),
+                                          str(request["code"]))) is not None:  # fmt: skip
+                self._answer(key, busy)
+        except SlotBroken as broken:
+            self._broken(key, slot, broken)
+
+    def _open(self, key: Any) -> None:
+        """Start a session (fork server only): a spare if one is ready (said at once), else
+        a fork (its ready or its failure is said later)."""
+        if self._spawn is None or key is None or key in self._slots or self._spares.owns(key):
+            self._answer(key, {"gone": f"cannot open session {key!r} here"})
+            return
+        spare = self._spares.take()
+        if spare is not None:
+            self._rename(spare, key)
+            self._answer(key, {"opened": True})
+        else:
+            self._fork(key)
+
+    def _fork(self, key: Any) -> bool:
+        ours, theirs = socket.socketpair()
+        try:
+            assert self._spawn is not None
+            self._spawn(theirs)
+        except OSError as exc:
+            ours.close()
+            self._end_session(key, f"the fork server is gone ({exc})")
+            return False
+        finally:
+            theirs.close()
+        slot = Slot(ours, executor=None, own_tree=True)
+        self._add(key, slot)
+        self._poller.register(slot.fileno(), select.POLLIN)
+        return True
+
+    def _fork_spares(self) -> None:
+        if self._spawn is None:
+            return
+        for _ in range(self._spares.wanted()):
+            if not self._fork(self._spares.forking()):
+                return
+
+    def _rename(self, old: Any, new: Any) -> None:
+        slot = self._slots.pop(old)
+        self._slots[new] = slot
+        self._keys[slot.fileno()] = new
+        self._baseline[new] = self._baseline.pop(old)
+
+    def _close(self, key: Any) -> None:
+        if key is not None and key in self._slots:
+            self._drop(key).kill()
+
+    def _drop(self, key: Any) -> Slot:
+        slot = self._slots.pop(key)
+        self._baseline.pop(key, None)
+        self._keys.pop(slot.fileno(), None)
+        with contextlib.suppress(KeyError, ValueError):
+            self._poller.unregister(slot.fileno())
+        return slot
 
     def _renew(self, seconds: float) -> None:
         """The worker vouches for itself `seconds` longer, and again with each line it sends.
@@ -155,98 +255,43 @@ class Supervisor:
             sys.stderr.write("kernel: the worker did not renew its lease\n")
             self._stop(0)
 
-    def _start_call(self, call_id: Any, nonce: Any, code: str) -> None:
-        if self._call is not None:
-            self._answer({"id": call_id, "nonce": nonce, "error": "busy: one call at a time"})
+    def _read_slot(self, fd: int) -> None:
+        if fd not in self._keys:
             return
-        self._call = _Call(call_id, nonce)
-        self._send_executor({"code": code})
-
-    def _file_op(self, request: dict[str, Any]) -> dict[str, Any]:
-        """A file request's answer (never user code's: the executor takes no part)."""
-        op, path = request["file_op"], request.get("path")
+        key = self._keys[fd]
+        slot = self._slots[key]
         try:
-            if op == "write":
-                return {"file": self._files.write(path, _decoded(request.get("data")))}
-            if op == "read":
-                data, st = self._files.read(path, int(request.get("offset", 0)))
-                return {"data": base64.b64encode(data).decode(), "size": st.st_size}
-            if op == "list":
-                files, truncated = self._files.listing()
-                return {"files": files, "truncated": truncated}
-        except FileRefused as refused:
-            return {"refused": refused.reason, "error": str(refused)}
-        return {"refused": "invalid", "error": f"unknown file_op {op!r}"}
+            for frame in slot.receive():
+                if not slot.ready:
+                    self._ready(key, slot, frame)
+                elif (reply := slot.on_frame(frame)) is not None:
+                    self._answer(key, reply)
+        except SlotBroken as broken:
+            self._broken(key, slot, broken)
 
-    def _send_executor(self, message: dict[str, Any]) -> None:
-        try:
-            self._sock.sendall(encode_frame(message))
-        except OSError:  # a timeout too: it has not read for _SEND_TIMEOUT_S
-            self._fail("the interpreter stopped taking requests")
+    def _broken(self, key: Any, slot: Slot, broken: SlotBroken) -> None:
+        if key is None:
+            if broken.closed:
+                self._executor_gone(key, slot)
+            self._fail(str(broken))
+        self._end_session(key, str(broken))
 
-    def _interrupt(self, call_id: Any) -> None:
-        call = self._call
-        if call is None or call.id != call_id or call.interrupted:
-            return  # that call already ended: a late interrupt must not hit the next one
-        call.interrupted = True
-        call.killed |= stop_tree(keep=self._executor)
-        if call.started:
-            self._sigint()
+    def _end_session(self, key: Any, reason: str) -> None:
+        """A session of a fork server is over: stopped, and said (a single session's end is
+        the kernel's; a spare's is nobody's business)."""
+        if key is None:
+            self._fail(reason)
+        if key in self._slots:
+            self._drop(key).kill()
+        if self._spares.owns(key):
+            self._spares.lost(key)
+            sys.stderr.write(f"kernel: a spare session ended: {reason}\n")
+        else:
+            self._answer(key, {"gone": reason})
 
-    def _sigint(self) -> None:
-        with contextlib.suppress(ProcessLookupError):  # it died; the reap says how
-            os.kill(self._executor, signal.SIGINT)
-
-    def _read_executor(self) -> None:
-        self._receive_from_executor()
-        while (frame := self._pop_frame()) is not None:
-            self._on_frame(frame)
-
-    def _receive_from_executor(self, starting: bool = False) -> None:
-        try:
-            data, ancillary, _, _ = self._sock.recvmsg(1 << 16, socket.CMSG_SPACE(_CREDS.size))
-        except (BlockingIOError, TimeoutError):
-            return
-        if not data:
-            if starting:
-                sys.stderr.write("kernel: the interpreter ended before it was ready\n")
-            self._executor_gone()
-        sender = _sender(ancillary)
-        if sender == self._executor:  # anything a forked process wrote is dropped
-            self._frames.feed(data)
-
-    def _pop_frame(self) -> dict[str, Any] | None:
-        try:
-            return self._frames.pop_frame()
-        except (TooLong, ValueError, RecursionError) as exc:  # RecursionError: nested too deep
-            self._fail(f"the interpreter sent a malformed reply ({type(exc).__name__}: {exc})")
-
-    def _on_frame(self, frame: dict[str, Any]) -> None:
-        call = self._call
-        if call is None:
-            return  # nobody asked: user code wrote to the executor's own socket
-        if frame.get("started"):
-            call.started = True
-            if call.interrupted:
-                self._sigint()  # the interrupt came before the cell could catch it
-            return
-        if not call.started:
-            # Sent before the executor took this call: the real reply of a cell that forged
-            # an earlier one for itself. It must not pass for this call's.
-            return
-        self._call = None
-        if call.interrupted:
-            call.killed |= stop_tree(keep=self._executor)  # what the cell started meanwhile
-            if call.killed:
-                self._send_executor({"reap": sorted(call.killed)})
-        try:
-            reply = cell_reply(frame)  # the caps, here where no cell can write
-        except Malformed as exc:
-            self._fail(f"the interpreter sent a malformed reply ({exc})")
-        interrupted = call.interrupted and reply["error"] == INTERRUPTED
-        self._answer({"id": call.id, "nonce": call.nonce, **reply, "interrupted": interrupted})
-
-    def _answer(self, reply: dict[str, Any]) -> None:
+    def _answer(self, key: Any, reply: dict[str, Any]) -> None:
+        if key is not None:
+            reply = {"session": key, **reply}
         _write_all(self._out, fit_line(reply))
 
     def _reap(self) -> None:
@@ -257,39 +302,76 @@ class Supervisor:
                 return
             if pid == 0:
                 return
-            if pid == self._executor:
-                self._exit_like(status)
+            for key, slot in list(self._slots.items()):
+                if slot.executor == pid:
+                    self._exited(key, status)
 
-    def _executor_gone(self) -> NoReturn:
-        """The executor's end of the socket closed: it died, or user code closed it."""
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self._executor, signal.SIGKILL)
-        try:
-            _, status = os.waitpid(self._executor, 0)
-        except ChildProcessError:  # already reaped: its status was handled there
-            self._stop(_BROKEN)
-        else:
-            self._exit_like(status)
+    def _exited(self, key: Any, status: int) -> None:
+        code = _exit_code(status)
+        if key is None:
+            self._stop(code)
+        self._end_session(key, _describe(code))
 
-    def _exit_like(self, status: int) -> NoReturn:
-        code = os.waitstatus_to_exitcode(status)
-        self._stop(code if code >= 0 else 128 - code)
+    def _check_memory(self) -> None:
+        """A session of a fork server over its memory share is ended, and told why: its
+        address space limit bounds each process, this bounds the executor's growth."""
+        now = time.monotonic()
+        if self._limits is None or now - self._sampled < _SAMPLE_S:
+            return
+        self._sampled = now
+        share = self._limits.memory
+        for key, slot in list(self._slots.items()):
+            if key in self._baseline and slot.executor is not None:
+                used = _resident(slot.executor) - self._baseline[key]
+                if used > share:
+                    self._end_session(key, f"out of memory: it used {used >> 20} MiB, over "
+                                           f"its share of {share >> 20} MiB")  # fmt: skip
+
+    def _executor_gone(self, key: Any, slot: Slot) -> NoReturn:
+        """A single session's executor closed its end: it died, or user code closed it."""
+        if slot.executor is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(slot.executor, signal.SIGKILL)
+            try:
+                _, status = os.waitpid(slot.executor, 0)
+            except ChildProcessError:  # already reaped: its status was handled there
+                self._stop(BROKEN)
+            self._stop(_exit_code(status))
+        self._stop(BROKEN)
 
     def _fail(self, reason: str) -> NoReturn:
         sys.stderr.write(f"kernel: {reason}\n")
         sys.stderr.flush()
-        self._stop(_BROKEN)
+        self._stop(BROKEN)
 
     def _stop(self, code: int) -> NoReturn:
+        for slot in self._slots.values():
+            slot.kill()
         stop_tree(keep=0)
         os._exit(code)
 
 
-def _decoded(data: Any) -> bytes:
+def _exit_code(status: int) -> int:
+    code = os.waitstatus_to_exitcode(status)
+    return code if code >= 0 else 128 - code
+
+
+def _describe(code: int) -> str:
+    if code > 128:
+        with contextlib.suppress(ValueError):
+            return f"its interpreter was killed by {signal.Signals(code - 128).name}"
+    return f"its interpreter exited with code {code}"
+
+
+def _resident(pid: int | None) -> int:
+    """Bytes of anonymous memory `pid` has resident (its own and what it shares copy-on-write),
+    0 once it is gone."""
     try:
-        return base64.b64decode(str(data), validate=True)
-    except (binascii.Error, ValueError):
-        raise FileRefused("invalid", "the file's data is not base64") from None
+        with open(f"/proc/{pid}/statm") as statm:
+            fields = statm.read().split()
+    except OSError:
+        return 0
+    return (int(fields[1]) - int(fields[2])) * os.sysconf("SC_PAGE_SIZE")
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -314,19 +396,56 @@ def _run_child(sock: socket.socket) -> NoReturn:
         run_executor(sock)
     except BaseException:
         traceback.print_exc()
-        code = _BROKEN
+        code = BROKEN
     os._exit(code)
 
 
-def main() -> None:
-    """Start the executor and serve the worker until stdin ends."""
+def _arguments(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="kernel", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sessions", action="store_true",
+                        help="serve many sessions, each forked from a fork server")  # fmt: skip
+    parser.add_argument("--memory", type=int, default=256 << 20, help="bytes per session")
+    parser.add_argument("--pids", type=int, default=64, help="processes per session")
+    parser.add_argument("--disk", type=int, default=64 << 20, help="bytes of /work per session")
+    parser.add_argument("--preload", default="numpy,pandas", help="modules the fork server imports")
+    parser.add_argument("--spares", type=int, default=2, help="sessions forked ahead, at least")
+    parser.add_argument("--spares-max", type=int, default=16, help="sessions forked ahead, at most")
+    return parser.parse_args(argv)
+
+
+def _fork_server(limits: SessionLimits, preload: list[str]) -> SpawnSession:
+    """Start the fork server; a function that asks it for a session on a socket."""
+    from .zygote import serve
+
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    if os.fork() == 0:
+        ours.close()
+        try:
+            serve(theirs, limits, preload)
+        finally:
+            os._exit(BROKEN)
+    theirs.close()
+
+    def spawn(session: socket.socket) -> None:
+        socket.send_fds(ours, [b"s"], [session.fileno()])
+
+    return spawn
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Start the executor (or the fork server) and serve the worker until stdin ends."""
+    args = _arguments(sys.argv[1:] if argv is None else argv)
     proto_in, proto_out = _take_protocol_fds()
     set_dumpable(False)  # same-uid processes can no longer open our fds or read our memory
     if os.getpid() != 1:
         set_child_subreaper()  # orphans of the cells come to us, so we can stop them
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if args.sessions:
+        limits = SessionLimits(memory=args.memory, pids=args.pids, disk=args.disk)
+        spawn = _fork_server(limits, [m for m in args.preload.split(",") if m])
+        spares = Spares(args.spares, args.spares_max)
+        Supervisor(proto_in, proto_out, spawn, limits, spares).serve()
     ours, theirs = socket.socketpair()
-    ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
     executor = os.fork()
     if executor == 0:
         ours.close()
@@ -334,5 +453,6 @@ def main() -> None:
         os.close(proto_out)
         _run_child(theirs)
     theirs.close()
-    ours.settimeout(_SEND_TIMEOUT_S)
-    Supervisor(proto_in, proto_out, ours, executor).serve()
+    supervisor = Supervisor(proto_in, proto_out, spawn=None)
+    supervisor.adopt(Slot(ours, executor, own_tree=False))
+    supervisor.serve()

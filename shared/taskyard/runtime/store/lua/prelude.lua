@@ -1,6 +1,7 @@
 -- Shared by every script (prepended when the scripts are loaded). Each script is called with
--- its keys in KEYS and one JSON document in ARGV[1], read by name as `doc` (the documents are
--- typed in shared/taskyard/runtime/store/documents.py).
+-- its keys in KEYS, read by name as `KEY` (named in shared/taskyard/runtime/store/script_keys.py),
+-- and one JSON document in ARGV[1], read by name as `doc` (the documents are typed in
+-- documents.py there). An answer of several values goes back by name too: `named`.
 local doc = cjson.decode(ARGV[1])
 local TERMINAL = {succeeded = true, failed = true, cancelled = true, timed_out = true}
 
@@ -13,6 +14,18 @@ local EVENTS_KEY, CHILDREN_KEY = '{events_key}', '{children_key}'
 local WEBHOOKS_DUE = '{webhooks_due}'
 local SANDBOX_KEY, WORKER_ALIVE_KEY = '{sandbox_key}', '{worker_alive_key}'
 local SESSION_BEFORE_KEY = '{session_before_key}'
+
+-- An answer {name = value, ...} as a flat name, value list (a Lua table with names reaches the
+-- client empty), decoded by name in script_replies.py. No value may be nil or false: Redis
+-- would drop or null it.
+local function named(answer)
+  local flat = {}
+  for name, value in pairs(answer) do
+    flat[#flat + 1] = name
+    flat[#flat + 1] = value
+  end
+  return flat
+end
 
 local function now()
   local t = redis.call('TIME')
@@ -108,29 +121,32 @@ end
 
 -- Store one tool call's result (the first write wins) with its message event, and say whether
 -- it completed the step's calls; the one caller that completes the step pushes `next_jobs`.
--- Returns 'ended' (the task is over), 'stored' or 'complete', and '1' for that caller.
+-- Answers (named) its outcome: 'ended' (the task is over), 'stored' or 'complete'; and
+-- `advance`, 1 for that caller.
 local WAITING = {waiting_tools = true, waiting_approval = true}
 
 local function store_result(results, task, events, advanced, step, call_id, message, ttl,
                             store_db, broker_db, next_jobs)
   local status = redis.call('HGET', task, 'status')
-  if not status or TERMINAL[status] then return {'ended', '0'} end
+  if not status or TERMINAL[status] then return named{outcome = 'ended', advance = 0} end
   if message ~= '' and redis.call('HSETNX', results, call_id, message) == 1 then
     redis.call('EXPIRE', results, ttl)
     add_event(events, 'message', message)
     moved(task)
   end
   if not WAITING[status] or redis.call('HGET', task, 'step') ~= tostring(tonumber(step) + 1) then
-    return {'stored', '0'}
+    return named{outcome = 'stored', advance = 0}
   end
   for _, call in ipairs(cjson.decode(redis.call('HGET', task, 'pending_calls') or '[]')) do
-    if redis.call('HEXISTS', results, call['id']) == 0 then return {'stored', '0'} end
+    if redis.call('HEXISTS', results, call['id']) == 0 then
+      return named{outcome = 'stored', advance = 0}
+    end
   end
   if redis.call('SET', advanced, '1', 'NX', 'EX', ttl) then
     push_jobs(store_db, broker_db, next_jobs)
-    return {'complete', '1'}
+    return named{outcome = 'complete', advance = 1}
   end
-  return {'complete', '0'}
+  return named{outcome = 'complete', advance = 0}
 end
 
 -- A child task (an agent offered as a tool) tells its parent how it stands.

@@ -1,33 +1,38 @@
 -- A person's decision on a call held for approval: approve pushes its tool job (with the
 -- arguments as approved); deny stores the denial as the call's result (which may complete
 -- the step and push the next one). Once no call is left pending the task waits on its tools.
--- KEYS: task, events, the step's approvals, the step's results, the step's advance claim
+-- KEY: DecideApprovalKeys
 -- doc: DecideApprovalDoc
-local status = redis.call('HGET', KEYS[1], 'status')
-local current = redis.call('HGET', KEYS[1], 'step') == tostring(tonumber(doc.step) + 1)
-if not status or TERMINAL[status] or not current then return {'unknown', ''} end
-local entry = redis.call('HGET', KEYS[3], doc.call_id)
-if not entry then return {'unknown', ''} end
+-- Answers (named: script_replies.ApprovalReply) 'unknown', 'decided' (with the `state` it
+-- was decided as before), 'approved' or 'denied'.
+local function answer(outcome, state)
+  return named{outcome = outcome, state = state or ''}
+end
+local status = redis.call('HGET', KEY.task, 'status')
+local current = redis.call('HGET', KEY.task, 'step') == tostring(tonumber(doc.step) + 1)
+if not status or TERMINAL[status] or not current then return answer('unknown') end
+local entry = redis.call('HGET', KEY.approvals, doc.call_id)
+if not entry then return answer('unknown') end
 local state = cjson.decode(entry)['state']
-if state ~= 'pending' then return {'decided', state} end
-redis.call('HSET', KEYS[3], doc.call_id, doc.state)
-local member = task_id_of(KEYS[1]) .. '|' .. doc.step .. '|' .. doc.call_id
+if state ~= 'pending' then return answer('decided', state) end
+redis.call('HSET', KEY.approvals, doc.call_id, doc.state)
+local member = task_id_of(KEY.task) .. '|' .. doc.step .. '|' .. doc.call_id
 redis.call('ZREM', APPROVAL_DEADLINES, member)
-add_event(KEYS[2], 'approval_decided', doc.event)
+add_event(KEY.events, 'approval_decided', doc.event)
 local still_pending = false
-for _, value in ipairs(redis.call('HVALS', KEYS[3])) do
+for _, value in ipairs(redis.call('HVALS', KEY.approvals)) do
   if cjson.decode(value)['state'] == 'pending' then still_pending = true break end
 end
 if not still_pending and status == 'waiting_approval' then
-  redis.call('HSET', KEYS[1], 'status', 'waiting_tools')
-  add_event(KEYS[2], 'status', doc.waiting_event)
-  notify(KEYS[1], 'waiting_tools', doc.store_db, doc.broker_db)
+  redis.call('HSET', KEY.task, 'status', 'waiting_tools')
+  add_event(KEY.events, 'status', doc.waiting_event)
+  notify(KEY.task, 'waiting_tools', doc.store_db, doc.broker_db)
 end
-moved(KEYS[1])
+moved(KEY.task)
 if #doc.tool_job > 0 then
   push_jobs(doc.store_db, doc.broker_db, doc.tool_job)
-  return {'approved', ''}
+  return answer('approved')
 end
-store_result(KEYS[4], KEYS[1], KEYS[2], KEYS[5], doc.step, doc.call_id, doc.denial, doc.ttl_s,
-             doc.store_db, doc.broker_db, doc.next_step)
-return {'denied', ''}
+store_result(KEY.results, KEY.task, KEY.events, KEY.advanced, doc.step, doc.call_id, doc.denial,
+             doc.ttl_s, doc.store_db, doc.broker_db, doc.next_step)
+return answer('denied')

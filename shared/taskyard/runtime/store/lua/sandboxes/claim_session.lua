@@ -5,28 +5,31 @@
 -- interpreter over, state and all; the reason is what the model reads if that fails), or
 -- 'lost' with why the state the session had is gone (now this worker holds it, fresh): its
 -- holder ended it (idle, evicted), stopped, restarted or stopped answering.
--- KEYS: the session's sandbox record
+-- KEY: SandboxKeys
 -- doc: ClaimSessionDoc (`place`: where its sandboxes run, '' where it can take none over:
 --      see SandboxProvider.place)
-local f = redis.call('HMGET', KEYS[1], 'node', 'incarnation', 'state', 'reason', 'queue',
+local f = redis.call('HMGET', KEY.record, 'node', 'incarnation', 'state', 'reason', 'queue',
                      'last_used', 'sandbox')
 local function take(verdict, why, handle)
-  redis.call('HSET', KEYS[1], 'node', doc.node, 'incarnation', doc.incarnation, 'queue', doc.queue,
-             'state', 'live', 'reason', '', 'sandbox', handle or '')
-  redis.call('EXPIRE', KEYS[1], doc.record_ttl_s)
-  return {verdict, why, handle or ''}
+  redis.call('HSET', KEY.record, 'node', doc.node, 'incarnation', doc.incarnation,
+             'queue', doc.queue, 'state', 'live', 'reason', '', 'sandbox', handle or '')
+  redis.call('EXPIRE', KEY.record, doc.record_ttl_s)
+  return named{verdict = verdict, detail = why, handle = handle or ''}
+end
+local function forward(queue)
+  return named{verdict = 'forward', detail = queue, handle = ''}
 end
 if not f[1] then return take('new', '') end
 local same_node, same_run = f[1] == doc.node, f[2] == doc.incarnation
 local holder_lives = redis.call('GET', string.format(WORKER_ALIVE_KEY, f[1])) == f[2]
 if same_node and same_run and f[3] == 'live' then
-  redis.call('EXPIRE', KEYS[1], doc.record_ttl_s)
-  return {'mine', '', ''}
+  redis.call('EXPIRE', KEY.record, doc.record_ttl_s)
+  return named{verdict = 'mine', detail = '', handle = ''}
 end
 -- Handed over to the worker it names (or, parked, to none in particular): taken over here if
 -- it runs where this worker's sandboxes run, unless it waits for another live worker.
 if f[3] == 'handed' or f[3] == 'parked' then
-  if f[3] == 'handed' and not same_node and holder_lives then return {'forward', f[5], ''} end
+  if f[3] == 'handed' and not same_node and holder_lives then return forward(f[5]) end
   local handle, place = f[7] or '', doc.place
   if place ~= '' and string.sub(handle, 1, #place + 1) == place .. '/' then
     return take('adopt', f[4] or '', handle)
@@ -35,7 +38,7 @@ if f[3] == 'handed' or f[3] == 'parked' then
               'it over')
 end
 if f[3] ~= 'live' then return take('lost', f[4] or '') end
-if not same_node and holder_lives then return {'forward', f[5], ''} end
+if not same_node and holder_lives then return forward(f[5]) end
 -- Its holder is gone: if no call ever finished in it, there was no state to lose.
 if not f[6] then return take('new', '') end
 if same_node then return take('lost', 'its tool worker ' .. f[1] .. ' restarted') end

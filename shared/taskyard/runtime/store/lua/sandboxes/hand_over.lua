@@ -3,11 +3,11 @@
 -- reads should nobody take it over), and names the worker chosen to ('handed': the session's jobs go to that
 -- worker, which takes the interpreter over on the next call) or none ('parked': whichever
 -- worker where the interpreter runs gets the next call takes it over).
--- KEYS: the sessions' sandbox records
+-- KEY: RecordsKeys
 -- doc: HandOverDoc (the leaving worker's node and incarnation, the reason, and per key
 --      where it goes: {handle, node, incarnation, queue}, node '' when nobody was chosen)
 local handed = 0
-for i, key in ipairs(KEYS) do
+for i, key in ipairs(KEY.records) do
   local f = redis.call('HMGET', key, 'node', 'incarnation')
   if f[1] == doc.node and f[2] == doc.incarnation then
     local to = doc.to[i]

@@ -4,32 +4,35 @@
 -- values (the agent tree's state that is not messages) and, when a memory is read whole,
 -- the session's compaction (what a summary replaces for the model). A task's first step
 -- marks what the session held before it (`mark_session`), for a rollback.
--- KEYS: task, events, previous step's results, session epoch, session compaction,
---       session values, the session's memory list names, the task's session mark,
---       memory lists...
--- doc: BeginStepDoc (its offsets: one per memory list, in the keys' order)
-local fields = redis.call('HGETALL', KEYS[1])
-if #fields == 0 then return {fields} end
-local status = redis.call('HGET', KEYS[1], 'status')
-if redis.call('HGET', KEYS[1], 'step') ~= doc.step or TERMINAL[status] then return {fields} end
-local began = '0'
+-- KEY: BeginStepKeys
+-- doc: BeginStepDoc (its offsets: one per memory list, in KEY.memories' order)
+-- Answers (named: script_replies.BEGIN_STEP) 'missing' (no such task), 'stale'
+-- (a step not current, or the task ended: only the task) or 'begun', with what it read.
+local task = redis.call('HGETALL', KEY.task)
+if #task == 0 then return named{outcome = 'missing', task = task} end
+local status = redis.call('HGET', KEY.task, 'status')
+if redis.call('HGET', KEY.task, 'step') ~= doc.step or TERMINAL[status] then
+  return named{outcome = 'stale', task = task}
+end
+local began = 0
 if status ~= 'running' then
-  redis.call('HSET', KEYS[1], 'status', 'running', 'updated_at', doc.updated_at)
-  add_event(KEYS[2], 'status', doc.running)
-  tell_parent(KEYS[1], 'running')
-  notify(KEYS[1], 'running', doc.store_db, doc.broker_db)
-  began = '1'
+  redis.call('HSET', KEY.task, 'status', 'running', 'updated_at', doc.updated_at)
+  add_event(KEY.events, 'status', doc.running)
+  tell_parent(KEY.task, 'running')
+  notify(KEY.task, 'running', doc.store_db, doc.broker_db)
+  began = 1
 end
-moved(KEYS[1])
-if doc.step == '0' then mark_session(KEYS[8], KEYS[7], KEYS[6], KEYS[5]) end
-local epoch = redis.call('GET', KEYS[4]) or '0'
+moved(KEY.task)
+if doc.step == '0' then mark_session(KEY.session_before, KEY.paths, KEY.values, KEY.compaction) end
+local epoch = redis.call('GET', KEY.epoch) or '0'
 local memories, whole = {}, false
-for i = 9, #KEYS do
-  local offset = doc.offsets[i - 8]
-  if epoch ~= doc.epoch or offset > redis.call('LLEN', KEYS[i]) then offset = 0 end
+for i, list in ipairs(KEY.memories) do
+  local offset = doc.offsets[i]
+  if epoch ~= doc.epoch or offset > redis.call('LLEN', list) then offset = 0 end
   whole = whole or offset == 0
-  memories[#memories + 1] = {offset, redis.call('LRANGE', KEYS[i], offset, -1)}
+  memories[i] = {offset, redis.call('LRANGE', list, offset, -1)}
 end
-local compaction = whole and redis.call('HGETALL', KEYS[5]) or {}
-return {fields, began, redis.call('HGETALL', KEYS[3]), epoch, memories, compaction,
-        redis.call('HGETALL', KEYS[6])}
+return named{outcome = 'begun', task = task, began = began,
+             results = redis.call('HGETALL', KEY.results), epoch = epoch, memories = memories,
+             compaction = whole and redis.call('HGETALL', KEY.compaction) or {},
+             values = redis.call('HGETALL', KEY.values)}

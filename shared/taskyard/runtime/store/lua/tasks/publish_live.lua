@@ -1,6 +1,6 @@
 -- Add an event while the task is live: nothing follows a task's final event.
--- KEYS: task, events
+-- KEY: TaskKeys
 -- doc: PublishDoc
-local status = redis.call('HGET', KEYS[1], 'status')
+local status = redis.call('HGET', KEY.task, 'status')
 if not status or TERMINAL[status] then return false end
-return add_event(KEYS[2], doc.kind, doc.data)
+return add_event(KEY.events, doc.kind, doc.data)

@@ -3,19 +3,20 @@
 -- pushes the next step's job). A worker that claimed the call (claim_call.lua) frees its
 -- claim in the same write, and stamps the last use on its session's sandbox record
 -- (claim_session.lua).
--- KEYS: results of the step, task, events, the step's advance claim, then with a claim the
---       call's claim, the worker's claims set and the session's interpreter state
+-- KEY: PutToolResultKeys
 -- doc: PutToolResultDoc
+-- Answers as `store_result` does (script_replies.ResultStoredReply).
 local claim = doc.claim
 if claim then
-  if redis.call('GET', KEYS[5]) == claim.worker then
-    redis.call('DEL', KEYS[5])
-    redis.call('SREM', KEYS[6], KEYS[5])
+  local call_claim, worker_claims, sandbox = unpack(KEY.claim)
+  if redis.call('GET', call_claim) == claim.worker then
+    redis.call('DEL', call_claim)
+    redis.call('SREM', worker_claims, call_claim)
   end
-  if claim.used ~= '' and redis.call('EXISTS', KEYS[7]) == 1 then
-    redis.call('HSET', KEYS[7], 'last_used', claim.used)
-    redis.call('EXPIRE', KEYS[7], claim.record_ttl_s)
+  if claim.used ~= '' and redis.call('EXISTS', sandbox) == 1 then
+    redis.call('HSET', sandbox, 'last_used', claim.used)
+    redis.call('EXPIRE', sandbox, claim.record_ttl_s)
   end
 end
-return store_result(KEYS[1], KEYS[2], KEYS[3], KEYS[4], doc.step, doc.call_id, doc.message,
-                    doc.ttl_s, doc.store_db, doc.broker_db, doc.next_step)
+return store_result(KEY.results, KEY.task, KEY.events, KEY.advanced, doc.step, doc.call_id,
+                    doc.message, doc.ttl_s, doc.store_db, doc.broker_db, doc.next_step)

@@ -1,0 +1,148 @@
+"""One session walled off inside a shared sandbox container: its own namespaces, file systems,
+limits and no capabilities, set up by trusted code between the fork server's fork and the first
+cell (`zygote.py`).
+
+Every session of a container runs as the same uid (the container grants no capability to
+change it), so what keeps one session from another is what the kernel ties to namespaces:
+
+- a user namespace each, owned by the container's sandbox uid: a session has no capability
+  over its siblings, and the container's supervisor (in the parent namespace, same uid) has
+  every one over each session, which is how it signals, reaps and reaches their files;
+- a pid namespace each, the executor its init: a session can name, signal or wait for no
+  process but its own, and when its executor dies the kernel kills everything it started;
+- a mount namespace each: a private tmpfs at /work, /tmp and /dev/shm (so the disk share is
+  the kernel's to hold), and /proc covered by an empty read-only tmpfs, so no session reads
+  another's /proc/<pid> (a fresh /proc is refused in a container whose /proc has masked paths);
+- a network, IPC and UTS namespace each: no shared loopback, abstract socket, SysV object;
+- rlimits per session: address space (what the fork server had, plus the session's share),
+  processes (counted per user namespace since Linux 5.14, so one session's fork bomb does not
+  starve another), file size and open files; the OOM killer is pointed at sessions first;
+- then every capability is dropped and the executor installs its seccomp filter, which also
+  refuses mount, unshare with other flags, setns and ptrace to the cells.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import resource
+from dataclasses import dataclass
+
+__all__ = ["SessionLimits", "drop_capabilities", "enter_namespaces", "wall_off"]
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+SESSION_NAMESPACES = (
+    CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
+)
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
+_MS_REC, _MS_PRIVATE = 0x4000, 0x40000
+_PR_CAPBSET_DROP = 24
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+_LAST_CAP = 63  # more than any kernel has: dropping an unknown one fails harmlessly
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+@dataclass(frozen=True)
+class SessionLimits:
+    """One session's share of its container."""
+
+    memory: int  # bytes of address space above what the fork server had mapped
+    pids: int  # processes and threads
+    disk: int  # bytes of /work; /tmp and /dev/shm get a quarter each
+    files: int = 256  # open files per process
+    file_size: int = 1 << 30  # the largest file a cell may write
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"{what}: {os.strerror(code)}")
+
+
+def enter_namespaces() -> None:
+    """Unshare the session's namespaces; this process keeps its uid and gid inside (the only
+    mapping a process without privileges may write). Its next child is the pid namespace's
+    init."""
+    uid, gid = os.getuid(), os.getgid()
+    _check(_libc.unshare(SESSION_NAMESPACES), "unshare")
+    # Required before gid_map without privileges; gVisor refuses the file and takes gid_map
+    # without it (Linux would then refuse gid_map, below).
+    with contextlib.suppress(FileNotFoundError, PermissionError):
+        _write("/proc/self/setgroups", "deny")
+    _write("/proc/self/uid_map", f"{uid} {uid} 1")
+    _write("/proc/self/gid_map", f"{gid} {gid} 1")
+
+
+def wall_off(limits: SessionLimits) -> None:
+    """In the pid namespace's init, before any user code: private file systems, limits, the
+    OOM killer's preference; then no capabilities."""
+    _write("/proc/self/oom_score_adj", "1000")  # a session goes first, never the supervisor
+    mapped = _address_space()  # read before /proc is covered
+    _mount(None, "/", None, _MS_REC | _MS_PRIVATE, None)  # nothing of ours leaks out
+    owner = f"uid={os.getuid()},gid={os.getgid()}"
+    _tmpfs("/work", f"size={limits.disk},mode=0700,{owner}")
+    _tmpfs("/tmp", f"size={max(limits.disk // 4, 1 << 20)},mode=1777,{owner}")
+    _tmpfs("/dev/shm", f"size={max(limits.disk // 4, 1 << 20)},mode=1777,{owner}")
+    _mount("tmpfs", "/proc", "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "size=4k")
+    _set_limits(limits, mapped)
+    drop_capabilities()
+    os.chdir("/work")
+
+
+def _tmpfs(path: str, options: str) -> None:
+    _mount("tmpfs", path, "tmpfs", _MS_NOSUID | _MS_NODEV, options)
+
+
+def _mount(source: str | None, target: str, kind: str | None, flags: int, data: str | None) -> None:
+    encoded = [None if s is None else s.encode() for s in (source, target, kind, data)]
+    _check(
+        _libc.mount(encoded[0], encoded[1], encoded[2], ctypes.c_ulong(flags), encoded[3]),
+        f"mount {target}",
+    )
+
+
+def _set_limits(limits: SessionLimits, mapped: int) -> None:
+    for which, value in (
+        (resource.RLIMIT_AS, mapped + limits.memory),
+        (resource.RLIMIT_NPROC, limits.pids),
+        (resource.RLIMIT_NOFILE, limits.files),
+        (resource.RLIMIT_FSIZE, limits.file_size),
+        (resource.RLIMIT_CORE, 0),
+    ):
+        resource.setrlimit(which, (value, value))
+
+
+def _address_space() -> int:
+    """Bytes this process has mapped now (what it shares with the fork server)."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                ("inheritable", ctypes.c_uint32)]  # fmt: skip
+
+
+def drop_capabilities() -> None:
+    """No capability left, now or after an exec: the bounding set emptied, then the sets."""
+    for cap in range(_LAST_CAP + 1):
+        if _libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            break  # past the kernel's last capability
+    header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    _check(_libc.capset(ctypes.byref(header), ctypes.byref(data)), "capset")
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as file:
+        file.write(text)

@@ -1,0 +1,200 @@
+"""One session's executor as the supervisor sees it: its socket, its pid, the call it runs and
+its working directory.
+
+A cell can write any frame on the executor's socket, so each reply's caps are applied here
+(`replies.py`), never trusted from the frame; the reply's id and nonce are the call's own, and
+only data the kernel vouches the executor sent (SCM_CREDENTIALS) is read. A slot that breaks
+its protocol raises `SlotBroken`; the supervisor decides what that ends (the container, or
+only this session).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import os
+import signal
+import socket
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import INTERRUPTED
+from .files import FileRefused, WorkDir
+from .processes import stop_tree
+from .replies import Malformed, cell_reply
+from .wire import FrameBuffer, TooLong, encode_frame
+
+__all__ = ["Slot", "SlotBroken"]
+
+_MAX_FRAME_BYTES = 16 << 20  # an honest reply is at most about 5 MB of JSON
+_SEND_TIMEOUT_S = 5.0  # an executor that does not take its request in this long is broken
+_CREDS = struct.Struct("iII")  # struct ucred: pid, uid, gid
+BROKEN = 70  # exit status when an executor broke its channel
+
+
+class SlotBroken(Exception):
+    """The executor broke its protocol or its channel: the session must end."""
+
+    def __init__(self, reason: str, closed: bool = False) -> None:
+        super().__init__(reason)
+        self.closed = closed  # the executor's end of the socket closed (it died, most likely)
+
+
+@dataclass
+class _Call:
+    id: Any
+    nonce: Any
+    interrupted: bool = False
+    started: bool = False  # the executor runs it: a SIGINT now stops the cell
+    killed: set[int] = field(default_factory=set)
+
+
+def _sender(ancillary: list[tuple[int, int, bytes]]) -> int | None:
+    """The pid the kernel vouches sent the data (SCM_CREDENTIALS), if it says."""
+    for level, kind, payload in ancillary:
+        if (level, kind) == (socket.SOL_SOCKET, socket.SCM_CREDENTIALS):
+            pid: int = _CREDS.unpack(payload[: _CREDS.size])[0]
+            return pid
+    return None
+
+
+class Slot:
+    """A session's executor: relays its calls and file requests, interrupts it."""
+
+    def __init__(self, sock: socket.socket, executor: int | None, own_tree: bool) -> None:
+        """`executor` None: the first frame's sender is the executor (a fork server's child).
+        `own_tree`: the executor is the root of every process of the session (the init of its
+        pid namespace), else the supervisor is."""
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        sock.settimeout(_SEND_TIMEOUT_S)
+        self.sock = sock
+        self.executor = executor
+        self.ready = False
+        self.files: WorkDir | None = None
+        self._own_tree = own_tree
+        self._frames = FrameBuffer(_MAX_FRAME_BYTES)
+        self._call: _Call | None = None
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def start_call(self, call_id: Any, nonce: Any, code: str) -> dict[str, Any] | None:
+        """Send a cell to the executor; a refusal to answer at once, if busy."""
+        if self._call is not None:
+            return {"id": call_id, "nonce": nonce, "error": "busy: one call at a time"}
+        self._call = _Call(call_id, nonce)
+        self.send({"code": code})
+        return None
+
+    def file_op(self, request: dict[str, Any]) -> dict[str, Any]:
+        """A file request's answer (never user code's: the executor takes no part)."""
+        op, path = request["file_op"], request.get("path")
+        if self.files is None:
+            return {"refused": "invalid", "error": "the session's files are not ready"}
+        try:
+            if op == "write":
+                return {"file": self.files.write(path, _decoded(request.get("data")))}
+            if op == "read":
+                data, st = self.files.read(path, int(request.get("offset", 0)))
+                return {"data": base64.b64encode(data).decode(), "size": st.st_size}
+            if op == "list":
+                files, truncated = self.files.listing()
+                return {"files": files, "truncated": truncated}
+        except FileRefused as refused:
+            return {"refused": refused.reason, "error": str(refused)}
+        return {"refused": "invalid", "error": f"unknown file_op {op!r}"}
+
+    def interrupt(self, call_id: Any) -> None:
+        call = self._call
+        if call is None or call.id != call_id or call.interrupted:
+            return  # that call already ended: a late interrupt must not hit the next one
+        call.interrupted = True
+        call.killed |= self.stop_cells()
+        if call.started:
+            self._sigint()
+
+    def stop_cells(self) -> set[int]:
+        """SIGKILL every process the session's cells started; the executor stays."""
+        if self.executor is None:
+            return set()
+        return stop_tree(keep=self.executor, root=self.executor if self._own_tree else None)
+
+    def kill(self) -> None:
+        """End the session: the executor, and with it (as its pid namespace's init) the rest."""
+        if self.executor is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.executor, signal.SIGKILL)
+        self.sock.close()
+
+    def send(self, message: dict[str, Any]) -> None:
+        try:
+            self.sock.sendall(encode_frame(message))
+        except OSError:  # a timeout too: it has not read for _SEND_TIMEOUT_S
+            raise SlotBroken("the interpreter stopped taking requests") from None
+
+    def receive(self) -> list[dict[str, Any]]:
+        """What the executor sent: the frames (the first one before ready, replies after).
+        Raises `SlotBroken` at EOF (the executor's end closed) or on a malformed frame."""
+        try:
+            data, ancillary, _, _ = self.sock.recvmsg(1 << 16, socket.CMSG_SPACE(_CREDS.size))
+        except (BlockingIOError, TimeoutError):
+            return []
+        if not data:
+            raise SlotBroken("the interpreter's channel closed", closed=True)
+        sender = _sender(ancillary)
+        if self.executor is None:
+            self.executor = sender  # only the executor holds the other end before it is ready
+        if sender == self.executor:  # anything a forked process wrote is dropped
+            self._frames.feed(data)
+        frames = []
+        while (frame := self._pop_frame()) is not None:
+            frames.append(frame)
+        return frames
+
+    def _pop_frame(self) -> dict[str, Any] | None:
+        try:
+            return self._frames.pop_frame()
+        except (TooLong, ValueError, RecursionError) as exc:  # RecursionError: nested too deep
+            raise SlotBroken(
+                f"the interpreter sent a malformed reply ({type(exc).__name__}: {exc})"
+            ) from None
+
+    def on_frame(self, frame: dict[str, Any]) -> dict[str, Any] | None:
+        """The reply a frame makes, if any (without the session's key)."""
+        call = self._call
+        if call is None:
+            return None  # nobody asked: user code wrote to the executor's own socket
+        if frame.get("started"):
+            call.started = True
+            if call.interrupted:
+                self._sigint()  # the interrupt came before the cell could catch it
+            return None
+        if not call.started:
+            # Sent before the executor took this call: the real reply of a cell that forged
+            # an earlier one for itself. It must not pass for this call's.
+            return None
+        self._call = None
+        if call.interrupted:
+            call.killed |= self.stop_cells()  # what the cell started meanwhile
+            if call.killed:
+                self.send({"reap": sorted(call.killed)})
+        try:
+            reply = cell_reply(frame)  # the caps, here where no cell can write
+        except Malformed as exc:
+            raise SlotBroken(f"the interpreter sent a malformed reply ({exc})") from None
+        interrupted = call.interrupted and reply["error"] == INTERRUPTED
+        return {"id": call.id, "nonce": call.nonce, **reply, "interrupted": interrupted}
+
+    def _sigint(self) -> None:
+        if self.executor is not None:
+            with contextlib.suppress(ProcessLookupError):  # it died; the reap says how
+                os.kill(self.executor, signal.SIGINT)
+
+
+def _decoded(data: Any) -> bytes:
+    try:
+        return base64.b64decode(str(data), validate=True)
+    except (binascii.Error, ValueError):
+        raise FileRefused("invalid", "the file's data is not base64") from None

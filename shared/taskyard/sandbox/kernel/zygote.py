@@ -1,0 +1,95 @@
+"""The fork server: an interpreter that has done the sandbox's common imports and never runs
+user code. Each new session is a copy-on-write fork of it, walled off (`isolation.py`) before
+its first cell, so a burst of sessions costs forks, not container starts and cold imports.
+
+The supervisor asks for a session on a private SOCK_SEQPACKET socket: one message carrying the
+session's socket end (SCM_RIGHTS). The fork's first child
+unshares the namespaces and forks the session's executor, the init of its pid namespace, then
+exits; the supervisor (the container's PID 1) inherits the executor and learns its pid from
+the executor's first frame (SCM_CREDENTIALS).
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import os
+import random
+import signal
+import socket
+import sys
+from collections.abc import Iterable
+from typing import NoReturn
+
+from .executor import run_executor
+from .isolation import SessionLimits, enter_namespaces, wall_off
+from .seccomp import set_dumpable
+from .wire import encode_frame
+
+__all__ = ["preload", "serve"]
+
+_BROKEN = 70
+_REQUEST_BYTES = 64
+
+
+def preload(modules: Iterable[str]) -> None:
+    """Import what sessions are expected to import; a module the image lacks is skipped."""
+    # One BLAS thread per session: a pool the fork server started does not survive a fork.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            sys.stderr.write(f"kernel: not preloaded: {name} ({exc})\n")
+
+
+def serve(control: socket.socket, limits: SessionLimits, modules: Iterable[str]) -> NoReturn:
+    """Preload, then fork one session per request until the supervisor closes `control`."""
+    set_dumpable(False)  # sessions run as our uid: none may read our memory
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # each first child ends at once: no zombie
+    preload(modules)
+    gc.freeze()  # the collector then leaves the shared objects' pages unwritten in the forks
+    while True:
+        message, fds, _, _ = socket.recv_fds(control, _REQUEST_BYTES, 1)
+        if not message:
+            os._exit(0)  # the supervisor is gone
+        for fd in fds[1:]:
+            os.close(fd)
+        if fds and os.fork() == 0:
+            control.close()
+            _become_session(socket.socket(fileno=fds[0]), limits)
+        for fd in fds[:1]:
+            os.close(fd)
+
+
+def _become_session(sock: socket.socket, limits: SessionLimits) -> NoReturn:
+    """In the fork: namespaces, then the executor as their init, walled off, serving cells."""
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    try:
+        # Dumpable, unlike the fork server: else /proc/self is root's (its maps cannot be
+        # written), and the supervisor could not reach the session's /work through its root.
+        # No other session can use that: none sees /proc, and none may ptrace (seccomp).
+        set_dumpable(True)
+        enter_namespaces()
+        if os.fork() != 0:
+            os._exit(0)  # the executor goes to the supervisor, the container's init
+        wall_off(limits)
+        _reseed()
+    except BaseException as exc:
+        sock.sendall(encode_frame({"fatal": f"the session could not be walled off: {exc}"}))
+        os._exit(_BROKEN)
+    code = 0
+    try:
+        run_executor(sock)
+    except BaseException:
+        code = _BROKEN
+    os._exit(code)
+
+
+def _reseed() -> None:
+    """A fork copies the random generators' state: each session reseeds its own."""
+    random.seed()
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed()
