@@ -18,7 +18,7 @@ from services.gateway.errors import GatewayError
 __all__ = ["AUTH_PATHS", "AUTH_PREFIX", "Admission", "BodyTooLarge", "LargeBodies"]
 
 AUTH_PREFIX = "/v1/"  # every route under it needs a key; health and docs do not
-AUTH_PATHS = (AUTH_PREFIX, "/mcp")  # and MCP's endpoint (`mcp_endpoint`)
+AUTH_PATHS = (AUTH_PREFIX, "/mcp")  # and MCP's endpoint (`resources/mcp/`)
 _UNAUTHORIZED = "missing or invalid API key (Authorization: Bearer <key>)"
 
 

@@ -1,7 +1,7 @@
 """The gateway's FastAPI app: wiring only. Run: uvicorn services.gateway.app:app
 
 It also serves the dashboard (`/ui`, static files), its Prometheus metrics (`/metrics`) and
-MCP (`/mcp`, the default and each registered agent a tool: `mcp_endpoint`)."""
+MCP (`/mcp`, the default and each registered agent a tool: `resources/mcp/`)."""
 
 from __future__ import annotations
 
@@ -27,21 +27,20 @@ from services.gateway.errors import (
     store_unavailable,
     validation_error,
 )
-from services.gateway.mcp_endpoint import MCP_PATH, McpEndpoint
 from services.gateway.metrics import RequestMetrics
 from services.gateway.openapi import openapi_document
-from services.gateway.routes import (
-    a2a,
-    artifacts,
-    files,
-    health,
-    metrics,
-    schedules,
-    sessions,
-    system,
-    tasks,
-    webhooks,
-)
+from services.gateway.resources.a2a import routes as a2a
+from services.gateway.resources.approvals import routes as approvals
+from services.gateway.resources.artifacts import routes as artifacts
+from services.gateway.resources.files import routes as files
+from services.gateway.resources.health import routes as health
+from services.gateway.resources.mcp.routes import MCP_PATH, McpEndpoint
+from services.gateway.resources.metrics import routes as metrics
+from services.gateway.resources.schedules import routes as schedules
+from services.gateway.resources.sessions import routes as sessions
+from services.gateway.resources.system import routes as system
+from services.gateway.resources.tasks import routes as tasks
+from services.gateway.resources.webhooks import routes as webhooks
 from taskyard.agentkit.registry import load_plugins
 from taskyard.files.artifacts import ArtifactStoreUnavailable, make_artifact_store
 from taskyard.plumbing.logs import setup_logging
@@ -107,6 +106,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     app.add_exception_handler(ArtifactStoreUnavailable, artifacts_unavailable)
     app.add_exception_handler(Exception, server_error)
     app.include_router(tasks.router)
+    app.include_router(approvals.router)
     app.include_router(sessions.router)
     app.include_router(schedules.router)
     app.include_router(webhooks.router)

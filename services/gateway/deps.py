@@ -11,7 +11,7 @@ from celery import Celery
 from fastapi import Depends, HTTPException, Path, Request, status
 
 from services.gateway.event_hub import EventHub, reader_client
-from services.gateway.system_probe import SystemProbe
+from services.gateway.resources.system.probe import SystemProbe
 from taskyard.plumbing.celery_app import make_celery
 from taskyard.plumbing.keys import TASK_ID_PATTERN
 from taskyard.plumbing.redis_clients import async_client

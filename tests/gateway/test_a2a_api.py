@@ -309,7 +309,7 @@ async def test_a_fault_is_a_bare_internal_error(
     def broken(self: object) -> Task:
         raise RuntimeError("the insides at /srv/taskyard")
 
-    monkeypatch.setattr("services.gateway.a2a.mapping.TaskView.task", broken)
+    monkeypatch.setattr("services.gateway.resources.a2a.mapping.TaskView.task", broken)
     body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task.id}}
     headers = {"authorization": "Bearer key-a", "a2a-version": "1.0"}
     answer = await http.post("/v1/a2a", json=body, headers=headers)

@@ -1,6 +1,6 @@
-"""A task's events in A2A's terms (`services.gateway.a2a.mapping.TaskView`): one fold for the
-stream, a subscription's snapshot and GetTask, so a task read whole equals the same task
-folded in two halves; states as A2A names them; the transcript, notes, artifacts."""
+"""A task's events in A2A's terms (`services.gateway.resources.a2a.mapping.TaskView`): one
+fold for the stream, a subscription's snapshot and GetTask, so a task read whole equals the same
+task folded in two halves; states as A2A names them; the transcript, notes, artifacts."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from a2a.types import (
     TaskStatusUpdateEvent,
 )
 
-from services.gateway.a2a.mapping import ANSWER, TaskView, Update
+from services.gateway.resources.a2a.mapping import ANSWER, TaskView, Update
 from taskyard.agentkit.schema import ActionReturn, AgentMessage, ToolCall
 from taskyard.runtime.events import Event, EventKind
 

@@ -13,9 +13,9 @@ from a2a.server.context import ServerCallContext
 from a2a.types import StreamResponse, SubscribeToTaskRequest, TaskState
 from a2a.utils.proto_utils import to_stream_response
 
-from services.gateway.a2a.handler import Caller, TaskyardHandler
 from services.gateway.event_hub import EventHub, reader_client
-from services.gateway.models import TaskAccepted, TaskCreate
+from services.gateway.resources.a2a.handler import Caller, TaskyardHandler
+from services.gateway.resources.tasks.models import TaskAccepted, TaskCreate
 from taskyard.plumbing.celery_app import make_celery
 from taskyard.plumbing.settings import GatewaySettings
 from taskyard.runtime.events import EventKind

@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 
 from devstack.procs import free_port
 from services.gateway.app import create_app
-from services.gateway.files.session_files import _refused
+from services.gateway.resources.files.session_files import _refused
 from taskyard.files.artifacts import (
     ArtifactLimits,
     RedisArtifactStore,

@@ -26,12 +26,18 @@ def docker_client(sandbox_image: str) -> Iterator[docker.DockerClient]:
 
 @pytest.fixture
 def settings(sandbox_image: str) -> ToolWorkerSettings:
+    """One container per session (the fork server's shape is `FORKS`, below)."""
     return ToolWorkerSettings(
         sandbox_image=sandbox_image,
         sandbox_warm_pool=0,
         sandbox_memory="128m",
         sandbox_interrupt_grace_s=1.0,
+        sandbox_sessions_per_container=1,
     )
+
+
+# The docker backend with a fork server per container: a tenant's sessions share one.
+FORKS = {"sandbox_sessions_per_container": 8}
 
 
 def _factory(build: Callable[..., KernelSandboxProvider]) -> Iterator[ProviderFactory]:
@@ -62,7 +68,7 @@ def make_local_provider(settings: ToolWorkerSettings) -> Iterator[ProviderFactor
     yield from _factory(lambda settings=settings, **kw: LocalSandboxProvider(settings, **kw))
 
 
-@pytest.fixture(params=["docker", "bwrap", "unshare"])
+@pytest.fixture(params=["docker", "forks", "bwrap", "unshare"])
 def make_provider(
     request: pytest.FixtureRequest,
     settings: ToolWorkerSettings,
@@ -75,6 +81,8 @@ def make_provider(
         changed = settings.model_copy(update=changes)
         if request.param == "docker":
             return make_docker_provider(settings=changed)
+        if request.param == "forks":
+            return make_docker_provider(settings=changed.model_copy(update=FORKS))
         return make_local_provider(settings=changed, launcher=request.param)
 
     return make

@@ -13,17 +13,20 @@ from collections.abc import Iterator
 import docker
 import pytest
 
+from taskyard.plumbing.settings import ToolWorkerSettings
 from taskyard.sandbox.docker import OWNER_LABEL, DockerSandboxProvider
 from taskyard.sandbox.session import KernelSandbox
-from tests.sandbox.conftest import ProviderFactory
+from tests.sandbox.conftest import FORKS, ProviderFactory
 
 pytestmark = pytest.mark.docker
 TIMEOUT = 30.0
 
 
 @pytest.fixture
-def fork_provider(make_docker_provider: ProviderFactory) -> DockerSandboxProvider:
-    provider = make_docker_provider(pool_size=0)
+def fork_provider(
+    make_docker_provider: ProviderFactory, settings: ToolWorkerSettings
+) -> DockerSandboxProvider:
+    provider = make_docker_provider(settings=settings.model_copy(update=FORKS), pool_size=0)
     assert isinstance(provider, DockerSandboxProvider)
     return provider
 

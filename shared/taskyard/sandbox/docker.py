@@ -33,6 +33,7 @@ from taskyard.sandbox.demand import PoolBounds, pool_bounds
 from taskyard.sandbox.docker_channel import DockerChannel, Leases
 from taskyard.sandbox.docker_hosts import HostedChannel, SessionHost, SessionHosts
 from taskyard.sandbox.errors import KernelGone, SandboxError, SandboxUnavailable
+from taskyard.sandbox.pool import PoolState
 from taskyard.sandbox.provider import KernelSandboxProvider, SandboxLimits, tenant_of
 
 __all__ = [
@@ -109,6 +110,12 @@ class DockerSandboxProvider(KernelSandboxProvider):
         """A fork-server container, for the tenant `session_key` names (None: unclaimed, for
         the pool): its sessions are keyed inside it, so it carries no session label."""
         return self._start_kernel(None)
+
+    def pool_state(self) -> PoolState:
+        """The warm pool's: of hosts (unclaimed fork-server containers) where there are."""
+        if self._hosts is not None:
+            return self._hosts.pool_state()
+        return super().pool_state()
 
     @property
     def place(self) -> str:

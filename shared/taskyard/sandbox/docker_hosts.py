@@ -28,7 +28,7 @@ from taskyard.sandbox.channel import StartKernel
 from taskyard.sandbox.demand import PoolBounds
 from taskyard.sandbox.docker_channel import START_TIMEOUT_S, DockerChannel
 from taskyard.sandbox.errors import KernelGone, SandboxUnavailable
-from taskyard.sandbox.pool import WarmPool
+from taskyard.sandbox.pool import PoolState, WarmPool
 from taskyard.sandbox.provider import tenant_of
 
 __all__ = ["HostedChannel", "SessionHost", "SessionHosts"]
@@ -289,6 +289,9 @@ class SessionHosts:
             if host not in self._hosts[host.tenant]:
                 self._hosts[host.tenant].append(host)
         return host.take(key, self.release)
+
+    def pool_state(self) -> PoolState:
+        return self._pool.state()
 
     def hosts(self) -> list[SessionHost]:
         with self._cond:

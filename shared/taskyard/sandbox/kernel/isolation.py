@@ -13,7 +13,8 @@ change it), so what keeps one session from another is what the kernel ties to na
 - a mount namespace each: a private tmpfs at /work, /tmp and /dev/shm (so the disk share is
   the kernel's to hold), and /proc covered by an empty read-only tmpfs, so no session reads
   another's /proc/<pid> (a fresh /proc is refused in a container whose /proc has masked paths);
-- a network, IPC and UTS namespace each: no shared loopback, abstract socket, SysV object;
+- a network, IPC and UTS namespace each: a loopback and abstract sockets of its own, no
+  shared SysV object;
 - rlimits per session: address space (what the fork server had, plus the session's share),
   processes (counted per user namespace since Linux 5.14, so one session's fork bomb does not
   starve another), file size and open files; the OOM killer is pointed at sessions first;
@@ -25,8 +26,11 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import os
 import resource
+import socket
+import struct
 from dataclasses import dataclass
 
 __all__ = ["SessionLimits", "drop_capabilities", "enter_namespaces", "wall_off"]
@@ -43,6 +47,8 @@ SESSION_NAMESPACES = (
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
 _MS_REC, _MS_PRIVATE = 0x4000, 0x40000
 _PR_CAPBSET_DROP = 24
+_SIOCSIFFLAGS = 0x8914
+_IFF_UP, _IFF_LOOPBACK, _IFF_RUNNING = 0x1, 0x8, 0x40
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 _LAST_CAP = 63  # more than any kernel has: dropping an unknown one fails harmlessly
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -91,8 +97,17 @@ def wall_off(limits: SessionLimits) -> None:
     _tmpfs("/dev/shm", f"size={max(limits.disk // 4, 1 << 20)},mode=1777,{owner}")
     _mount("tmpfs", "/proc", "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "size=4k")
     _set_limits(limits, mapped)
+    _loopback_up()
     drop_capabilities()
     os.chdir("/work")
+
+
+def _loopback_up() -> None:
+    """The session's own loopback, up: a cell's local server answers its own clients (the
+    new network namespace has only `lo`, and down)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        request = struct.pack("16sH14x", b"lo", _IFF_UP | _IFF_LOOPBACK | _IFF_RUNNING)
+        fcntl.ioctl(sock, _SIOCSIFFLAGS, request)
 
 
 def _tmpfs(path: str, options: str) -> None:

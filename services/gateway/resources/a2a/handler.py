@@ -59,10 +59,10 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException
 
-from services.gateway.a2a import push
-from services.gateway.a2a.mapping import TaskView, task_input
 from services.gateway.event_hub import EventHub
-from services.gateway.models import TaskAccepted, TaskCreate
+from services.gateway.resources.a2a import push
+from services.gateway.resources.a2a.mapping import TaskView, task_input
+from services.gateway.resources.tasks.models import TaskAccepted, TaskCreate
 from taskyard.agentkit.actions.web import AddressPolicy
 from taskyard.agentkit.spec import AgentSpec, WebhookSpec
 from taskyard.plumbing.keys import TASK_ID_PATTERN

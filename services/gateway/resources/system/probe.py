@@ -11,7 +11,7 @@ import redis.asyncio as aioredis
 from celery import Celery
 from prometheus_client.parser import text_string_to_metric_families
 
-from services.gateway.models import QueueDepth, ReplicaState, SystemView
+from services.gateway.resources.system.models import QueueDepth, ReplicaState, SystemView
 from taskyard.agentkit.actions import action_queue, tool_names
 from taskyard.plumbing import keys
 

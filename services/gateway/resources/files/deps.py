@@ -1,5 +1,5 @@
-"""Typed dependencies of the file and artifact routes: the session-files client, the
-artifact store, and a session id taken from the path."""
+"""Typed dependencies of the file routes: the session-files client and a session id taken
+from the path."""
 
 from __future__ import annotations
 
@@ -10,13 +10,12 @@ from fastapi import Depends, HTTPException, Path, Request, status
 
 from services.gateway.deps import CLIENT_NAME, CeleryDep, SettingsDep, StoreDep
 from services.gateway.errors import issue
-from services.gateway.files.session_files import SessionFiles
-from taskyard.files.artifacts import ArtifactStore
+from services.gateway.resources.files.session_files import SessionFiles
 from taskyard.files.transfer import FileTransfer
 from taskyard.plumbing.redis_clients import async_client
 from taskyard.runtime.task import SESSION_ID_MAX, SESSION_ID_PATTERN
 
-__all__ = ["ArtifactStoreDep", "NewSessionIdDep", "SessionFilesDep", "SessionIdDep"]
+__all__ = ["NewSessionIdDep", "SessionFilesDep", "SessionIdDep"]
 
 _FILE_REQUESTS = 64  # connections for answers awaited at once (each waits on one)
 _SESSION_ID = re.compile(SESSION_ID_PATTERN)
@@ -41,12 +40,6 @@ async def get_session_files(
     return SessionFiles(state.transfer, celery, store, settings)
 
 
-async def get_artifact_store(request: Request) -> ArtifactStore:
-    """The app's artifact store (its lifespan makes and closes it)."""
-    store: ArtifactStore = request.app.state.artifacts
-    return store
-
-
 def _valid(session_id: str) -> bool:
     return len(session_id) <= SESSION_ID_MAX and _SESSION_ID.fullmatch(session_id) is not None
 
@@ -69,6 +62,5 @@ async def write_session_id(session_id: Annotated[str, _SessionIdPath]) -> str:
 
 
 SessionFilesDep = Annotated[SessionFiles, Depends(get_session_files)]
-ArtifactStoreDep = Annotated[ArtifactStore, Depends(get_artifact_store)]
 SessionIdDep = Annotated[str, Depends(read_session_id)]
 NewSessionIdDep = Annotated[str, Depends(write_session_id)]

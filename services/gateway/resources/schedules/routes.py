@@ -12,7 +12,7 @@ from fastapi import APIRouter, HTTPException, Query, Response, status
 from services.gateway.deps import SettingsDep, StoreDep, TenantDep
 from services.gateway.errors import issue, refused, responses
 from services.gateway.json_route import JSONRoute
-from services.gateway.schedule_models import (
+from services.gateway.resources.schedules.models import (
     ScheduleList,
     SchedulePublic,
     ScheduleRunList,

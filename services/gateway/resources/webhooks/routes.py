@@ -7,7 +7,7 @@ from fastapi import APIRouter
 from services.gateway.deps import StoreDep, TenantDep
 from services.gateway.errors import responses
 from services.gateway.json_route import JSONRoute
-from services.gateway.models import WebhookSecret
+from services.gateway.resources.webhooks.models import WebhookSecret
 from taskyard.runtime.webhooks import tenant_secret
 
 router = APIRouter(prefix="/v1/webhooks", tags=["webhooks"], route_class=JSONRoute)

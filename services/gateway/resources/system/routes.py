@@ -6,7 +6,7 @@ from fastapi import APIRouter
 
 from services.gateway.deps import SystemDep, TenantDep
 from services.gateway.errors import responses
-from services.gateway.models import SystemView
+from services.gateway.resources.system.models import SystemView
 
 router = APIRouter(prefix="/v1/system", tags=["system"])
 

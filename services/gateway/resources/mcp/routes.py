@@ -8,7 +8,7 @@ MCP tasks yet, so a long run answers on the call's own event stream: a progress 
 for each of the task's status changes and messages (the first names the task, which the REST
 API then reaches too), then the result, the task's final answer (a failed or cancelled task's
 reason as a tool error). The client's cancellation of the call cancels the task
-(`mcp_cancel`); a connection dropped otherwise leaves it running.
+(`cancel`); a connection dropped otherwise leaves it running.
 
 The transport is stateless (each request its own MCP session): any gateway replica serves any
 request, and nothing of a session outlives its request.
@@ -30,7 +30,7 @@ from starlette.requests import Request
 
 from services.gateway import default_agent
 from services.gateway.deps import get_celery, get_hub, get_store
-from services.gateway.mcp_cancel import (
+from services.gateway.resources.mcp.cancel import (
     Cancellations,
     ClientIds,
     McpCall,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import hashlib
 import re
 import uuid
-from typing import Annotated, Literal
+from typing import Annotated
 
-from fastapi import APIRouter, Header, HTTPException, Path, Query, status
+from fastapi import APIRouter, Header, HTTPException, Query, status
 from opentelemetry import trace
 
 from services.gateway.deps import (
@@ -19,11 +19,10 @@ from services.gateway.deps import (
     TenantDep,
 )
 from services.gateway.errors import issue, refused, responses
-from services.gateway.files.deps import SessionFilesDep
 from services.gateway.json_route import JSONRoute
 from services.gateway.metrics import TASKS_ACCEPTED
-from services.gateway.models import (
-    ApprovalDecided,
+from services.gateway.resources.files.deps import SessionFilesDep
+from services.gateway.resources.tasks.models import (
     TaskAccepted,
     TaskCreate,
     TaskList,
@@ -32,7 +31,6 @@ from services.gateway.models import (
 )
 from services.gateway.sse import EventStream
 from taskyard.plumbing.tracing import job_attributes
-from taskyard.runtime.approvals import Decision, Outcome, decide
 from taskyard.runtime.cancel import cancel
 from taskyard.runtime.events import EventKind
 from taskyard.runtime.store import TaskStore, pages
@@ -187,26 +185,3 @@ async def cancel_task(record: OwnedTaskDep, store: StoreDep, celery: CeleryDep) 
         now = await store.get(record.id) or record
         raise HTTPException(status.HTTP_409_CONFLICT, detail=f"task already {now.status}")
     return TaskAccepted(id=record.id, status=TaskStatus.CANCELLED, session_id=record.session_id)
-
-
-@router.post(
-    "/{task_id}/approvals/{call_id}",
-    response_model=ApprovalDecided,
-    responses=responses(401, 404, 409, 413, 422),
-)
-async def decide_call(
-    record: OwnedTaskDep,
-    call_id: Annotated[str, Path(min_length=1, max_length=128)],
-    body: Decision,
-    store: StoreDep,
-    celery: CeleryDep,
-) -> ApprovalDecided:
-    """Approve (optionally with edited `arguments`) or deny (with a `reason` the model reads)
-    a call held for approval. 404: no such call waits; 409: it was decided already."""
-    outcome = await decide(store, celery, record, call_id, body)
-    if outcome == Outcome.UNKNOWN:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, detail="no such call waits for approval")
-    if outcome == Outcome.DECIDED:
-        raise HTTPException(status.HTTP_409_CONFLICT, detail="this call was decided already")
-    state: Literal["approved", "denied"] = "approved" if outcome == Outcome.APPROVED else "denied"
-    return ApprovalDecided(call_id=call_id, state=state)

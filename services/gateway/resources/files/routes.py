@@ -1,7 +1,7 @@
 """/v1/sessions/{session_id}/files: put a file into the session's sandbox, list the working
 directory, download a file. Each goes to the tool worker holding the sandbox
-(`services/gateway/files/session_files.py`); what is listed and served is what the sandbox holds,
-files its code wrote included, for as long as the sandbox lives."""
+(`session_files.py`); what is listed and served is what the sandbox holds, files its code
+wrote included, for as long as the sandbox lives."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from fastapi.responses import Response
 from services.gateway.admission import LargeBodies
 from services.gateway.deps import SettingsDep, TenantDep
 from services.gateway.errors import issue, responses
-from services.gateway.files.deps import NewSessionIdDep, SessionFilesDep, SessionIdDep
-from services.gateway.files.models import SessionFile, SessionFileList
+from services.gateway.resources.files.deps import NewSessionIdDep, SessionFilesDep, SessionIdDep
+from services.gateway.resources.files.models import SessionFile, SessionFileList
 from taskyard.plumbing.settings import FileSettings
 from taskyard.sandbox.kernel.files import MAX_PATH_CHARS, path_parts
 

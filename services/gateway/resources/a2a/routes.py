@@ -1,7 +1,7 @@
 """A2A: Agent Cards (public, for discovery) and each agent's JSON-RPC endpoint (the tenant's
 API key, as every /v1 route). The SDK's dispatcher speaks JSON-RPC (A2A 1.0's methods and 0.3's,
-`message/send` and the rest) and server-sent events; `services.gateway.a2a` answers from the
-store. Not in the OpenAPI document: the Agent Card describes these."""
+`message/send` and the rest) and server-sent events; `handler` answers from the store. Not in
+the OpenAPI document: the Agent Card describes these."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from fastapi import APIRouter, Depends, HTTPException, Path, Request, Response, status
 from fastapi.responses import JSONResponse
 
-from services.gateway.a2a.cards import agent_card
-from services.gateway.a2a.handler import Caller, TaskyardHandler
 from services.gateway.deps import CeleryDep, HubDep, SettingsDep, StoreDep, TenantDep
-from services.gateway.files.deps import SessionFilesDep
 from services.gateway.json_route import JSONRoute
-from services.gateway.models import TaskAccepted, TaskCreate
-from services.gateway.routes.tasks import create_task
+from services.gateway.resources.a2a.cards import agent_card
+from services.gateway.resources.a2a.handler import Caller, TaskyardHandler
+from services.gateway.resources.files.deps import SessionFilesDep
+from services.gateway.resources.tasks.models import TaskAccepted, TaskCreate
+from services.gateway.resources.tasks.routes import create_task
 from taskyard.agentkit.agents import AGENTS
 
 router = APIRouter(tags=["a2a"], route_class=JSONRoute, include_in_schema=False)

@@ -10,7 +10,7 @@ from fastapi import APIRouter, HTTPException, Path, Query, Response, status
 from services.gateway.deps import CeleryDep, SettingsDep, StoreDep, TenantDep
 from services.gateway.errors import fork_refused, responses
 from services.gateway.json_route import JSONRoute
-from services.gateway.models import (
+from services.gateway.resources.sessions.models import (
     Interpreter,
     SessionFork,
     SessionForked,

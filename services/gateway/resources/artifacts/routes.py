@@ -12,8 +12,8 @@ from fastapi.responses import Response
 
 from services.gateway.deps import OwnedTaskDep, StoreDep
 from services.gateway.errors import responses
-from services.gateway.files.deps import ArtifactStoreDep
-from services.gateway.files.models import ArtifactList, ArtifactPublic
+from services.gateway.resources.artifacts.deps import ArtifactStoreDep
+from services.gateway.resources.artifacts.models import ArtifactList, ArtifactPublic
 from taskyard.files.artifacts import ARTIFACT_NAME_PATTERN, MEDIA_TYPES, ArtifactBody
 from taskyard.runtime.events import EventKind
 

@@ -1,0 +1,1 @@
+"""The gateway's Prometheus metrics (`/metrics`), with the queues' depths read now."""

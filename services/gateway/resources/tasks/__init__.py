@@ -1,0 +1,1 @@
+"""Tasks (`/v1/tasks`): submit one, list them, read one, follow its events, cancel it."""
