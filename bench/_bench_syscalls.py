@@ -15,7 +15,7 @@ import docker
 
 from taskyard.plumbing.settings import ToolWorkerSettings
 from taskyard.sandbox import SandboxUnavailable
-from taskyard.sandbox.docker import OWNER_LABEL, DockerSandboxProvider
+from taskyard.sandbox.docker.provider import OWNER_LABEL, DockerSandboxProvider
 
 CELL = """
 import numpy as np, os, socket, threading

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from taskyard.plumbing.settings import ToolWorkerSettings
 from taskyard.sandbox.demand import PoolBounds
-from taskyard.sandbox.docker import DockerSandboxProvider
+from taskyard.sandbox.docker.provider import DockerSandboxProvider
 from taskyard.sandbox.provider import SandboxLimits
 
 __all__ = ["warm_pool_section"]

@@ -28,7 +28,7 @@ from _bench_syscalls import syscall_section
 
 from taskyard.plumbing.settings import ToolWorkerSettings
 from taskyard.sandbox import LocalSandboxProvider, SandboxUnavailable
-from taskyard.sandbox.docker import OWNER_LABEL, WORKER_LABEL, DockerSandboxProvider
+from taskyard.sandbox.docker.provider import OWNER_LABEL, WORKER_LABEL, DockerSandboxProvider
 from taskyard.sandbox.provider import KernelSandboxProvider, SandboxLimits
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -185,8 +185,9 @@ def _p50_p90(seconds: list[float]) -> str:
 
 CRASH = """
 import os, sys, time
-from taskyard.sandbox.docker import DockerSandboxProvider
-p = DockerSandboxProvider(pool_size=0)
+from taskyard.plumbing.settings import SandboxSettings
+from taskyard.sandbox.docker.provider import DockerSandboxProvider
+p = DockerSandboxProvider(SandboxSettings(), pool_size=0)
 for i in range(int(sys.argv[1])):
     p.get(f'bench:crash{i}').run('x = 1', 30)
 print('ready', flush=True)

@@ -28,7 +28,7 @@ from devstack.procs import Child, Processes, free_port
 from devstack.sentinel import SentinelGroup
 from taskyard.plumbing import keys
 from taskyard.plumbing.settings import parse_api_keys
-from taskyard.sandbox.docker import WORKER_LABEL
+from taskyard.sandbox.docker.provider import WORKER_LABEL
 
 _LOOPBACK = "127.0.0.1"
 

@@ -134,7 +134,7 @@ def test_the_service_extra_holds_the_service_packages() -> None:
     declared = _declared()
     missing = [d for d in SERVICE_PACKAGES.values() if not any(n.startswith(d) for n in declared)]
     assert missing == []
-    assert "requests" in service  # shared/taskyard/sandbox/docker.py's, with the Docker SDK
+    assert "requests" in service  # the docker sandbox provider's, with the Docker SDK
     assert "starlette" in service  # the gateway imports it directly
 
 

@@ -13,7 +13,7 @@ import redis
 
 from devstack.hosts import Host
 from devstack.stack import LocalStack, remove_sandboxes
-from taskyard.sandbox.docker import WORKER_LABEL
+from taskyard.sandbox.docker.provider import WORKER_LABEL
 
 
 def test_redis_restarts_with_its_fsync_policy_and_answers_at_once(tmp_path: Path) -> None:

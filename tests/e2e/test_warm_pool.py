@@ -14,7 +14,7 @@ from e2e_support import wait_status
 
 from devstack.stack import LocalStack
 from taskyard.client import TaskyardClient
-from taskyard.sandbox.docker import SESSION_LABEL, WORKER_LABEL
+from taskyard.sandbox.docker.provider import SESSION_LABEL, WORKER_LABEL
 
 pytestmark = pytest.mark.e2e
 

@@ -9,7 +9,7 @@ import pytest
 
 from taskyard.plumbing.settings import ToolWorkerSettings
 from taskyard.sandbox import LocalSandboxProvider
-from taskyard.sandbox.docker import DockerSandboxProvider
+from taskyard.sandbox.docker.provider import DockerSandboxProvider
 from taskyard.sandbox.provider import KernelSandboxProvider
 
 ProviderFactory = Callable[..., KernelSandboxProvider]

@@ -18,8 +18,8 @@ def crash_a_worker(provider: str, label: str, then: str = "") -> None:
     """`provider`: "local" or "docker"; `then`: lines run (with the provider as `p`) after
     the busy cell started and before the crash."""
     module, name = {
-        "local": ("taskyard.sandbox.local", "LocalSandboxProvider"),
-        "docker": ("taskyard.sandbox.docker", "DockerSandboxProvider"),
+        "local": ("taskyard.sandbox.local.provider", "LocalSandboxProvider"),
+        "docker": ("taskyard.sandbox.docker.provider", "DockerSandboxProvider"),
     }[provider]
     script = (
         "import os, threading, time\n"

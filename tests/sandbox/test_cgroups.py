@@ -8,7 +8,7 @@ from pathlib import Path
 
 from waiting import wait_until
 
-from taskyard.sandbox.cgroups import CgroupLimits, CgroupTree, _v2_tree, find_cgroups
+from taskyard.sandbox.local.cgroups import CgroupLimits, CgroupTree, _v2_tree, find_cgroups
 
 
 def _tree() -> CgroupTree:

@@ -17,12 +17,12 @@ import pytest
 
 from taskyard.sandbox.base import ExecutionResult
 from taskyard.sandbox.channel import KernelChannel, wait_readable
-from taskyard.sandbox.container_spec import ContainerSpec
-from taskyard.sandbox.docker import OWNER_LABEL
-from taskyard.sandbox.docker_channel import DockerChannel
+from taskyard.sandbox.docker.channel import DockerChannel
+from taskyard.sandbox.docker.provider import OWNER_LABEL
+from taskyard.sandbox.docker.spec import ContainerSpec
 from taskyard.sandbox.errors import KernelGone, KernelProtocolError
 from taskyard.sandbox.kernel import DISPLAY_MAX_OUTPUTS, MAX_LINE_BYTES, MAX_TEXT_CHARS
-from taskyard.sandbox.local import LocalChannel
+from taskyard.sandbox.local.provider import LocalChannel
 from taskyard.sandbox.session import KernelSandbox
 
 # A "kernel" that says it is ready, reads one request (past the lease lines a docker channel

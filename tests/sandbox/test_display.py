@@ -17,7 +17,7 @@ import pytest
 
 from taskyard.sandbox.errors import KernelProtocolError
 from taskyard.sandbox.kernel import DISPLAY_LIMIT, DISPLAY_MAX_OUTPUTS
-from taskyard.sandbox.kernel_copy import KERNEL_SOURCE
+from taskyard.sandbox.local.kernel_copy import KERNEL_SOURCE
 from taskyard.sandbox.outputs import image_size, parse_display
 from taskyard.sandbox.provider import KernelSandboxProvider
 from taskyard.sandbox.session import KernelSandbox

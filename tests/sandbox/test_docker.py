@@ -16,8 +16,13 @@ from docker.models.containers import Container
 from waiting import wait_until
 
 from taskyard.plumbing.settings import ToolWorkerSettings
-from taskyard.sandbox.container_spec import IPC_SYSCTLS, ULIMITS
-from taskyard.sandbox.docker import OWNER_LABEL, SESSION_LABEL, WORKER_LABEL, DockerSandboxProvider
+from taskyard.sandbox.docker.provider import (
+    OWNER_LABEL,
+    SESSION_LABEL,
+    WORKER_LABEL,
+    DockerSandboxProvider,
+)
+from taskyard.sandbox.docker.spec import IPC_SYSCTLS, ULIMITS
 from taskyard.sandbox.provider import KernelSandboxProvider
 from tests.sandbox.crash import crash_a_worker
 

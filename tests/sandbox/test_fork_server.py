@@ -14,7 +14,7 @@ import docker
 import pytest
 
 from taskyard.plumbing.settings import ToolWorkerSettings
-from taskyard.sandbox.docker import OWNER_LABEL, DockerSandboxProvider
+from taskyard.sandbox.docker.provider import OWNER_LABEL, DockerSandboxProvider
 from taskyard.sandbox.session import KernelSandbox
 from tests.sandbox.conftest import FORKS, ProviderFactory
 

@@ -23,8 +23,8 @@ import pytest
 from taskyard.plumbing.settings import ToolWorkerSettings
 from taskyard.sandbox import SandboxUnavailable
 from taskyard.sandbox.base import ExecutionResult
-from taskyard.sandbox.container_spec import ULIMITS, ContainerSpec
-from taskyard.sandbox.docker import OWNER_LABEL, DockerSandboxProvider
+from taskyard.sandbox.docker.provider import OWNER_LABEL, DockerSandboxProvider
+from taskyard.sandbox.docker.spec import ULIMITS, ContainerSpec
 from taskyard.sandbox.provider import KernelSandboxProvider
 from tests.sandbox.test_kernel_sinks import FILL_FDS, MAKE_OBJECTS
 from tests.sandbox.test_session import FORK_UNTIL_REFUSED

@@ -18,7 +18,7 @@ import pytest
 from taskyard.plumbing.settings import ToolWorkerSettings
 from taskyard.sandbox import SandboxUnavailable
 from taskyard.sandbox.base import ExecutionResult
-from taskyard.sandbox.docker import HANDOFF_PREFIX, OWNER_LABEL, DockerSandboxProvider
+from taskyard.sandbox.docker.provider import HANDOFF_PREFIX, OWNER_LABEL, DockerSandboxProvider
 from taskyard.sandbox.provider import KernelSandboxProvider
 
 TIMEOUT = 20.0
@@ -130,8 +130,9 @@ def test_the_makers_restart_leaves_what_it_handed_off(
 # to be killed.
 _TAKER = """
 import sys, time
-from taskyard.sandbox.docker import DockerSandboxProvider
-taker = DockerSandboxProvider(pool_size=0, node='tools@b')
+from taskyard.plumbing.settings import ToolWorkerSettings
+from taskyard.sandbox.docker.provider import DockerSandboxProvider
+taker = DockerSandboxProvider(ToolWorkerSettings(), pool_size=0, node='tools@b')
 taker.take_over('t:s', sys.argv[1])
 print(taker.get('t:s').run('x + 1', 30).result, flush=True)
 time.sleep(300)

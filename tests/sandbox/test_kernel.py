@@ -15,7 +15,7 @@ import pytest
 from taskyard.sandbox.kernel import INTERRUPTED, MAX_LINE_BYTES, OUTPUT_LIMIT
 from taskyard.sandbox.kernel.replies import fit_line
 from taskyard.sandbox.kernel.wire import LineBuffer, TooLong
-from taskyard.sandbox.kernel_copy import KERNEL_SOURCE
+from taskyard.sandbox.local.kernel_copy import KERNEL_SOURCE
 from tests.sandbox.forge import forge_from_a_child
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from taskyard.sandbox.container_spec import IPC_SYSCTLS, ULIMITS
+from taskyard.sandbox.docker.spec import IPC_SYSCTLS, ULIMITS
 from taskyard.sandbox.provider import KernelSandboxProvider
 
 TIMEOUT = 30.0

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from taskyard.plumbing.settings import ToolWorkerSettings
-from taskyard.sandbox.cgroups import CgroupLimits, find_cgroups
 from taskyard.sandbox.errors import SandboxUnavailable
-from taskyard.sandbox.kernel_copy import KernelCopy
-from taskyard.sandbox.launchers import LaunchSpec, bwrap, parse_size
-from taskyard.sandbox.local import LocalChannel, LocalSandboxProvider
+from taskyard.sandbox.local.cgroups import CgroupLimits, find_cgroups
+from taskyard.sandbox.local.kernel_copy import KernelCopy
+from taskyard.sandbox.local.launchers import LaunchSpec, bwrap, parse_size
+from taskyard.sandbox.local.provider import LocalChannel, LocalSandboxProvider
 from taskyard.sandbox.provider import KernelSandboxProvider
 from tests.sandbox.crash import crash_a_worker
 
@@ -32,7 +32,7 @@ TIMEOUT = 20.0
 def test_warns_that_isolation_is_weaker(
     make_local_provider: ProviderFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="taskyard.sandbox.local"):
+    with caplog.at_level(logging.WARNING, logger="taskyard.sandbox.local.provider"):
         make_local_provider()
     assert any("WEAKER isolation" in r.getMessage() for r in caplog.records)
 
@@ -74,7 +74,7 @@ def test_without_writable_cgroups_it_says_so_and_caps_each_process(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     elsewhere = settings.model_copy(update={"sandbox_cgroup_parent": "/taskyard-no-such-cgroup"})
-    with caplog.at_level(logging.WARNING, logger="taskyard.sandbox.local"):
+    with caplog.at_level(logging.WARNING, logger="taskyard.sandbox.local.provider"):
         sandbox = make_local_provider(settings=elsewhere).get("t:rlimit")
     warning = " ".join(r.getMessage() for r in caplog.records)
     assert "no per-sandbox memory, process or CPU limit" in warning
@@ -192,7 +192,7 @@ def test_parse_size(text: str, size: int) -> None:
 
 _FROM_PRIVATE_CHECKOUT = """
 import sys
-from taskyard.sandbox.local import LocalSandboxProvider
+from taskyard.sandbox.local.provider import LocalSandboxProvider
 from taskyard.plumbing.settings import ToolWorkerSettings
 provider = LocalSandboxProvider(ToolWorkerSettings(), launcher=sys.argv[1])
 try:

@@ -18,7 +18,7 @@ import pytest
 
 from taskyard.sandbox.errors import FileRefused, NoLiveSandbox
 from taskyard.sandbox.kernel import FILE_CHUNK_BYTES, MAX_LISTED_FILES
-from taskyard.sandbox.kernel_copy import KERNEL_SOURCE
+from taskyard.sandbox.local.kernel_copy import KERNEL_SOURCE
 from taskyard.sandbox.provider import KernelSandboxProvider
 
 TIMEOUT = 20.0

@@ -23,7 +23,7 @@ from services.tool_worker.toolbox import Toolbox
 from taskyard.agentkit.schema import ActionReturn, AgentMessage, ToolCall
 from taskyard.plumbing.settings import ToolWorkerSettings
 from taskyard.sandbox import SandboxUnavailable
-from taskyard.sandbox.docker import NODE_LABEL, WORKER_LABEL
+from taskyard.sandbox.docker.provider import NODE_LABEL, WORKER_LABEL
 
 ROOT = Path(__file__).resolve().parents[2]
 

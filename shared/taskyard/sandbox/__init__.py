@@ -4,7 +4,8 @@ Use: ``make_sandbox_provider(settings).get(keys.session_key(tenant, sid)).run(co
 ``provider.interrupt(session_key)`` stops a running cell from another thread. A result's
 ``display`` holds the cell's rich outputs; ``write_file``, ``read_file`` and ``list_files``
 reach the session's working directory (``provider.find`` gives a session's running sandbox).
-The docker backend (`taskyard.sandbox.docker`) needs the Docker SDK, from the ``service`` extra.
+The docker backend (`taskyard.sandbox.docker`) needs the Docker SDK, from the ``service``
+extra.
 """
 
 from collections.abc import Callable
@@ -22,7 +23,7 @@ from taskyard.sandbox.errors import (
     SandboxLimitReached,
     SandboxUnavailable,
 )
-from taskyard.sandbox.local import LocalSandboxProvider
+from taskyard.sandbox.local.provider import LocalSandboxProvider
 from taskyard.sandbox.provider import SandboxLimits
 
 __all__ = [
@@ -48,7 +49,7 @@ __all__ = [
 
 def _docker(settings: SandboxSettings, node: str) -> SandboxProvider:
     # Imported when chosen: the agent library alone installs no Docker SDK.
-    from taskyard.sandbox.docker import DockerSandboxProvider
+    from taskyard.sandbox.docker.provider import DockerSandboxProvider
 
     return DockerSandboxProvider(settings, node=node)
 

@@ -35,7 +35,7 @@ from taskyard.sandbox.channel import (
     wait_readable,
     write_within,
 )
-from taskyard.sandbox.container_spec import ContainerSpec, create_failed
+from taskyard.sandbox.docker.spec import ContainerSpec, create_failed
 from taskyard.sandbox.errors import KernelGone, SandboxError, SandboxUnavailable
 
 __all__ = ["START_TIMEOUT_S", "DockerChannel", "Leases"]

@@ -19,7 +19,7 @@ from taskyard.sandbox.errors import SandboxUnavailable
 
 __all__ = ["KERNEL_SOURCE", "KernelCopy", "reachable_by_others"]
 
-KERNEL_SOURCE = Path(__file__).with_name("kernel")
+KERNEL_SOURCE = Path(__file__).parents[1] / "kernel"
 _CANDIDATES = ("/tmp", "/var/tmp", "/dev/shm")
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from taskyard.sandbox.channel import StartKernel
 from taskyard.sandbox.demand import PoolBounds
-from taskyard.sandbox.docker_channel import START_TIMEOUT_S, DockerChannel
+from taskyard.sandbox.docker.channel import START_TIMEOUT_S, DockerChannel
 from taskyard.sandbox.errors import KernelGone, SandboxUnavailable
 from taskyard.sandbox.pool import PoolState, WarmPool
 from taskyard.sandbox.provider import tenant_of

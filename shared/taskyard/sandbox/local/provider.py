@@ -23,14 +23,7 @@ import time
 import uuid
 from typing import Any
 
-from taskyard.plumbing.settings import SandboxSettings, get_settings
-from taskyard.sandbox.cgroups import (
-    CgroupLimits,
-    CgroupTree,
-    SandboxCgroup,
-    find_cgroups,
-    safe_name,
-)
+from taskyard.plumbing.settings import SandboxSettings
 from taskyard.sandbox.channel import (
     OutputTail,
     ReplyLines,
@@ -41,8 +34,15 @@ from taskyard.sandbox.channel import (
 )
 from taskyard.sandbox.demand import PoolBounds, pool_bounds
 from taskyard.sandbox.errors import KernelGone, SandboxUnavailable
-from taskyard.sandbox.kernel_copy import KernelCopy
-from taskyard.sandbox.launchers import LAUNCHERS, LaunchSpec, explain_failure, parse_size
+from taskyard.sandbox.local.cgroups import (
+    CgroupLimits,
+    CgroupTree,
+    SandboxCgroup,
+    find_cgroups,
+    safe_name,
+)
+from taskyard.sandbox.local.kernel_copy import KernelCopy
+from taskyard.sandbox.local.launchers import LAUNCHERS, LaunchSpec, explain_failure, parse_size
 from taskyard.sandbox.provider import KernelSandboxProvider, SandboxLimits
 
 __all__ = ["LocalChannel", "LocalSandboxProvider"]
@@ -179,7 +179,7 @@ class LocalSandboxProvider(KernelSandboxProvider):
 
     def __init__(
         self,
-        settings: SandboxSettings | None = None,
+        settings: SandboxSettings,
         *,
         launcher: str | None = None,
         python: str | None = None,
@@ -189,7 +189,6 @@ class LocalSandboxProvider(KernelSandboxProvider):
         limits: SandboxLimits | None = None,
         node: str = "-",
     ) -> None:
-        settings = settings or get_settings(SandboxSettings)
         name = launcher or next((n for n in LAUNCHERS if shutil.which(n)), "")
         if name not in LAUNCHERS or not shutil.which(name) or not shutil.which("prlimit"):
             raise SandboxUnavailable(f"no sandbox launcher found (tried {', '.join(LAUNCHERS)})")

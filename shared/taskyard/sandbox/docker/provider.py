@@ -26,12 +26,12 @@ import docker
 import requests
 from docker.errors import APIError, DockerException, NotFound
 
-from taskyard.plumbing.settings import SandboxSettings, get_settings
+from taskyard.plumbing.settings import SandboxSettings
 from taskyard.sandbox.channel import KernelChannel
-from taskyard.sandbox.container_spec import ContainerSpec, missing_runtime, runtimes
 from taskyard.sandbox.demand import PoolBounds, pool_bounds
-from taskyard.sandbox.docker_channel import DockerChannel, Leases
-from taskyard.sandbox.docker_hosts import HostedChannel, SessionHost, SessionHosts
+from taskyard.sandbox.docker.channel import DockerChannel, Leases
+from taskyard.sandbox.docker.hosts import HostedChannel, SessionHost, SessionHosts
+from taskyard.sandbox.docker.spec import ContainerSpec, missing_runtime, runtimes
 from taskyard.sandbox.errors import KernelGone, SandboxError, SandboxUnavailable
 from taskyard.sandbox.pool import PoolState
 from taskyard.sandbox.provider import KernelSandboxProvider, SandboxLimits, tenant_of
@@ -65,7 +65,7 @@ class DockerSandboxProvider(KernelSandboxProvider):
 
     def __init__(
         self,
-        settings: SandboxSettings | None = None,
+        settings: SandboxSettings,
         *,
         spec: ContainerSpec | None = None,
         client: docker.DockerClient | None = None,
@@ -75,7 +75,6 @@ class DockerSandboxProvider(KernelSandboxProvider):
         limits: SandboxLimits | None = None,
         node: str = NO_NODE,
     ) -> None:
-        settings = settings or get_settings(SandboxSettings)
         self._spec = spec or ContainerSpec.from_settings(settings)
         self._client = client or _connect()
         self.owner = uuid.uuid4().hex[:12]
