@@ -39,7 +39,7 @@ def register(commands: Subparsers) -> None:
 
     fork = add_command(
         commands, "fork-session",
-        "fork a session: a new one with a copy of its memory and of its live interpreter",
+        "fork a session: a new one with its memory and live interpreter",
         json_output=True,
     )  # fmt: skip
     fork.add_argument("session_id", help="the session to fork (no task may run in it)")
