@@ -18,6 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from taskyard.errors import TaskyardError
+from taskyard.runtime.forks import ForkRefused
 from taskyard.runtime.store import NotReplicated
 from taskyard.runtime.submission import SubmissionRefused
 
@@ -27,6 +28,7 @@ __all__ = [
     "Issue",
     "ValidationErrorBody",
     "artifacts_unavailable",
+    "fork_refused",
     "http_error",
     "issue",
     "not_replicated",
@@ -102,6 +104,15 @@ def refused(exc: SubmissionRefused, *within: str) -> HTTPException:
     """A 422 for a submission this deployment refuses, at its field (inside the body's
     `within`, for a task nested in another request)."""
     return HTTPException(422, detail=[issue(["body", *within, *exc.loc], exc.reason)])
+
+
+_FORK_REFUSED = {"missing": 404, "exists": 409, "busy": 409, "unavailable": 503, "timeout": 504}
+
+
+def fork_refused(exc: ForkRefused) -> HTTPException:
+    """A session fork not made: the source unknown 404, in use or the new id taken 409, an
+    interpreter the backend cannot fork 503, its tool worker silent 504."""
+    return HTTPException(_FORK_REFUSED[exc.why], detail=str(exc))
 
 
 async def validation_error(request: Request, exc: Exception) -> JSONResponse:

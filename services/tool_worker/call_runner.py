@@ -27,6 +27,7 @@ from services.tool_worker.artifacts import ArtifactKeeper
 from services.tool_worker.cells import RedisCellLog
 from services.tool_worker.errors import CallFailed
 from services.tool_worker.files import FileLimits, serve
+from services.tool_worker.forks import fork
 from services.tool_worker.metrics import TOOL_CALL_SECONDS
 from services.tool_worker.placement import Placement
 from services.tool_worker.toolbox import Toolbox
@@ -40,11 +41,13 @@ from taskyard.plumbing.loop import LoopThread
 from taskyard.plumbing.redis_clients import async_client
 from taskyard.plumbing.settings import ToolWorkerSettings
 from taskyard.runtime.cancel import CancelWatch
+from taskyard.runtime.forks import ForkExchange
 from taskyard.runtime.jobs import (
     AgentStepJob,
     Envelope,
     McpListJob,
     SessionFilesJob,
+    SessionForkJob,
     ToolRunJob,
     envelope,
     sticky_session,
@@ -95,6 +98,7 @@ class ToolCallRunner:
         self.cancels = cancels  # hears a task's cancel
         self.placement = placement
         self.listings = ListingExchange(store.r, settings.mcp_tools_ttl_s)
+        self.forks = ForkExchange(store.r)
         self._stopped = threading.Event()
 
     @classmethod
@@ -138,7 +142,7 @@ class ToolCallRunner:
             self._release(job)  # its retry (or a re-send) may run it
             raise
 
-    def forwarded(self, job: ToolRunJob | SessionFilesJob | McpListJob) -> bool:
+    def forwarded(self, job: ToolRunJob | SessionFilesJob | McpListJob | SessionForkJob) -> bool:
         """Whether the job belongs to the live worker holding its session, and went there."""
         claim = self.placement.claim(job.session_key)
         if claim.verdict != "forward":
@@ -268,6 +272,31 @@ class ToolCallRunner:
             job.request_id, job.tenant, job.session_id, job.server, listing
         )
         self.loop.run(answer)
+
+    # -- a session's fork -----------------------------------------------------------------
+
+    def fork_session(self, job: SessionForkJob) -> None:
+        """Copy the source session's interpreter for its fork and place the new session here,
+        beside it; answer the gateway waiting (nothing once it stopped waiting)."""
+        if self.forwarded(job):
+            return
+        if job.expired:
+            log.info("fork request %s expired unserved", job.request_id)
+            return
+        with bind_job(tenant=job.tenant, session_id=job.session_id):
+            reply = fork(job, self.tools.sandboxes())
+            if reply.outcome == "copied":
+                self._place_fork(job)
+            else:
+                log.info("session fork: interpreter %s %s", reply.outcome, reply.detail)
+        self.loop.run(self.forks.answer(job.request_id, reply))
+
+    def _place_fork(self, job: SessionForkJob) -> None:
+        try:
+            self.placement.place_fork(job.session_key, job.new_session_key)
+        except BaseException:  # unplaced, it would run unseen: the gateway undoes the fork
+            self.tools.release(job.new_session_key)
+            raise
 
     # -- the worker's life ----------------------------------------------------------------
 

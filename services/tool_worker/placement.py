@@ -83,6 +83,10 @@ class Placement:
         else:
             log.info("took over a session's interpreter (%s)", claim.handle)
 
+    def place_fork(self, source_key: str, new_key: str) -> None:
+        """A fork of the session `source_key`'s interpreter runs here now, as `new_key`'s."""
+        self.loop.run(self.directory.place_fork(self.me, source_key, new_key))
+
     def forward(self, job: Envelope) -> None:
         """Send the job on to the worker that holds its session (the pool if none does)."""
         self.loop.run(self.directory.store.push([job]))

@@ -32,7 +32,7 @@ from taskyard.plumbing.logs import bind_job, setup_logging
 from taskyard.plumbing.metrics import serve_metrics
 from taskyard.plumbing.settings import ToolWorkerSettings, get_settings
 from taskyard.plumbing.tracing import job_attributes, setup_tracing
-from taskyard.runtime.jobs import McpListJob, SessionFilesJob, ToolRunJob
+from taskyard.runtime.jobs import McpListJob, SessionFilesJob, SessionForkJob, ToolRunJob
 from taskyard.runtime.store.sandboxes import ToolWorkerId
 from taskyard.sandbox import SandboxError
 
@@ -96,6 +96,13 @@ def mcp_list(payload: dict[str, Any]) -> None:
     """List an MCP server's tools for the agent worker waiting on the answer (a local server
     in the session's sandbox, so on the worker holding it)."""
     runner().list_mcp(McpListJob.model_validate(payload))
+
+
+@app.task(name=keys.SESSION_FORK_TASK)
+def fork_session(payload: dict[str, Any]) -> None:
+    """Copy a session's interpreter for its fork (on the worker holding it, where the store
+    sent the job) and answer the gateway waiting."""
+    runner().fork_session(SessionForkJob.model_validate(payload))
 
 
 @signals.celeryd_after_setup.connect

@@ -311,6 +311,28 @@ def test_deleting_a_busy_session_needs_force(
     assert _lines(taskyard("sessions")) == []
 
 
+def test_forking_a_session(taskyard: Taskyard, client: TaskyardClient, redis_server: str) -> None:
+    _remember(redis_server, "a", ["hello"])
+    forked = _lines(taskyard("fork-session", "a", "--as", "b"))
+    assert forked == ["session b forked from a (no running interpreter to copy)"]
+    assert _lines(taskyard("session", "b"))[:2] == ["session b: idle, 0 waiting", "forked from: a"]
+    made = json.loads(taskyard("fork-session", "b", "--json").stdout)
+    assert (made["forked_from"], made["interpreter"]) == ("b", "none")
+    assert client.session(made["session_id"])["total_messages"] == 1
+    taken = taskyard("fork-session", "a", "--as", "b")
+    assert (taken.returncode, _one_line(taken)) == (
+        5, "taskyard: session b already exists; fork into a new id",
+    )  # fmt: skip
+    running = client.submit("x", session_id="a")["id"]
+    busy = taskyard("fork-session", "a")
+    assert (busy.returncode, _one_line(busy)) == (
+        5, f"taskyard: session a has task {running} queued; fork it when it ends",
+    )  # fmt: skip
+    unknown = taskyard("fork-session", "never")
+    assert (unknown.returncode, _one_line(unknown)) == (4, "taskyard: no such session")
+    assert "--as NEW" in taskyard("fork-session", "--help").stdout
+
+
 async def test_the_async_twin_has_the_same_calls(gateway: str, client: TaskyardClient) -> None:
     task_id = client.submit("a", session_id="twin")["id"]
     async with AsyncTaskyardClient(gateway, "key-a") as twin:
@@ -322,6 +344,9 @@ async def test_the_async_twin_has_the_same_calls(gateway: str, client: TaskyardC
         taken = await twin.submit("c", session_id="twin", if_session_busy="rollback")
         assert client.get(task_id)["error"] == f"rolled back for task {taken['id']}"
         assert (await twin.cancel(taken["id"]))["status"] == "cancelled"
+        forked = await twin.fork_session("twin", "twin-fork")
+        assert forked == {"session_id": "twin-fork", "forked_from": "twin", "interpreter": "none"}
+        assert client.fork_session("twin")["forked_from"] == "twin"
         await twin.delete_session("twin")
         with pytest.raises(NotFound, match="no such session"):
             await twin.session("twin")

@@ -1,6 +1,6 @@
 // The dashboard: sign in with an API key, the tenant's tasks live (status and age), a task's
-// transcript as it streams, sessions, cron schedules, the queues, the workers and the model
-// replicas.
+// transcript as it streams, sessions (each one forked with a click), cron schedules, the
+// queues, the workers and the model replicas.
 
 import { ApiError, api, credentials, follow } from "./api.js";
 import { Transcript } from "./transcript.js";
@@ -69,13 +69,42 @@ function showSessions(tasks) {
   for (const task of tasks) counts.set(task.session_id, (counts.get(task.session_id) || 0) + 1);
   const items = [...counts].map(([session, count]) => {
     const item = document.createElement("li");
-    item.append(line(session, "name"), line(`${count} task${count > 1 ? "s" : ""}`, "count"));
+    item.append(line(session, "name"), line(`${count} task${count > 1 ? "s" : ""}`, "count"),
+                forkButton(session));
     item.title = session;
     item.dataset.session = session;
     item.addEventListener("click", () => pickSession(session));
     return item;
   });
   $("#sessions").replaceChildren(...items);
+}
+
+function forkButton(session) {
+  const button = document.createElement("button");
+  button.type = "button";
+  button.className = "fork";
+  button.textContent = "Fork";
+  button.title = `Fork ${session}: a new session with its memory and its live interpreter`;
+  button.addEventListener("click", (event) => {
+    event.stopPropagation(); // not a pick of the session
+    fork(session);
+  });
+  return button;
+}
+
+// A fork has no task yet: the new task form names it, so the next task runs in the fork.
+async function fork(session) {
+  try {
+    const forked = await api(`/v1/sessions/${encodeURIComponent(session)}/fork`, { method: "POST" });
+    const interpreter = forked.interpreter === "copied" ? "its interpreter copied" : "no running interpreter to copy";
+    $("#notice").textContent = `Forked ${session} into ${forked.session_id} (${interpreter}).`;
+    $("#notice").dataset.session = forked.session_id;
+    $("#notice").hidden = false;
+    $("#task-session").value = forked.session_id;
+    showError(null);
+  } catch (error) {
+    showError(error);
+  }
 }
 
 function pickSession(session) {

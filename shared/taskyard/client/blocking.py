@@ -68,6 +68,7 @@ class TaskyardClient:
     events = _iterated(ClientCore.events)
     session = _blocking(ClientCore.session)
     delete_session = _blocking(ClientCore.delete_session)
+    fork_session = _blocking(ClientCore.fork_session)
     list_sessions = _blocking(ClientCore.list_sessions)
     create_schedule = _blocking(ClientCore.create_schedule)
     list_schedules = _blocking(ClientCore.list_schedules)

@@ -99,6 +99,16 @@ class ClientCore:
         """Forget the session (409 while a task runs it, unless `force` cancels that task)."""
         await self._json("DELETE", f"/v1/sessions/{session_id}", params=wire.force(force))
 
+    async def fork_session(
+        self, session_id: str, new_session_id: str | None = None
+    ) -> dict[str, Any]:
+        """Fork the session into a new one (`new_session_id`, or one made for you) holding a
+        copy of its memory and, live, of its interpreter: ``{"session_id", "forked_from",
+        "interpreter": "copied" | "none"}``. 409 while a task runs in it or the new id is
+        taken."""
+        path, body = f"/v1/sessions/{session_id}/fork", wire.fork(new_session_id)
+        return await self._json("POST", path, json=body)
+
     async def list_sessions(self, limit: int = 20, cursor: str | None = None) -> dict[str, Any]:
         """Your sessions, the most recently used first: ``{"sessions": [...],
         "next_cursor": ...}``."""

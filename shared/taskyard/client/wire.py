@@ -21,6 +21,7 @@ __all__ = [
     "denial",
     "events_path",
     "force",
+    "fork",
     "json_object",
     "list_params",
     "page",
@@ -140,6 +141,10 @@ def save(folder: Path, url: str, content: bytes) -> Path:
     target = folder / Path(url).name
     target.write_bytes(content)
     return target
+
+
+def fork(new_session_id: str | None) -> dict[str, str]:
+    return {"session_id": new_session_id} if new_session_id is not None else {}
 
 
 def force(force: bool) -> dict[str, str]:

@@ -20,6 +20,7 @@ __all__ = [
     "PROXY_PLACEMENTS",
     "SCHEDULES_DUE",
     "SCHEDULE_TASK",
+    "SESSION_FORK_TASK",
     "SWEEP_LOCK",
     "SWEEP_TASK",
     "TASK_DEADLINES",
@@ -45,10 +46,12 @@ __all__ = [
     "session_cells",
     "session_compaction",
     "session_epoch",
+    "session_fork_reply",
     "session_key",
     "session_lock",
     "session_memory",
     "session_memory_path",
+    "session_origin",
     "session_paths",
     "session_replay",
     "session_sandbox",
@@ -90,6 +93,8 @@ WEBHOOKS_DUE = "webhooks:due"
 AGENT_TOOL_PREFIX = "agent:"  # a tool name that names a registered agent
 TOOL_RUN_TASK = "tools.run"
 FILES_TASK = "tools.files"  # a session's files: on the interpreter's queue, beside its cells
+# Fork a session's interpreter: only ever on the queue of the tool worker holding it.
+SESSION_FORK_TASK = "tools.fork_session"
 TOOL_QUEUE_PREFIX = "tools."
 # Calls of remote MCP servers (stateless: any tool worker consuming the queue); a local (stdio)
 # server's run in the session's sandbox, so on the interpreter's queue.
@@ -293,6 +298,16 @@ def session_compaction(tenant: str, session_id: str) -> str:
 def session_epoch(tenant: str, session_id: str) -> str:
     """Bumped whenever a session's memory is rewritten, so cached copies know they are stale."""
     return f"session:{tenant}:{session_id}:epoch"
+
+
+def session_origin(tenant: str, session_id: str) -> str:
+    """The id of the session this one was forked from (`POST /v1/sessions/{id}/fork`)."""
+    return f"session:{tenant}:{session_id}:forked_from"
+
+
+def session_fork_reply(request_id: str) -> str:
+    """The list a fork request's answer is pushed onto (the gateway pops it)."""
+    return f"fork:{request_id}:reply"
 
 
 def session_lock(tenant: str, session_id: str) -> str:

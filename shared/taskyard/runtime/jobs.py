@@ -38,6 +38,7 @@ __all__ = [
     "Job",
     "McpListJob",
     "SessionFilesJob",
+    "SessionForkJob",
     "ToolRunJob",
     "WebhookJob",
     "enqueue",
@@ -172,7 +173,24 @@ class SessionFilesJob(_WaitedFor):
     path: str | None = None
 
 
-Job = AgentStepJob | ToolRunJob | ChildJob | WebhookJob | SessionFilesJob | McpListJob
+class SessionForkJob(_WaitedFor):
+    """Give session `new_session_id` a live copy of the interpreter of `session_id` (the
+    source), for the gateway waiting on `keys.session_fork_reply(request_id)`
+    (`taskyard.runtime.forks`). Only the store's fork script sends it, and only to the queue
+    of the live tool worker holding the source's interpreter: the copy is made there, and the
+    new session is placed there too."""
+
+    new_session_id: str
+
+    @property
+    def new_session_key(self) -> str:
+        return keys.session_key(self.tenant, self.new_session_id)
+
+
+Job = (
+    AgentStepJob | ToolRunJob | ChildJob | WebhookJob | SessionFilesJob | McpListJob
+    | SessionForkJob
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,7 +216,7 @@ def sticky_session(job: Job) -> str:
     its session's sandbox (`BaseAction.session_bound`), a listing or call of a local MCP
     server (it runs there), or a request for the session's files. Such a job goes to the
     tool worker holding that interpreter."""
-    if isinstance(job, SessionFilesJob):
+    if isinstance(job, SessionFilesJob | SessionForkJob):
         return job.session_key
     if isinstance(job, McpListJob):
         return job.session_key if job.server.local else ""
@@ -228,6 +246,8 @@ def _route(job: Job) -> tuple[str, str]:
         return keys.WEBHOOK_TASK, keys.WEBHOOK_QUEUE
     if isinstance(job, SessionFilesJob):
         return keys.FILES_TASK, action_queue(FILES_TOOL)
+    if isinstance(job, SessionForkJob):
+        return keys.SESSION_FORK_TASK, action_queue(FILES_TOOL)
     return keys.AGENT_STEP_TASK, keys.AGENT_QUEUE
 
 
@@ -239,6 +259,8 @@ def _describe(job: Job) -> str:
         return f"files {job.op} {job.session_key} {job.request_id}"
     if isinstance(job, McpListJob):
         return f"mcp list {job.server.name} {job.session_key} {job.request_id}"
+    if isinstance(job, SessionForkJob):
+        return f"fork {job.session_key} to {job.new_session_id} {job.request_id}"
     call = f" {job.call.name}#{job.call.id}" if not isinstance(job, AgentStepJob) else ""
     return f"{job.task_id} step {job.step}{call}"
 

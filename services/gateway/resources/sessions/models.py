@@ -1,15 +1,25 @@
-"""The sessions' response bodies: a session with a page of its messages, a page of sessions."""
+"""The sessions' bodies: a session with a page of its messages, a page of sessions, a fork's
+request and answer."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from taskyard.agentkit.schema import AgentMessage
+from taskyard.runtime.forks import Forked
 from taskyard.runtime.store.sessions import SessionOverview
+from taskyard.runtime.task import SESSION_ID_PATTERN
 
-__all__ = ["Interpreter", "SessionList", "SessionPublic", "SessionSummary"]
+__all__ = [
+    "Interpreter",
+    "SessionFork",
+    "SessionForked",
+    "SessionList",
+    "SessionPublic",
+    "SessionSummary",
+]
 
 
 class Interpreter(BaseModel):
@@ -37,6 +47,7 @@ class SessionPublic(BaseModel):
     running: str | None = Field(description="The task holding the session now, if any.")
     waiting: list[str] = Field(description="Tasks waiting their turn, oldest first.")
     interpreter: Interpreter | None
+    forked_from: str | None = Field(default=None, description="The session it was forked from.")
 
 
 class SessionSummary(BaseModel):
@@ -49,6 +60,7 @@ class SessionSummary(BaseModel):
     waiting: int = Field(description="How many tasks wait their turn.")
     total_messages: int = Field(description="The messages in its (top agent's) memory.")
     interpreter: Interpreter | None
+    forked_from: str | None = Field(default=None, description="The session it was forked from.")
 
     @classmethod
     def of(cls, overview: SessionOverview) -> SessionSummary:
@@ -57,6 +69,7 @@ class SessionSummary(BaseModel):
             id=overview.session_id, last_task_at=overview.last_task_at,
             task_count=overview.task_count, running=overview.running, waiting=overview.waiting,
             total_messages=overview.total_messages, interpreter=interpreter,
+            forked_from=overview.forked_from,
         )  # fmt: skip
 
 
@@ -65,3 +78,31 @@ class SessionList(BaseModel):
 
     sessions: list[SessionSummary]
     next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null: done.")
+
+
+class SessionFork(BaseModel):
+    """`POST /v1/sessions/{id}/fork` body."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    session_id: str | None = Field(
+        default=None, pattern=SESSION_ID_PATTERN,
+        description="The new session's id (unused: 409 otherwise); one is made when absent.",
+    )  # fmt: skip
+
+
+class SessionForked(BaseModel):
+    """A new session forked from another: a copy of its memory and, live, of its
+    interpreter."""
+
+    session_id: str = Field(description="The new session's id.")
+    forked_from: str = Field(description="The session it is a copy of.")
+    interpreter: Literal["copied", "none"] = Field(
+        description="`copied`: the source's running interpreter was copied, state and all; "
+        "`none`: the source had no running interpreter (the new session starts a fresh one)."
+    )
+
+    @classmethod
+    def of(cls, forked: Forked) -> SessionForked:
+        return cls(session_id=forked.session_id, forked_from=forked.forked_from,
+                   interpreter=forked.interpreter)  # fmt: skip

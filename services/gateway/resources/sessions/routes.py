@@ -1,22 +1,26 @@
-"""/v1/sessions: the tenant's sessions; what one holds, and forgetting it."""
+"""/v1/sessions: the tenant's sessions; what one holds, forking it, and forgetting it."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Path, Query, Response, status
 
-from services.gateway.deps import CeleryDep, StoreDep, TenantDep
-from services.gateway.errors import responses
+from services.gateway.deps import CeleryDep, SettingsDep, StoreDep, TenantDep
+from services.gateway.errors import fork_refused, responses
 from services.gateway.json_route import JSONRoute
 from services.gateway.resources.sessions.models import (
     Interpreter,
+    SessionFork,
+    SessionForked,
     SessionList,
     SessionPublic,
     SessionSummary,
 )
 from taskyard.plumbing import keys
 from taskyard.runtime.cancel import announce_forgotten, cancel
+from taskyard.runtime.forks import ForkRefused, fork_session
 from taskyard.runtime.store import pages, sessions
 from taskyard.runtime.store.pages import SESSION_CURSOR_PATTERN
 from taskyard.runtime.task import SESSION_ID_PATTERN
@@ -62,7 +66,43 @@ async def get_session(
         id=session_id, messages=state.messages, total_messages=state.total_messages,
         memories=state.memories, values=state.values, tasks=state.task_ids,
         running=state.running, waiting=state.waiting, interpreter=interpreter,
+        forked_from=state.forked_from,
     )  # fmt: skip
+
+
+@router.post(
+    "/{session_id}/fork", status_code=status.HTTP_201_CREATED, response_model=SessionForked,
+    responses=responses(
+        401, 404, 409, 413, 422, 503, 504,
+        why={404: "No such session for this API key.",
+             409: "A task runs in the session (or waits for it), a cell runs in its "
+             "interpreter, or the new id is a session already.",
+             503: "Redis does not answer, or the session's interpreter cannot be forked on "
+             "this sandbox backend (the reason says).",
+             504: "The tool worker holding the session's interpreter did not answer in time "
+             "(TASKYARD_GATEWAY_FORK_TIMEOUT_S)."},
+    ),
+)  # fmt: skip
+async def fork(
+    session_id: SessionIdPath,
+    tenant: TenantDep,
+    store: StoreDep,
+    celery: CeleryDep,
+    settings: SettingsDep,
+    body: SessionFork | None = None,
+) -> SessionForked:
+    """Fork the session: a new session (`session_id` in the body, or a new id) with a copy of
+    its memory and, if a tool worker holds its interpreter, a live copy of that interpreter
+    (variables, imports, open files, its working directory), made copy-on-write on that
+    worker. Neither sees the other's later changes. While a task runs in the session or
+    waits for it: 409."""
+    new_id = (body.session_id if body else None) or uuid.uuid4().hex
+    timeout_s = settings.gateway_fork_timeout_s
+    try:
+        forked = await fork_session(store, celery, tenant, session_id, new_id, timeout_s)
+    except ForkRefused as refused:
+        raise fork_refused(refused) from refused
+    return SessionForked.of(forked)
 
 
 @router.delete(

@@ -1,4 +1,4 @@
-"""`taskyard` commands on sessions: list them, show one, delete one."""
+"""`taskyard` commands on sessions: list them, show one, fork one, delete one."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ _VALUE_CHARS = 100  # of a session value's JSON, on its line
 
 
 def register(commands: Subparsers) -> None:
-    """sessions, session, delete-session."""
+    """sessions, session, fork-session, delete-session."""
     sessions = add_command(commands, "sessions", "list your sessions, most recently used first",
                            json_output=True)  # fmt: skip
     sessions.add_argument("--limit", type=int, default=20, help="how many (default %(default)s)")
@@ -36,6 +36,16 @@ def register(commands: Subparsers) -> None:
     session.add_argument("--memory", default="memory",
                          help="a sub-agent's memory instead (writer.memory)")  # fmt: skip
     session.set_defaults(run=_session)
+
+    fork = add_command(
+        commands, "fork-session",
+        "fork a session: a new one with its memory and live interpreter",
+        json_output=True,
+    )  # fmt: skip
+    fork.add_argument("session_id", help="the session to fork (no task may run in it)")
+    fork.add_argument("--as", dest="new_session_id", metavar="NEW",
+                      help="the new session's id (default: one is made)")  # fmt: skip
+    fork.set_defaults(run=_fork_session)
 
     delete = add_command(commands, "delete-session",
                          "forget a session: its memory, interpreter and files")  # fmt: skip
@@ -67,6 +77,8 @@ def _standing(session: dict[str, Any]) -> str:
         parts.append(f"{session['waiting']} waiting")
     if session["interpreter"]:
         parts.append(f"interpreter {_alive(session['interpreter'])}")
+    if session.get("forked_from"):
+        parts.append(f"forked from {session['forked_from']}")
     return ", ".join(parts)
 
 
@@ -87,6 +99,8 @@ def _session(args: argparse.Namespace) -> int:
 def _show_session(session: dict[str, Any], offset: int, memory: str) -> None:
     running = f"running {session['running']}" if session["running"] else "idle"
     print(f"session {session['id']}: {running}, {len(session['waiting'])} waiting")
+    if session.get("forked_from"):
+        print(f"forked from: {session['forked_from']}")
     interpreter = session["interpreter"]
     used = f", last used {age(time.time() - interpreter['last_used'])} ago" if interpreter else ""
     print(f"interpreter: {_alive(interpreter) + used if interpreter else 'none'}")
@@ -101,6 +115,18 @@ def _show_session(session: dict[str, Any], offset: int, memory: str) -> None:
     show = TranscriptPrinter(sys.stdout)
     for message in messages:
         show(Event(id="", kind=EventKind.MESSAGE, data=message))
+
+
+def _fork_session(args: argparse.Namespace) -> int:
+    with open_client(args) as client:
+        forked = client.fork_session(args.session_id, args.new_session_id)
+    if args.json:
+        print_json(forked)
+        return 0
+    copied = {"copied": "its interpreter copied", "none": "no running interpreter to copy"}
+    print(f"session {forked['session_id']} forked from {forked['forked_from']} "
+          f"({copied[forked['interpreter']]})")  # fmt: skip
+    return 0
 
 
 def _delete_session(args: argparse.Namespace) -> int:

@@ -25,6 +25,7 @@ __all__ = [
     "EndSessionsDoc",
     "EndTaskDoc",
     "EventDoc",
+    "ForkSessionDoc",
     "HandOverDoc",
     "HeirDoc",
     "JobDoc",
@@ -180,6 +181,18 @@ class DecideApprovalDoc(DatabasesDoc):
     ttl_s: int
     next_step: list[JobDoc]
     waiting_event: str  # the waiting_tools status event's data
+
+
+# -- sessions --------------------------------------------------------------------------------
+
+
+class ForkSessionDoc(DatabasesDoc):
+    source_memory: str  # the source's top memory list: its other lists' names start with it
+    new_memory: str  # the new session's
+    new_id: str
+    source_id: str
+    source_key: str  # the source's session key, whose interpreter's holder gets `job`
+    job: str  # kombu's message of the fork job (`SessionForkJob`)
 
 
 # -- tool workers' sandboxes -----------------------------------------------------------------

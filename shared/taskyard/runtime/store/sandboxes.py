@@ -17,6 +17,7 @@ worker's claim says `adopt`, with the interpreter's handle.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -93,6 +94,21 @@ class SandboxDirectory:
         raw = await self.store.script("sandboxes/claim_session", SandboxKeys(record), doc)
         reply = decode(SESSION_CLAIM, raw)
         return SessionClaim(reply.verdict, reply.detail, reply.handle)
+
+    async def place_fork(self, worker: ToolWorkerId, source_key: str, new_key: str) -> None:
+        """The worker holds `new_key`'s interpreter now, a fork of `source_key`'s (with its
+        state, so a loss is said), and the cells that made the source's are the new one's too
+        (a replay after a loss runs them)."""
+        record, cells = keys.session_sandbox(new_key), keys.session_cells(new_key)
+        async with self.store.r.pipeline(transaction=True) as pipe:
+            pipe.delete(record, cells)
+            pipe.hset(record, mapping={
+                "node": worker.node, "incarnation": worker.incarnation, "queue": worker.queue,
+                "state": "live", "reason": "", "sandbox": "", "last_used": f"{time.time():.3f}",
+            })  # fmt: skip
+            pipe.expire(record, self.record_ttl_s)
+            pipe.copy(keys.session_cells(source_key), cells)
+            await pipe.execute()
 
     async def hand_over(
         self, worker: ToolWorkerId, handed: Mapping[str, Handover], reason: str

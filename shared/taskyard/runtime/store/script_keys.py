@@ -20,6 +20,7 @@ __all__ = [
     "CreateTaskKeys",
     "DecideApprovalKeys",
     "EndTaskKeys",
+    "ForkSessionKeys",
     "PutToolResultKeys",
     "RecordsKeys",
     "SandboxKeys",
@@ -135,6 +136,33 @@ class DecideApprovalKeys(NamedTuple):
     advanced: str
 
 
+# -- sessions --------------------------------------------------------------------------------
+
+
+class ForkSessionKeys(NamedTuple):
+    # the source's
+    lock: str
+    waiting: str
+    memory: str  # its top memory list
+    paths: str  # its memory list names
+    values: str
+    compaction: str
+    tasks: str
+    origin: str  # the session it was forked from
+    # the new session's
+    new_memory: str
+    new_paths: str
+    new_values: str
+    new_compaction: str
+    new_tasks: str
+    new_origin: str
+    new_lock: str
+    new_waiting: str
+    new_sandbox: str  # its sandbox record
+    new_epoch: str
+    tenant_sessions: str
+
+
 # -- tool workers' sandboxes -----------------------------------------------------------------
 
 
@@ -173,6 +201,7 @@ _SCRIPTS: dict[str, type[ScriptKeys]] = {
     "sandboxes/redrive_queue": WorkerQueueKeys,
     "schedules/advance_schedule": AdvanceScheduleKeys,
     "schedules/create_schedule": CreateScheduleKeys,
+    "sessions/fork_session": ForkSessionKeys,
     "steps/begin_step": BeginStepKeys,
     "steps/commit_step": CommitStepKeys,
     "steps/save_compaction": SaveCompactionKeys,

@@ -19,6 +19,7 @@ __all__ = [
     "COMMIT_STEP",
     "CREATE_TASK",
     "END_TASK",
+    "FORK_SESSION",
     "REDRIVE",
     "RESULT_STORED",
     "SESSION_CLAIM",
@@ -26,6 +27,7 @@ __all__ = [
     "ApprovalReply",
     "CreateOutcome",
     "CreateTaskReply",
+    "ForkSessionReply",
     "ParentEnded",
     "Redriven",
     "ResultStoredReply",
@@ -148,6 +150,18 @@ class ApprovalReply(_Reply):
 
 
 APPROVAL = TypeAdapter(ApprovalReply)
+
+# -- sessions --------------------------------------------------------------------------------
+
+
+class ForkSessionReply(_Reply):
+    outcome: Literal["forked", "missing", "exists", "busy"]
+    job_sent: bool  # forked: the fork job went to the live holder of the source's interpreter
+    task_id: str  # busy: the task holding the source, or the first waiting for it; else ''
+    task_status: str  # busy: its status; else ''
+
+
+FORK_SESSION = TypeAdapter(ForkSessionReply)
 
 # -- tool workers' sandboxes -----------------------------------------------------------------
 

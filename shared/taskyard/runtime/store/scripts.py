@@ -1,8 +1,8 @@
 """The store's Lua scripts: each step-critical change is one atomic round trip to Redis.
 
 The scripts live as `.lua` files under `lua/`, a folder per concern of the store (`tasks/`,
-`steps/`, `tool_calls/`, `approvals/`, `sandboxes/`, `schedules/`), each named by its path
-there ("steps/commit_step"); each gets `prelude.lua` (the terminal states, the session
+`steps/`, `tool_calls/`, `approvals/`, `sandboxes/`, `schedules/`, `sessions/`), each named by
+its path there ("steps/commit_step"); each gets `prelude.lua` (the terminal states, the session
 hand-over, the job push, the call's JSON document as `doc`, answers by name) prepended, so
 the rules are written once, then its keys by name (`script_keys`).
 """
