@@ -15,9 +15,7 @@ def fork(job: SessionForkJob, sandboxes: SandboxProvider) -> ForkReply:
     """Fork the job's source interpreter into its new session: `copied`, or `none` when the
     source has no running interpreter here (the new session starts afresh on first use)."""
     try:
-        # SandboxProvider declares no fork until the sandbox side of issue 29 lands (strict
-        # mypy flags this ignore once it does); a provider without one fails the job loudly.
-        copied = sandboxes.fork(job.session_key, job.new_session_key)  # type: ignore[attr-defined]
+        copied = sandboxes.fork(job.session_key, job.new_session_key)
     except SandboxBusy as exc:
         return ForkReply(outcome="busy", detail=str(exc))
     except SandboxError as exc:  # SandboxUnavailable: this backend cannot fork, and why

@@ -86,6 +86,12 @@ class SandboxProvider(Protocol):
         """Stop the session's running cell (see `CodeSandbox.cancel`); False when none runs."""
         ...
 
+    def fork(self, source_key: str, new_key: str) -> bool:
+        """Give session `new_key` a copy of `source_key`'s running interpreter: False when the
+        source has none here (nothing to copy). Raises `SandboxUnavailable` saying why when
+        it cannot copy one."""
+        ...
+
     def release(self, session_key: str) -> None: ...
 
     def check(self) -> None:

@@ -108,6 +108,20 @@ class KernelSandboxProvider:
             sandbox = self._sessions.get(session_key)
         return sandbox is not None and sandbox.cancel()
 
+    def fork(self, source_key: str, new_key: str) -> bool:
+        """See `SandboxProvider.fork`. No backend copies a running interpreter yet: a fork of
+        the executor would live inside its source's pid namespace (on the fork server: inside
+        its walls), so it could neither be walled off from its source nor outlive it
+        (docs/security.md). So a session whose interpreter runs is refused, with that reason;
+        one without is forked with nothing to copy."""
+        if self.find(source_key) is None:
+            return False
+        raise SandboxUnavailable(
+            f"session {source_key.split(':', 1)[-1]!r} has a running interpreter, and copying "
+            "a running interpreter into a session of its own is not available yet: fork it "
+            "once its interpreter has ended (an idle one ends after TASKYARD_SANDBOX_IDLE_S)"
+        )
+
     def release(self, session_key: str) -> None:
         """Stop the session's kernel; a later `get` starts a fresh one."""
         with self._lock:
