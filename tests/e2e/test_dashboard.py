@@ -336,7 +336,8 @@ def test_a_session_is_forked_from_the_page(
 ) -> None:
     with _full_speed(stack):  # the page is not watched streaming here
         source = "fork-from-the-page"
-        wait_status(client, client.submit("What is 2 + 2?", session_id=source)["id"])
+        talk = {"system_prompt": "Count the messages.", "tools": []}  # no interpreter to copy
+        wait_status(client, client.submit("What is 2 + 2?", session_id=source, agent=talk)["id"])
         item = page.locator(f'#sessions li[data-session="{source}"]')
         item.locator("button.fork").click()  # the list refreshes by itself: it waits for it
         notice = page.locator("#notice")

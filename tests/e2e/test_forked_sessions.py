@@ -23,7 +23,9 @@ def _run(client: TaskyardClient, code: str, session: str) -> str:
 def test_a_session_without_a_running_interpreter_forks_its_memory(
     client: TaskyardClient,
 ) -> None:
-    task = wait_status(client, client.submit("What is 2 + 2?", session_id="talk-a")["id"])
+    talk = {"system_prompt": "Count the messages.", "tools": []}  # no code: no interpreter
+    task = client.submit("What is 2 + 2?", session_id="talk-a", agent=talk)
+    task = wait_status(client, task["id"])
     assert task["status"] == "succeeded", task
     before = client.session("talk-a")["total_messages"]
     forked = client.fork_session("talk-a", "talk-b")

@@ -21,6 +21,7 @@ import itertools
 import logging
 import threading
 import time
+import uuid
 from collections import defaultdict, deque
 from collections.abc import Callable
 from typing import Any
@@ -50,7 +51,6 @@ class SessionHost:
         self.channel = channel
         self.tenant = tenant
         self.capacity = capacity
-        self._keys = (f"s{n}" for n in itertools.count(1))
         self._seats = 0  # reserved: sessions open or opening
         self._replies: dict[str, deque[dict[str, Any]]] = {}
         self._gone: dict[str, str] = {}
@@ -84,7 +84,8 @@ class SessionHost:
     def open(self, deadline: float, on_close: OnClose) -> HostedChannel:
         """Open a session on a seat reserved for it: a walled-off fork, ready for cells. On
         failure the seat is freed."""
-        key = self.adopt(next(self._keys))
+        # Unique across workers: a host handed over keeps its sessions' keys.
+        key = self.adopt(uuid.uuid4().hex[:16])
         try:
             self.send(key, {"open": key}, deadline, keyed=False)
             reply = self.receive(key, deadline)
