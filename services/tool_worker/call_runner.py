@@ -17,7 +17,8 @@ import asyncio
 import logging
 import threading
 import time
-from typing import Literal
+from collections.abc import Awaitable, Coroutine
+from typing import Any, Literal
 
 from celery import Celery
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -53,7 +54,7 @@ from taskyard.runtime.jobs import (
     sticky_session,
 )
 from taskyard.runtime.store import CallClaim, TaskStore, ToolResultStored
-from taskyard.runtime.store.sandboxes import SandboxDirectory, ToolWorkerId
+from taskyard.runtime.store.sandboxes import SandboxDirectory, SessionClaim, ToolWorkerId
 
 __all__ = ["Claimed", "ToolCallRunner", "record_ttl_s"]
 
@@ -124,10 +125,15 @@ class ToolCallRunner:
         """Run one tool call of a task's step; the result that completes the step pushes the
         next step's job with it. Raises `CallFailed` when the worker could not run the call
         and `may_retry`; without, the model reads why."""
-        if sticky_session(job) and self.forwarded(job):
+        asked = self.placement.ask(job.session_key) if sticky_session(job) else None
+        session, claimed = self.loop.run(self._claims(job, asked))  # one trip for both
+        if session is not None:
+            self.placement.settle(job.session_key, session)
+        if claimed is None:  # the session's live holder runs it
+            assert session is not None
+            self._forward(job, session)
             return
         next_step = envelope(self.celery, AgentStepJob.after_tools(job))
-        claimed = self.claim(job)
         if claimed == "busy":  # a duplicate of this job runs it now, and will store its result
             log.info("tool call already running elsewhere; not run again")
             return
@@ -147,18 +153,32 @@ class ToolCallRunner:
         claim = self.placement.claim(job.session_key)
         if claim.verdict != "forward":
             return False
+        self._forward(job, claim)
+        return True
+
+    def _forward(self, job: ToolRunJob | SessionFilesJob | McpListJob, claim: SessionClaim) -> None:
         log.info("session held by another tool worker; job forwarded to %s", claim.detail)
         self.placement.forward(envelope(self.celery, job))
-        return True
+
+    async def _claims(
+        self, job: ToolRunJob, asked: Awaitable[SessionClaim] | None
+    ) -> tuple[SessionClaim | None, Claimed | None]:
+        """On the loop: the session's claim (`asked`, for a call using its interpreter), then
+        the call's (`claim`), unless the session's live holder is to run it (None)."""
+        session = await asked if asked is not None else None
+        if session is not None and session.verdict == "forward":
+            return session, None
+        return session, await self._claim_call(job)
 
     def claim(self, job: ToolRunJob) -> Claimed:
         """Whether this job runs the call (see `Claimed`): a duplicate running it would run it
         twice in the session's interpreter. A claim outlives the longest call; a dead worker's
         lapses then, or at once when the worker starts again."""
+        return self.loop.run(self._claim_call(job))
+
+    def _claim_call(self, job: ToolRunJob) -> Coroutine[Any, Any, Claimed]:
         ttl_s = self.settings.stall_s + self.settings.sandbox_timeout_s
-        claim = self.store.claim_call(job.task_id, job.step, job.call.id, self.me.node, ttl_s)
-        claimed: Claimed = self.loop.run(claim)
-        return claimed
+        return self.store.claim_call(job.task_id, job.step, job.call.id, self.me.node, ttl_s)
 
     def _claim_of(self, job: ToolRunJob) -> CallClaim:
         session = job.session_key if self.tools.has_sandbox(job.session_key) else None

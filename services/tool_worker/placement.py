@@ -18,7 +18,8 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
+from typing import Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -61,8 +62,16 @@ class Placement:
 
     def claim(self, session_key: str) -> SessionClaim:
         """Claim the session's interpreter for a call about to run here (see module doc)."""
-        place = self.tools.sandboxes().place
-        claim = self.loop.run(self.directory.claim(self.me, session_key, place))
+        return self.settle(session_key, self.loop.run(self.ask(session_key)))
+
+    def ask(self, session_key: str) -> Coroutine[Any, Any, SessionClaim]:
+        """The directory's claim of the session for a call about to run here, to await on the
+        worker's loop (with the call's own claim: one trip there); `settle` its answer."""
+        return self.directory.claim(self.me, session_key, self.tools.sandboxes().place)
+
+    def settle(self, session_key: str, claim: SessionClaim) -> SessionClaim:
+        """Act on the directory's answer to `ask`: drop a stale copy of the interpreter, take
+        over one handed here, say a lost one's reason."""
         if claim.verdict != "mine" and self.tools.has_sandbox(session_key):
             # This worker's copy is stale: another holds the session now, or held it since.
             self.tools.release(session_key)

@@ -4,7 +4,8 @@ The scripts live as `.lua` files under `lua/`, a folder per concern of the store
 `steps/`, `tool_calls/`, `approvals/`, `sandboxes/`, `schedules/`, `sessions/`), each named by
 its path there ("steps/commit_step"); each gets `prelude.lua` (the terminal states, the session
 hand-over, the job push, the call's JSON document as `doc`, answers by name) prepended, so
-the rules are written once, then its keys by name (`script_keys`).
+the rules are written once, then its keys by name (`script_keys`); its body runs as a function,
+the jobs it pushed are pushed after it.
 """
 
 from __future__ import annotations
@@ -31,8 +32,13 @@ def source(name: str) -> str:
         prelude = prelude.replace(token, value)
     keys_type = script_keys(name)
     binding = lua_binding(keys_type) if keys_type else ""
-    return prelude + binding + (_DIR / f"{name}.lua").read_text()
+    body = (_DIR / f"{name}.lua").read_text()
+    # The body runs as a function, so the jobs it pushes go out after it, whichever way it
+    # returns (prelude's `flush_jobs`).
+    return f"{prelude}{binding}local function body()\n{body}end\n{_THEN_PUSH}"
 
+
+_THEN_PUSH = "local answer = body()\nflush_jobs()\nreturn answer\n"
 
 _NAMES = {
     "{live}": keys.LIVE_TASKS,

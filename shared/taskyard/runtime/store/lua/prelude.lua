@@ -27,9 +27,14 @@ local function named(answer)
   return flat
 end
 
+-- Redis's clock, read once per script: a script runs at one instant.
+local clock
 local function now()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) + tonumber(t[2]) / 1e6
+  if not clock then
+    local t = redis.call('TIME')
+    clock = tonumber(t[1]) + tonumber(t[2]) / 1e6
+  end
+  return clock
 end
 
 local function task_id_of(task_key)
@@ -58,6 +63,16 @@ local function hset_fields(key, fields, first)
   if #flat > 0 then redis.call('HSET', key, unpack(flat)) end
 end
 
+-- A hash's fields `names` as a {name = value} table (an absent one nil), in one HMGET.
+local function hmget(key, names)
+  local values, found = redis.call('HMGET', key, unpack(names)), {}
+  for i, name in ipairs(names) do found[name] = values[i] or nil end
+  return found
+end
+
+-- Which of a task's fields say who hears of its changes (`tell_parent`, `notify`).
+local TOLD = {'parent_id', 'webhook_events'}
+
 local function add_event(events, kind, data)
   return redis.call('XADD', events, '*', 'kind', kind, 'data', data)
 end
@@ -75,17 +90,23 @@ local function owner_queue(session_key)
 end
 
 -- Push jobs ({queue = list, sticky = session key or '', message = kombu's JSON}) onto the
--- broker's database, then come back: the commit and the jobs it starts are one atomic write.
--- A job bound to a session's interpreter goes to the queue of the worker holding it, if one
--- does; its message keeps the pool queue as routing key, where kombu restores it should it
--- be taken and not acknowledged.
-local function push_jobs(store_db, broker_db, jobs)
-  if #jobs == 0 then return end
-  local queues = {}
-  for i, job in ipairs(jobs) do queues[i] = owner_queue(job.sticky) or job.queue end
-  redis.call('SELECT', broker_db)
-  for i, job in ipairs(jobs) do redis.call('LPUSH', queues[i], job.message) end
-  redis.call('SELECT', store_db)
+-- broker's database as the script ends (`flush_jobs`, run after every script's body: one
+-- SELECT for all its jobs, none back, as the store is not touched after): the commit and the
+-- jobs it starts are one atomic write. A job bound to a session's interpreter goes to the
+-- queue of the worker holding it, if one does; its message keeps the pool queue as routing
+-- key, where kombu restores it should it be taken and not acknowledged.
+local pushes, broker = {}, nil
+local function push_jobs(broker_db, jobs)
+  for _, job in ipairs(jobs) do
+    pushes[#pushes + 1] = {owner_queue(job.sticky) or job.queue, job.message}
+    broker = broker_db
+  end
+end
+
+local function flush_jobs()
+  if #pushes == 0 then return end
+  redis.call('SELECT', broker)
+  for _, push in ipairs(pushes) do redis.call('LPUSH', push[1], push[2]) end
 end
 
 local function one_job(queue, message)
@@ -95,24 +116,24 @@ end
 -- Pass the session on: the next waiting task takes the lock, its first step's job (stored
 -- with it as it was queued) goes to the broker in the same write, and its id is returned; a
 -- task that does not hold the lock only leaves the waiting list.
-local function give_session(lock, following, store_db, broker_db)
+local function give_session(lock, following, broker_db)
   redis.call('SET', lock, following)
   local key = TASK_PREFIX .. following
   local first = redis.call('HMGET', key, 'first_queue', 'first_message')
   if first[2] then
-    push_jobs(store_db, broker_db, {one_job(first[1], first[2])})
+    push_jobs(broker_db, {one_job(first[1], first[2])})
     redis.call('HDEL', key, 'first_queue', 'first_message')
   end
 end
 
-local function release_session(lock, waiting, task_id, store_db, broker_db)
+local function release_session(lock, waiting, task_id, broker_db)
   if redis.call('GET', lock) ~= task_id then
     redis.call('LREM', waiting, 0, task_id)
     return ''
   end
   local following = redis.call('LPOP', waiting)
   if following then
-    give_session(lock, following, store_db, broker_db)
+    give_session(lock, following, broker_db)
     return following
   end
   redis.call('DEL', lock)
@@ -126,32 +147,34 @@ end
 local WAITING = {waiting_tools = true, waiting_approval = true}
 
 local function store_result(results, task, events, advanced, step, call_id, message, ttl,
-                            store_db, broker_db, next_jobs)
-  local status = redis.call('HGET', task, 'status')
+                            broker_db, next_jobs)
+  local f = hmget(task, {'status', 'step', 'pending_calls'})
+  local status = f.status
   if not status or TERMINAL[status] then return named{outcome = 'ended', advance = 0} end
   if message ~= '' and redis.call('HSETNX', results, call_id, message) == 1 then
     redis.call('EXPIRE', results, ttl)
     add_event(events, 'message', message)
     moved(task)
   end
-  if not WAITING[status] or redis.call('HGET', task, 'step') ~= tostring(tonumber(step) + 1) then
+  if not WAITING[status] or f.step ~= tostring(tonumber(step) + 1) then
     return named{outcome = 'stored', advance = 0}
   end
-  for _, call in ipairs(cjson.decode(redis.call('HGET', task, 'pending_calls') or '[]')) do
-    if redis.call('HEXISTS', results, call['id']) == 0 then
+  for _, call in ipairs(cjson.decode(f.pending_calls or '[]')) do
+    local given = message ~= '' and call['id'] == call_id  -- in: stored now, or before
+    if not given and redis.call('HEXISTS', results, call['id']) == 0 then
       return named{outcome = 'stored', advance = 0}
     end
   end
   if redis.call('SET', advanced, '1', 'NX', 'EX', ttl) then
-    push_jobs(store_db, broker_db, next_jobs)
+    push_jobs(broker_db, next_jobs)
     return named{outcome = 'complete', advance = 1}
   end
   return named{outcome = 'complete', advance = 0}
 end
 
--- A child task (an agent offered as a tool) tells its parent how it stands.
-local function tell_parent(task_key, status)
-  local parent = redis.call('HGET', task_key, 'parent_id')
+-- A child task (an agent offered as a tool) tells its parent (`parent`: its id, nil for a
+-- task that is no child) how it stands.
+local function tell_parent(task_key, status, parent)
   if parent then
     local data = cjson.encode({task_id = task_id_of(task_key), status = status})
     add_event(string.format(EVENTS_KEY, parent), 'child', data)
@@ -160,7 +183,7 @@ end
 
 -- A child task that ended hands its answer (or why it has none) to its parent's call, as
 -- that call's result; the result completing the parent's step pushes its next step.
-local function deliver_to_parent(task_key, store_db, broker_db, answer, failure)
+local function deliver_to_parent(task_key, broker_db, answer, failure)
   local f = redis.call('HMGET', task_key, 'parent_id', 'parent_step', 'parent_call_id',
                        'parent_result', 'parent_next_queue', 'parent_next_message')
   if not f[1] then return end
@@ -173,52 +196,59 @@ local function deliver_to_parent(task_key, store_db, broker_db, answer, failure)
   end
   store_result(string.format(RESULTS_KEY, f[1], f[2]), TASK_PREFIX .. f[1],
                string.format(EVENTS_KEY, f[1]), string.format(ADVANCED_KEY, f[1], f[2]),
-               f[2], f[3], cjson.encode(message), 604800, store_db, broker_db,
+               f[2], f[3], cjson.encode(message), 604800, broker_db,
                {one_job(f[5], f[6])})
 end
 
--- Tell the task's webhook of a state change it subscribed to: push its delivery job, with
--- ids of its own (each push is a message of its own to the broker), and mark the task due
--- for the sweep in two minutes should that job be lost (the job pushes the mark on).
-local function notify(task_key, status, store_db, broker_db)
-  local f = redis.call('HMGET', task_key, 'webhook_events', 'webhook_queue', 'webhook_message')
-  if not f[1] or not string.find(f[1], ',' .. status .. ',', 1, true) then return end
+-- Tell the task's webhook of a state change it subscribed to (`subscribed`: the task's
+-- webhook_events, nil for none): push its delivery job, with ids of its own (each push is a
+-- message of its own to the broker), and mark the task due for the sweep in two minutes
+-- should that job be lost (the job pushes the mark on).
+local function notify(task_key, status, broker_db, subscribed)
+  if not subscribed or not string.find(subscribed, ',' .. status .. ',', 1, true) then return end
+  local f = redis.call('HMGET', task_key, 'webhook_queue', 'webhook_message')
   local task_id = task_id_of(task_key)
   local at = now()
   redis.call('ZADD', WEBHOOKS_DUE, 'NX', at + 120, task_id)
-  local message = cjson.decode(f[3])
+  local message = cjson.decode(f[2])
   local tag = task_id .. '.' .. status .. '.' .. string.format('%.6f', at)
   message['headers']['id'] = tag
   message['headers']['root_id'] = tag
   message['properties']['correlation_id'] = tag
   message['properties']['delivery_tag'] = tag
-  push_jobs(store_db, broker_db, {one_job(f[2], cjson.encode(message))})
+  push_jobs(broker_db, {one_job(f[1], cjson.encode(message))})
 end
 
 -- Close a task whose status was just set to a final one: its status event, out of the
 -- sweep's view, its parent and webhook told, a child's end handed to its parent's call.
-local function close_ended(task_key, status, data, store_db, broker_db, why)
+local function close_ended(task_key, status, data, broker_db, why)
   add_event(string.format(EVENTS_KEY, task_id_of(task_key)), 'status', data)
   ended(task_key)
-  tell_parent(task_key, status)
-  notify(task_key, status, store_db, broker_db)
-  deliver_to_parent(task_key, store_db, broker_db, nil, why)
+  local told = hmget(task_key, TOLD)
+  tell_parent(task_key, status, told.parent_id)
+  notify(task_key, status, broker_db, told.webhook_events)
+  if told.parent_id then deliver_to_parent(task_key, broker_db, nil, why) end
 end
 
 -- What a task found in its session as it began, for a rollback: each memory list's length,
--- the session's values and its compaction (fields 'len:<list>', 'value:<path>',
+-- the session's values and its compaction (`values`, `compaction`: those hashes as the caller
+-- read them, HGETALL's flat lists) (fields 'len:<list>', 'value:<path>',
 -- 'compaction:<field>'). A task only appends to the lists and rewrites the values and the
 -- compaction, so these are enough to put the session back.
 local function mark_session(before, paths, values, compaction)
   if redis.call('EXISTS', before) == 1 then return end
-  redis.call('HSET', before, 'marked', '1')
+  local marks = {'marked', '1'}
   for _, list in ipairs(redis.call('SMEMBERS', paths)) do
-    redis.call('HSET', before, 'len:' .. list, redis.call('LLEN', list))
+    marks[#marks + 1] = 'len:' .. list
+    marks[#marks + 1] = redis.call('LLEN', list)
   end
-  for prefix, source in pairs({['value:'] = values, ['compaction:'] = compaction}) do
-    local found = redis.call('HGETALL', source)
-    for j = 1, #found, 2 do redis.call('HSET', before, prefix .. found[j], found[j + 1]) end
+  for prefix, found in pairs({['value:'] = values, ['compaction:'] = compaction}) do
+    for j = 1, #found, 2 do
+      marks[#marks + 1] = prefix .. found[j]
+      marks[#marks + 1] = found[j + 1]
+    end
   end
+  redis.call('HSET', before, unpack(marks))
 end
 
 -- Put the session back as `mark_session` found it: each memory list cut to its length then

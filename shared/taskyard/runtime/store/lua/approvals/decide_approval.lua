@@ -26,13 +26,13 @@ end
 if not still_pending and status == 'waiting_approval' then
   redis.call('HSET', KEY.task, 'status', 'waiting_tools')
   add_event(KEY.events, 'status', doc.waiting_event)
-  notify(KEY.task, 'waiting_tools', doc.store_db, doc.broker_db)
+  notify(KEY.task, 'waiting_tools', doc.broker_db, redis.call('HGET', KEY.task, 'webhook_events'))
 end
 moved(KEY.task)
 if #doc.tool_job > 0 then
-  push_jobs(doc.store_db, doc.broker_db, doc.tool_job)
+  push_jobs(doc.broker_db, doc.tool_job)
   return answer('approved')
 end
 store_result(KEY.results, KEY.task, KEY.events, KEY.advanced, doc.step, doc.call_id, doc.denial,
-             doc.ttl_s, doc.store_db, doc.broker_db, doc.next_step)
+             doc.ttl_s, doc.broker_db, doc.next_step)
 return answer('denied')

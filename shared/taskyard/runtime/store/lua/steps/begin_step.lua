@@ -10,29 +10,42 @@
 -- (a step not current, or the task ended: only the task) or 'begun', with what it read.
 local task = redis.call('HGETALL', KEY.task)
 if #task == 0 then return named{outcome = 'missing', task = task} end
-local status = redis.call('HGET', KEY.task, 'status')
-if redis.call('HGET', KEY.task, 'step') ~= doc.step or TERMINAL[status] then
-  return named{outcome = 'stale', task = task}
-end
+local t = {}
+for j = 1, #task, 2 do t[task[j]] = task[j + 1] end
+if t.step ~= doc.step or TERMINAL[t.status] then return named{outcome = 'stale', task = task} end
 local began = 0
-if status ~= 'running' then
+if t.status ~= 'running' then
   redis.call('HSET', KEY.task, 'status', 'running', 'updated_at', doc.updated_at)
   add_event(KEY.events, 'status', doc.running)
-  tell_parent(KEY.task, 'running')
-  notify(KEY.task, 'running', doc.store_db, doc.broker_db)
+  tell_parent(KEY.task, 'running', t.parent_id)
+  notify(KEY.task, 'running', doc.broker_db, t.webhook_events)
   began = 1
 end
 moved(KEY.task)
-if doc.step == '0' then mark_session(KEY.session_before, KEY.paths, KEY.values, KEY.compaction) end
+local first = doc.step == '0'
+local values = redis.call('HGETALL', KEY.values)
+local compaction = nil
+if first then
+  compaction = redis.call('HGETALL', KEY.compaction)
+  mark_session(KEY.session_before, KEY.paths, values, compaction)
+end
 local epoch = redis.call('GET', KEY.epoch) or '0'
 local memories, whole = {}, false
 for i, list in ipairs(KEY.memories) do
   local offset = doc.offsets[i]
-  if epoch ~= doc.epoch or offset > redis.call('LLEN', list) then offset = 0 end
+  if epoch ~= doc.epoch then offset = 0 end
+  -- From the message before the offset: none there, the list is shorter than the caller's
+  -- copy (rewritten), so it is read whole; else that message is dropped.
+  local messages = redis.call('LRANGE', list, math.max(offset - 1, 0), -1)
+  if offset > 0 and #messages == 0 then
+    offset, messages = 0, redis.call('LRANGE', list, 0, -1)
+  elseif offset > 0 then
+    table.remove(messages, 1)
+  end
   whole = whole or offset == 0
-  memories[i] = {offset, redis.call('LRANGE', list, offset, -1)}
+  memories[i] = {offset, messages}
 end
+if whole and not compaction then compaction = redis.call('HGETALL', KEY.compaction) end
 return named{outcome = 'begun', task = task, began = began,
-             results = redis.call('HGETALL', KEY.results), epoch = epoch, memories = memories,
-             compaction = whole and redis.call('HGETALL', KEY.compaction) or {},
-             values = redis.call('HGETALL', KEY.values)}
+             results = first and {} or redis.call('HGETALL', KEY.results), epoch = epoch,
+             memories = memories, compaction = whole and compaction or {}, values = values}

@@ -7,20 +7,21 @@
 --      order)
 -- Answers (named: script_replies.StepCommitReply) 'conflict' or 'committed', and the task
 -- the session passed to ('' for none).
-local status = redis.call('HGET', KEY.task, 'status')
-if not status or redis.call('HGET', KEY.task, 'step') ~= doc.step or TERMINAL[status] then
+local t = hmget(KEY.task, {'status', 'step', 'ancestors', 'parent_id', 'webhook_events',
+                           'prompt_tokens', 'completion_tokens'})
+if not t.status or t.step ~= doc.step or TERMINAL[t.status] then
   return named{outcome = 'conflict', following = ''}
 end
 for _, event in ipairs(doc.events) do add_event(KEY.events, event.kind, event.data) end
 for i, list in ipairs(KEY.memories) do
   local messages = doc.memories[i]
-  if #messages > 0 then
-    redis.call('RPUSH', list, unpack(messages))
+  -- A list is named in the session's paths as it is made (a rollback drops it from there).
+  if #messages > 0 and redis.call('RPUSH', list, unpack(messages)) == #messages then
     redis.call('SADD', KEY.paths, list)
   end
 end
 hset_fields(KEY.values, doc.values)
-push_jobs(doc.store_db, doc.broker_db, doc.jobs)
+push_jobs(doc.broker_db, doc.jobs)
 local task_id = task_id_of(KEY.task)
 for call_id, state in pairs(doc.held) do
   redis.call('HSET', KEY.approvals, call_id, state)
@@ -29,22 +30,26 @@ for call_id, state in pairs(doc.held) do
     redis.call('ZADD', APPROVAL_DEADLINES, now() + doc.approval_timeout_s, member)
   end
 end
-hset_fields(KEY.task, doc.fields, {'step', tostring(tonumber(doc.step) + 1), 'status', doc.status})
-redis.call('HINCRBY', KEY.task, 'prompt_tokens', doc.prompt_tokens)
-redis.call('HINCRBY', KEY.task, 'completion_tokens', doc.completion_tokens)
+-- The token counts as HINCRBY would add them, in the task's one HSET.
+local prompt = (tonumber(t.prompt_tokens) or 0) + doc.prompt_tokens
+local completion = (tonumber(t.completion_tokens) or 0) + doc.completion_tokens
+hset_fields(KEY.task, doc.fields, {'step', tostring(tonumber(doc.step) + 1), 'status', doc.status,
+                                   'prompt_tokens', string.format('%d', prompt),
+                                   'completion_tokens', string.format('%d', completion)})
 -- A child's tokens count toward every ancestor's budget too.
-for _, ancestor in ipairs(cjson.decode(redis.call('HGET', KEY.task, 'ancestors') or '[]')) do
+for _, ancestor in ipairs(cjson.decode(t.ancestors or '[]')) do
   redis.call('HINCRBY', TASK_PREFIX .. ancestor, 'prompt_tokens', doc.prompt_tokens)
   redis.call('HINCRBY', TASK_PREFIX .. ancestor, 'completion_tokens', doc.completion_tokens)
 end
 add_event(KEY.events, 'status', doc.event)
-tell_parent(KEY.task, doc.status)
-notify(KEY.task, doc.status, doc.store_db, doc.broker_db)
+tell_parent(KEY.task, doc.status, t.parent_id)
+notify(KEY.task, doc.status, doc.broker_db, t.webhook_events)
 if doc.ends then
   ended(KEY.task)
-  deliver_to_parent(KEY.task, doc.store_db, doc.broker_db,
-                    redis.call('HGET', KEY.task, 'result') or '', nil)
-  local following = release_session(KEY.lock, KEY.waiting, task_id, doc.store_db, doc.broker_db)
+  if t.parent_id then
+    deliver_to_parent(KEY.task, doc.broker_db, redis.call('HGET', KEY.task, 'result') or '', nil)
+  end
+  local following = release_session(KEY.lock, KEY.waiting, task_id, doc.broker_db)
   return named{outcome = 'committed', following = following}
 end
 moved(KEY.task)

@@ -54,7 +54,7 @@ local function displace(holder_id)
   redis.call('HSET', key, 'status', 'cancelled', 'error', reason,
              'updated_at', string.format('%.6f', now()))
   close_ended(key, 'cancelled', cjson.encode({status = 'cancelled', error = reason}),
-              doc.store_db, doc.broker_db, 'the agent\'s task ended cancelled: ' .. reason)
+              doc.broker_db, 'the agent\'s task ended cancelled: ' .. reason)
 end
 
 hset_fields(KEY.task, doc.fields)
@@ -73,19 +73,19 @@ if holder and (policy == 'interrupt' or policy == 'rollback') then
 end
 add_event(KEY.events, 'status', queued)
 add_event(KEY.events, 'message', doc.asked)
-notify(KEY.task, 'queued', doc.store_db, doc.broker_db)
+notify(KEY.task, 'queued', doc.broker_db, doc.fields.webhook_events)
 moved(KEY.task)
 local created = now()
 redis.call('ZADD', DEADLINES, created + doc.deadline_s, doc.task_id)
 redis.call('ZADD', KEY.tenant_tasks, created, doc.task_id)
 redis.call('ZADD', KEY.session_tasks, created, doc.task_id)
-redis.call('ZADD', KEY.tenant_sessions, created, redis.call('HGET', KEY.task, 'session_id'))
+redis.call('ZADD', KEY.tenant_sessions, created, doc.fields.session_id)
 if doc.fingerprint ~= '' then
   redis.call('SET', KEY.idempotency, doc.task_id .. ' ' .. doc.fingerprint, 'EX', doc.key_ttl_s)
 end
 if not holder then
   redis.call('SET', KEY.lock, doc.task_id)
-  push_jobs(doc.store_db, doc.broker_db, doc.first_step)
+  push_jobs(doc.broker_db, doc.first_step)
   return named{outcome = 'created', holds_session = 1, displaced = displaced}
 end
 -- Queued: its first step waits with it, pushed by the write that hands it the session.

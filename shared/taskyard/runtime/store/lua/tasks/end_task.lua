@@ -7,6 +7,6 @@
 local status = redis.call('HGET', KEY.task, 'status')
 if not status or TERMINAL[status] then return named{outcome = 'ended_already', following = ''} end
 hset_fields(KEY.task, doc.fields, {'status', doc.status})
-close_ended(KEY.task, doc.status, doc.event, doc.store_db, doc.broker_db, doc.why)
-local following = release_session(KEY.lock, KEY.waiting, doc.task_id, doc.store_db, doc.broker_db)
+close_ended(KEY.task, doc.status, doc.event, doc.broker_db, doc.why)
+local following = release_session(KEY.lock, KEY.waiting, doc.task_id, doc.broker_db)
 return named{outcome = 'ended', following = following}

@@ -7,9 +7,9 @@ local holder = redis.call('GET', KEY.lock)
 if not holder then
   local following = redis.call('LPOP', KEY.waiting)
   if not following then return '' end
-  give_session(KEY.lock, following, doc.store_db, doc.broker_db)
+  give_session(KEY.lock, following, doc.broker_db)
   return following
 end
 local status = redis.call('HGET', TASK_PREFIX .. holder, 'status')
 if status and not TERMINAL[status] then return '' end
-return release_session(KEY.lock, KEY.waiting, holder, doc.store_db, doc.broker_db)
+return release_session(KEY.lock, KEY.waiting, holder, doc.broker_db)

@@ -2,5 +2,5 @@
 -- job to the worker that holds its session, the gateway's file requests), routed as the
 -- commits route theirs.
 -- doc: PushJobsDoc
-push_jobs(doc.store_db, doc.broker_db, doc.jobs)
+push_jobs(doc.broker_db, doc.jobs)
 return 1

@@ -2,4 +2,4 @@
 -- the next task's first step is pushed with it.
 -- KEY: SessionKeys
 -- doc: ReleaseSessionDoc
-return release_session(KEY.lock, KEY.waiting, doc.task_id, doc.store_db, doc.broker_db)
+return release_session(KEY.lock, KEY.waiting, doc.task_id, doc.broker_db)

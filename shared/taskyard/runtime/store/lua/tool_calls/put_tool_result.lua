@@ -19,4 +19,4 @@ if claim then
   end
 end
 return store_result(KEY.results, KEY.task, KEY.events, KEY.advanced, doc.step, doc.call_id,
-                    doc.message, doc.ttl_s, doc.store_db, doc.broker_db, doc.next_step)
+                    doc.message, doc.ttl_s, doc.broker_db, doc.next_step)
