@@ -58,6 +58,9 @@ from taskyard.runtime.store.sandboxes import SandboxDirectory, SessionClaim, Too
 
 __all__ = ["Claimed", "ToolCallRunner", "record_ttl_s"]
 
+# The jobs that go to the live worker holding their session's interpreter.
+HeldJob = ToolRunJob | SessionFilesJob | McpListJob | SessionForkJob
+
 log = logging.getLogger("taskyard.tool_worker")
 
 Claimed = Literal["claimed", "busy", "done"]
@@ -148,7 +151,7 @@ class ToolCallRunner:
             self._release(job)  # its retry (or a re-send) may run it
             raise
 
-    def forwarded(self, job: ToolRunJob | SessionFilesJob | McpListJob | SessionForkJob) -> bool:
+    def forwarded(self, job: HeldJob) -> bool:
         """Whether the job belongs to the live worker holding its session, and went there."""
         claim = self.placement.claim(job.session_key)
         if claim.verdict != "forward":
@@ -156,7 +159,7 @@ class ToolCallRunner:
         self._forward(job, claim)
         return True
 
-    def _forward(self, job: ToolRunJob | SessionFilesJob | McpListJob, claim: SessionClaim) -> None:
+    def _forward(self, job: HeldJob, claim: SessionClaim) -> None:
         log.info("session held by another tool worker; job forwarded to %s", claim.detail)
         self.placement.forward(envelope(self.celery, job))
 
