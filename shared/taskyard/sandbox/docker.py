@@ -25,6 +25,7 @@ from typing import Any
 import docker
 import requests
 from docker.errors import APIError, DockerException, NotFound
+from docker.utils.config import load_general_config
 
 from taskyard.plumbing.settings import SandboxSettings, get_settings
 from taskyard.sandbox.container_spec import ContainerSpec, missing_runtime, runtimes
@@ -225,8 +226,12 @@ def _handed_off(listed: dict[str, Any]) -> bool:
 
 
 def _connect() -> docker.DockerClient:
+    """The engine the environment names (`DOCKER_HOST`: the engine proxy, in a deployment)."""
     try:
         client = docker.from_env()
+        # The SDK adds DOCKER_CONFIG's HttpHeaders (the engine proxy's token) to its calls but
+        # not to `attach_socket`'s: on the session, every request carries them.
+        client.api.headers.update(load_general_config().get("HttpHeaders") or {})
         client.ping()
     except DockerException as exc:
         raise SandboxUnavailable(f"no Docker engine reachable: {exc}") from exc
