@@ -68,6 +68,10 @@ class EngineProxy:
         self._connections.add(task)
         try:
             await self._serve(reader, writer)
+        except asyncio.CancelledError:
+            # Closed by `close`: the connection's task ends here, quietly (asyncio's stream
+            # server logs a cancelled handler as an error on Python 3.11).
+            writer.close()
         finally:
             self._connections.discard(task)
 
