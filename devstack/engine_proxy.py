@@ -1,56 +1,32 @@
 """The engine proxy as a child process, and each tool worker's way to it (`EngineAccess`): a
-`DOCKER_HOST` naming the proxy and a `DOCKER_CONFIG` whose config.json holds the worker's own
-token, which the Docker SDK sends on every request."""
+`DOCKER_HOST` naming the proxy and the worker's own token (`TASKYARD_SANDBOX_ENGINE_TOKEN`)."""
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 from devstack.procs import Child, Processes
-from services.engine_proxy import TOKEN_HEADER
 
-__all__ = ["EngineAccess", "engine_proxy_argv", "start_engine_proxy"]
+__all__ = ["EngineAccess", "engine_proxy_argv", "raw_engine", "start_engine_proxy"]
 
 _RAW_ENGINE = "unix:///var/run/docker.sock"
 
 
 @dataclass(frozen=True)
 class EngineAccess:
-    """The proxy's socket in `run_dir`, and a token and a Docker config per worker."""
+    """The proxy's address (a `DOCKER_HOST`) and a token per worker."""
 
-    run_dir: Path
+    address: str
     tokens: Mapping[str, str]  # worker name to token
 
     @classmethod
-    def for_workers(cls, names: Iterable[str], run_dir: Path) -> EngineAccess:
-        """Fresh tokens for `names`, each written into its worker's Docker config."""
-        access = cls(run_dir, {name: secrets.token_hex(32) for name in names})
-        for name in access.tokens:
-            access.write_config(name)
-        return access
-
-    @property
-    def address(self) -> str:
-        """The proxy's `DOCKER_HOST`."""
-        return f"unix://{self.run_dir / 'engine-proxy.sock'}"
-
-    def config_dir(self, name: str) -> Path:
-        return self.run_dir / "docker-config" / name
-
-    def write_config(self, name: str) -> None:
-        """The worker's DOCKER_CONFIG directory: its token as an HTTP header, readable by the
-        worker's user alone."""
-        folder = self.config_dir(name)
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        config = folder / "config.json"
-        config.touch(mode=0o600)
-        config.write_text(json.dumps({"HttpHeaders": {TOKEN_HEADER: self.tokens[name]}}))
+    def for_workers(cls, names: Iterable[str], address: str) -> EngineAccess:
+        """Fresh tokens for `names`, reaching a proxy at `address`."""
+        return cls(address, {name: secrets.token_hex(32) for name in names})
 
     def proxy_env(self) -> dict[str, str]:
         """The proxy's own settings: where it listens, the engine, the workers' tokens."""
@@ -63,7 +39,7 @@ class EngineAccess:
 
     def worker_env(self, name: str) -> dict[str, str]:
         """What worker `name` reaches the engine with: the proxy, under its own token."""
-        return {"DOCKER_HOST": self.address, "DOCKER_CONFIG": str(self.config_dir(name))}
+        return {"DOCKER_HOST": self.address, "TASKYARD_SANDBOX_ENGINE_TOKEN": self.tokens[name]}
 
 
 def raw_engine() -> str:

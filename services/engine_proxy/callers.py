@@ -1,9 +1,10 @@
 """Who is calling: the tool worker whose token a request carries.
 
-Each worker has a token of its own (`TASKYARD_ENGINE_PROXY_CALLERS`), sent in the
-`X-Taskyard-Engine-Token` header on every request: the Docker SDK and CLI add the headers of
-`DOCKER_CONFIG`'s config.json ("HttpHeaders"). Tokens are kept and compared as SHA-256
-digests, so a lookup takes the same time whatever the token's first bytes.
+Each worker has a token of its own (`TASKYARD_ENGINE_PROXY_CALLERS` here, its
+`TASKYARD_SANDBOX_ENGINE_TOKEN` there), sent in the `X-Taskyard-Engine-Token` header on every
+request (the docker CLI sends it from `DOCKER_CONFIG`'s config.json, "HttpHeaders"). Tokens are
+kept and compared as SHA-256 digests, so a lookup takes the same time whatever the token's
+first bytes.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from services.engine_proxy.errors import Refused
 
 __all__ = ["TOKEN_HEADER", "Callers"]
 
-TOKEN_HEADER = "X-Taskyard-Engine-Token"
+TOKEN_HEADER = "X-Taskyard-Engine-Token"  # the docker sandbox's too (a test keeps them equal)
 
 
 class Callers:

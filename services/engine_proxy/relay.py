@@ -33,6 +33,9 @@ _PIECE = 64 * 1024
 # Headers of the worker's request that the engine gets; the proxy writes the others.
 _PASSED = ("user-agent", "content-type")
 _UPGRADE = [("Connection", "Upgrade"), ("Upgrade", "tcp")]
+# Answered without a token: the Docker SDK asks for the version before it sends any header of
+# ours, and both say no more than the engine's version.
+_OPEN = frozenset({"ping", "version"})
 
 
 class Relay:
@@ -64,8 +67,9 @@ class Relay:
             return False
         caller = ""
         try:
-            caller = self._callers.identify(request.headers)
             found = route(request.method, request.path)
+            if found.name not in _OPEN:
+                caller = self._callers.identify(request.headers)
             # Only now is the body read: a refused request's is never waited for.
             request = await read_request_body(request, reader, self._max_body)
             forward = await self._gate.decide(caller, request, found)

@@ -43,8 +43,8 @@ class EngineProxySettings(Area):
     """The Docker engine's own socket, which only the proxy opens."""
     engine_proxy_callers: SecretStr = SecretStr("")
     """The tool workers and their credentials, `name=token` pairs separated by commas (a token
-    of 32 characters or more, e.g. `openssl rand -hex 32`); a worker sends its token in the
-    `X-Taskyard-Engine-Token` header (`DOCKER_CONFIG`'s `HttpHeaders`)."""
+    of 32 characters or more, e.g. `openssl rand -hex 32`); each worker holds its own as
+    `SANDBOX_ENGINE_TOKEN`."""
     engine_proxy_runtimes: str = "runc"
     """The OCI runtimes a sandbox may ask for, comma-separated (`runc`, `runsc`)."""
     engine_proxy_user: str = "65534:65534"

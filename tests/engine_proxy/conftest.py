@@ -1,5 +1,5 @@
 """The engine proxy as the tool workers meet it: a child process in front of the real engine,
-and the Docker SDK as each worker makes it (`DOCKER_HOST` and `DOCKER_CONFIG` from its
+and the Docker SDK as each worker makes it (`DOCKER_HOST` and its token from its
 environment)."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from typing import Any
 
 import docker
 import pytest
-from docker.utils.config import load_general_config
 
 from devstack.engine_proxy import EngineAccess, raw_engine, start_engine_proxy
 from devstack.procs import Processes
+from services.engine_proxy import TOKEN_HEADER
 from taskyard.plumbing.settings import ToolWorkerSettings
 from taskyard.sandbox.container_spec import ContainerSpec
 from taskyard.sandbox.docker import DockerSandboxProvider
@@ -39,7 +39,7 @@ def engine() -> Iterator[docker.DockerClient]:
 def access(sandbox_image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineAccess]:
     """A running engine proxy for `WORKERS`, allowing runc only, 512m and 1024 pids at most."""
     run_dir = tmp_path_factory.mktemp("engine-proxy")
-    access = EngineAccess.for_workers(WORKERS, run_dir)
+    access = EngineAccess.for_workers(WORKERS, f"unix://{run_dir}/engine-proxy.sock")
     limits = {
         "TASKYARD_SANDBOX_IMAGE": sandbox_image,
         "TASKYARD_ENGINE_PROXY_RUNTIMES": "runc",
@@ -53,7 +53,8 @@ def access(sandbox_image: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
 
 @pytest.fixture
 def as_worker(access: EngineAccess, monkeypatch: pytest.MonkeyPatch) -> Iterator[Connect]:
-    """Docker clients made from a worker's environment, as its tool worker makes its own."""
+    """Docker clients made from a worker's environment, its token in every request's head: what
+    code running in the tool worker (compromised) holds."""
     made: list[docker.DockerClient] = []
 
     def connect(name: str) -> docker.DockerClient:
@@ -61,7 +62,7 @@ def as_worker(access: EngineAccess, monkeypatch: pytest.MonkeyPatch) -> Iterator
             for key, value in access.worker_env(name).items():
                 env.setenv(key, value)
             client = docker.from_env()
-            client.api.headers.update(load_general_config().get("HttpHeaders") or {})
+        client.api.headers[TOKEN_HEADER] = access.tokens[name]
         made.append(client)
         return client
 
@@ -77,14 +78,14 @@ def provider_as(
     """Docker sandbox providers made as a tool worker makes its own: no client handed in, the
     engine from the worker's environment."""
     made: list[DockerSandboxProvider] = []
-    settings = ToolWorkerSettings(
-        sandbox_image=sandbox_image, sandbox_warm_pool=0, sandbox_memory="128m"
-    )
 
     def make(name: str, **kwargs: Any) -> DockerSandboxProvider:
         with monkeypatch.context() as env:
             for key, value in access.worker_env(name).items():
                 env.setenv(key, value)
+            settings = ToolWorkerSettings(
+                sandbox_image=sandbox_image, sandbox_warm_pool=0, sandbox_memory="128m"
+            )
             made.append(DockerSandboxProvider(settings, **kwargs))
         return made[-1]
 

@@ -10,6 +10,7 @@ import docker
 import pytest
 from pydantic import ValidationError
 
+from services.engine_proxy.callers import TOKEN_HEADER
 from services.engine_proxy.create import Limits, check_create
 from services.engine_proxy.errors import Refused
 from services.engine_proxy.ownership import CALLER_LABEL, HANDOFF_PREFIX, holding, taken_name
@@ -42,8 +43,9 @@ def _body_of(spec: ContainerSpec) -> dict[str, Any]:
     return sent
 
 
-def test_the_hand_off_prefix_is_the_sandboxs() -> None:
+def test_the_hand_off_prefix_and_the_token_header_are_the_sandboxs() -> None:
     assert HANDOFF_PREFIX == docker_sandbox.HANDOFF_PREFIX
+    assert TOKEN_HEADER == docker_sandbox.ENGINE_TOKEN_HEADER
 
 
 @pytest.mark.parametrize("runtime", ["runc", "runsc"])

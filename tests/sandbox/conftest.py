@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 
 import docker
 import pytest
+from pydantic import SecretStr
 
 from devstack.engine_proxy import EngineAccess, start_engine_proxy
 from devstack.procs import Processes
@@ -39,13 +40,13 @@ def left_by_a_worker(labels: dict[str, str]) -> dict[str, str]:
 def engine_proxy(
     sandbox_image: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[EngineAccess | None]:
-    """With TASKYARD_TEST_ENGINE_PROXY=1, an engine proxy, and DOCKER_HOST and DOCKER_CONFIG
-    naming it as the worker `WORKER` (for this process and the workers it starts); else None."""
+    """With TASKYARD_TEST_ENGINE_PROXY=1, an engine proxy, and DOCKER_HOST naming it and the
+    worker `WORKER`'s token (for this process and the workers it starts); else None."""
     if not THROUGH_PROXY:
         yield None
         return
     run_dir = tmp_path_factory.mktemp("engine-proxy")
-    access = EngineAccess.for_workers([WORKER], run_dir)
+    access = EngineAccess.for_workers([WORKER], f"unix://{run_dir}/engine-proxy.sock")
     allowed = {
         "TASKYARD_SANDBOX_IMAGE": sandbox_image,
         "TASKYARD_ENGINE_PROXY_RUNTIMES": "runc,runsc",
@@ -98,9 +99,13 @@ def make_docker_provider(
     """Docker providers that the test's teardown closes (through the engine proxy, each makes
     its client from the environment, as a tool worker does)."""
     client = None if engine_proxy else docker_client
-    yield from _factory(
-        lambda settings=settings, **kw: DockerSandboxProvider(settings, client=client, **kw)
-    )
+    token = SecretStr(engine_proxy.tokens[WORKER] if engine_proxy else "")
+
+    def build(settings: ToolWorkerSettings = settings, **kw: object) -> KernelSandboxProvider:
+        as_worker = settings.model_copy(update={"sandbox_engine_token": token})
+        return DockerSandboxProvider(as_worker, client=client, **kw)
+
+    yield from _factory(build)
 
 
 @pytest.fixture

@@ -25,7 +25,6 @@ from typing import Any
 import docker
 import requests
 from docker.errors import APIError, DockerException, NotFound
-from docker.utils.config import load_general_config
 
 from taskyard.plumbing.settings import SandboxSettings, get_settings
 from taskyard.sandbox.container_spec import ContainerSpec, missing_runtime, runtimes
@@ -35,6 +34,7 @@ from taskyard.sandbox.errors import KernelGone, SandboxError, SandboxUnavailable
 from taskyard.sandbox.provider import KernelSandboxProvider, SandboxLimits
 
 __all__ = [
+    "ENGINE_TOKEN_HEADER",
     "HANDOFF_PREFIX",
     "NODE_LABEL",
     "NO_NODE",
@@ -50,6 +50,7 @@ WORKER_LABEL = "taskyard.worker"
 NODE_LABEL = "taskyard.node"
 NO_NODE = "-"  # a provider outside a Celery worker (tests, a library user)
 HANDOFF_PREFIX = "taskyard-handoff-"  # the name of a container handed to another worker
+ENGINE_TOKEN_HEADER = "X-Taskyard-Engine-Token"  # the worker's credential for the engine proxy
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ class DockerSandboxProvider(KernelSandboxProvider):
     ) -> None:
         settings = settings or get_settings(SandboxSettings)
         self._spec = spec or ContainerSpec.from_settings(settings)
-        self._client = client or _connect()
+        self._client = client or _connect(settings.sandbox_engine_token.get_secret_value())
         self.owner = uuid.uuid4().hex[:12]
         self.worker_label = settings.sandbox_worker_label
         self.node = node
@@ -225,13 +226,13 @@ def _handed_off(listed: dict[str, Any]) -> bool:
     )
 
 
-def _connect() -> docker.DockerClient:
-    """The engine the environment names (`DOCKER_HOST`: the engine proxy, in a deployment)."""
+def _connect(token: str) -> docker.DockerClient:
+    """The engine the environment names (`DOCKER_HOST`: the engine proxy, in a deployment),
+    with the worker's `token` for the proxy on every request, if it has one."""
     try:
         client = docker.from_env()
-        # The SDK adds DOCKER_CONFIG's HttpHeaders (the engine proxy's token) to its calls but
-        # not to `attach_socket`'s: on the session, every request carries them.
-        client.api.headers.update(load_general_config().get("HttpHeaders") or {})
+        if token:  # on the session, so that `attach_socket`'s raw request carries it too
+            client.api.headers[ENGINE_TOKEN_HEADER] = token
         client.ping()
     except DockerException as exc:
         raise SandboxUnavailable(f"no Docker engine reachable: {exc}") from exc
