@@ -20,7 +20,7 @@ from services.engine_proxy.wire import (
     read_body,
     read_head,
     read_request_body,
-    relay_body,
+    relay_answer,
     render_answer,
     render_request,
 )
@@ -112,8 +112,7 @@ class Relay:
         writer: asyncio.StreamWriter,
     ) -> None:
         if forward.after is None:
-            writer.write(head.raw)
-            await relay_body(head, method, upstream.reader, writer)
+            await relay_answer(head, method, upstream.reader, writer)
             self._engine.release(upstream, head.keep_alive)
             return
         body = await read_body(head, method, upstream.reader)

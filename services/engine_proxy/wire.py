@@ -28,7 +28,7 @@ __all__ = [
     "read_body",
     "read_head",
     "read_request_body",
-    "relay_body",
+    "relay_answer",
     "render_answer",
     "render_request",
 ]
@@ -194,14 +194,23 @@ async def read_answer_head(reader: asyncio.StreamReader) -> AnswerHead:
     return AnswerHead(status, headers, raw)
 
 
-async def relay_body(
+async def relay_answer(
     head: AnswerHead, method: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
 ) -> None:
-    """Copy the answer's body, framed as the engine framed it (not one ending at a close)."""
+    """Copy the answer, framed as the engine framed it (not one ending at a close); a small
+    body goes out with the head, in one write."""
     framing = head.framing(method)
-    if framing == "length":
-        await _copy(reader, writer, int(head.headers["content-length"]))
-    elif framing == "chunked":
+    size = int(head.headers["content-length"]) if framing == "length" else 0
+    if size > _PIECE:  # a large body (a file read out of a sandbox): piece by piece
+        writer.write(head.raw)
+        await _copy(reader, writer, size)
+        return
+    try:
+        writer.write(head.raw + await reader.readexactly(size))
+    except asyncio.IncompleteReadError as exc:
+        raise EngineUnreachable("the engine's answer broke off") from exc
+    await writer.drain()
+    if framing == "chunked":
         while size := await _copy_chunk_size(reader, writer):
             await _copy(reader, writer, size + 2)  # the chunk and its CRLF
         await _copy_trailers(reader, writer)
