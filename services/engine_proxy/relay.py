@@ -1,6 +1,6 @@
 """One worker's connection: each request read, its caller identified, decided (`gate`), sent
 to the engine as the proxy writes it, and the answer relayed; an attach or exec start that the
-engine turns into a raw stream is spliced both ways until either side ends."""
+engine turns into a raw stream is copied both ways while the engine sends."""
 
 from __future__ import annotations
 
@@ -92,11 +92,10 @@ class Relay:
         except EngineUnreachable as exc:
             await _answer(writer, 502, error_body(str(exc)), close=True)
             return False
+        if head.framing(request.method) == "until-close":
+            await _stream(head, reader, writer, upstream, both_ways=forward.upgrade)
+            return False
         try:
-            if head.framing(request.method) == "until-close":
-                writer.write(head.raw)
-                await _splice(reader, writer, upstream)
-                return False
             await self._answer(request.method, head, forward, upstream, writer)
         except BaseException:
             upstream.close()
@@ -141,16 +140,24 @@ def _rewritten(head: AnswerHead, body: bytes) -> bytes:
     return b"\r\n".join([status_line, *kept]) + b"\r\n\r\n" + body
 
 
-async def _splice(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, upstream: Upstream
+async def _stream(
+    head: AnswerHead,
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    upstream: Upstream,
+    both_ways: bool,
 ) -> None:
-    """Copy both ways while the engine sends: the worker's EOF is passed on (an exec may
-    still answer after its input ended), the engine's ends the stream."""
-    to_engine = asyncio.ensure_future(_pipe(reader, upstream.writer))
+    """An answer that lasts as long as the connection: a raw stream, copied while the engine
+    sends. An attach's or exec start's goes both ways (the worker's EOF passed on: an exec may
+    still answer after its input ended); any other's only to the worker, whose bytes must never
+    reach the engine raw (they could be a request)."""
+    to_engine = asyncio.ensure_future(_pipe(reader, upstream.writer)) if both_ways else None
     try:
+        writer.write(head.raw)
         await _pipe(upstream.reader, writer)
     finally:
-        to_engine.cancel()
+        if to_engine is not None:
+            to_engine.cancel()
         upstream.close()
 
 
