@@ -24,14 +24,14 @@ class EngineProxyError(Exception):
 class Refused(EngineProxyError):
     """A request answered by the proxy with `status` and `reason`, never forwarded."""
 
-    def __init__(self, reason: str, status: int = 403, engines: bool = False) -> None:
+    def __init__(self, reason: str, status: int = 403, from_engine: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason
         self.status = status
-        self.engines = engines  # the engine's own answer, passed on as it said it
+        self.from_engine = from_engine  # the engine's own answer, passed on as it said it
 
     def body(self) -> bytes:
-        return error_body(self.reason if self.engines else _SAID + self.reason)
+        return error_body(self.reason if self.from_engine else _SAID + self.reason)
 
 
 class EngineUnreachable(EngineProxyError):

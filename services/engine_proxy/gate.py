@@ -160,7 +160,7 @@ class Gate:
 
     async def _peer(self, asked: _Asked, held: Holding) -> Holding:
         """What a worker may do to a container it does not own: look at a handed-off one,
-        and take it over by attaching (`ownership`, rules 3)."""
+        and take it over by attaching (`ownership`, rule 3)."""
         if held.handed_off and asked.route.name == "inspect":
             return held
         if held.handed_off and asked.route.name == "attach":
@@ -171,9 +171,15 @@ class Gate:
         held = await self._own(asked.caller, asked.route.ref)
         if asked.param("name") != held.handoff_name:
             raise Refused(f"a worker may rename its container only to {held.handoff_name}")
-        log.info("handed off", container=held.container[:12], maker=asked.caller)
         target = asked.target(f"/containers/{held.container}/rename")
-        return Forward(target, after=self._forgetting(held.container))
+
+        def handed_off(status: int, body: bytes) -> bytes:
+            self._holdings.forget(held.container)
+            if status == 204:
+                log.info("handed off", container=held.container[:12], maker=asked.caller)
+            return body
+
+        return Forward(target, after=handed_off)
 
     async def _exec(self, asked: _Asked) -> Forward:
         held = await self._own(asked.caller, asked.route.ref)

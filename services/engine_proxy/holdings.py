@@ -105,4 +105,4 @@ def _passed_on(status: int, said: Any) -> None:
     404: the Docker SDK raises NotFound)."""
     if status >= 400:
         message = said.get("message") if isinstance(said, dict) else None
-        raise Refused(str(message or f"the engine answered {status}"), status, engines=True)
+        raise Refused(str(message or f"the engine answered {status}"), status, from_engine=True)

@@ -180,7 +180,7 @@ async def _refuse(
 ) -> bool:
     """Answer a refusal; whether the connection serves another request (not when a body was
     left unread, or the request could not be read)."""
-    if request is not None and not refused.engines:
+    if request is not None and not refused.from_engine:
         log.warning(
             "refused",
             caller=caller or "(unknown)",
