@@ -41,8 +41,7 @@ def _settings(args: argparse.Namespace) -> EngineProxySettings:
     return EngineProxySettings(**overrides)
 
 
-async def _serve(settings: EngineProxySettings) -> None:
-    proxy = EngineProxy(settings)
+async def _serve(proxy: EngineProxy, settings: EngineProxySettings) -> None:
     address = await proxy.start()
     log.info("listening", address=address, engine=settings.engine_proxy_engine)
     # A parent that asked for port 0 reads this line to learn the address.
@@ -58,7 +57,12 @@ async def _serve(settings: EngineProxySettings) -> None:
 def main() -> None:
     args = _arguments()
     setup_logging("engine_proxy")
-    uvloop.run(_serve(_settings(args)))
+    try:
+        settings = _settings(args)
+        proxy = EngineProxy(settings)
+    except ValueError as exc:  # pydantic's ValidationError is one
+        raise SystemExit(f"engine proxy: {exc}") from None
+    uvloop.run(_serve(proxy, settings))
 
 
 if __name__ == "__main__":
