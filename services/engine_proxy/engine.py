@@ -115,9 +115,9 @@ class Engine:
         return Upstream(reader, writer)
 
     async def _exchange(self, upstream: Upstream, request: bytes) -> AnswerHead:
-        try:
+        # The engine may answer before the body's end (a refusal) and close: its answer is
+        # still there to read; if none is, the connection is gone (`read_answer_head` says so).
+        with contextlib.suppress(OSError):
             upstream.writer.write(request)
             await upstream.writer.drain()
-        except OSError as exc:
-            raise EngineUnreachable(f"the engine broke off: {exc}") from exc
         return await read_answer_head(upstream.reader)

@@ -4,6 +4,8 @@ takes it over, by the rule of `services.engine_proxy.ownership`."""
 
 from __future__ import annotations
 
+import io
+import tarfile
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -45,6 +47,34 @@ def test_a_sandbox_made_as_the_tool_worker_makes_one_runs_through_the_proxy(
     assert engine.api.inspect_container(container)["Config"]["Labels"][CALLER_LABEL] == "tools-a"
     provider.close_all()
     assert _containers_of(engine, provider) == []
+
+
+def test_a_worker_acts_on_its_own_container_through_the_proxy(
+    as_worker: Connect, sandbox_image: str, cleanup: list[str]
+) -> None:
+    client = as_worker("tools-a")
+    worker = client.api
+    cleanup.append(container := create(client, sandbox_kwargs(sandbox_image)))
+    worker.start(container)
+    files = io.BytesIO()
+    with tarfile.open(fileobj=files, mode="w") as tar:
+        tar.addfile(tarfile.TarInfo("empty"), io.BytesIO())
+    # The engine's own refusal, passed on whole, though it answered before the body's end.
+    with pytest.raises(APIError, match="rootfs is marked read-only"):
+        worker.put_archive(container, "/tmp", files.getvalue())
+    size = 300_000  # past one read: the stream is copied in pieces
+    exec_id = worker.exec_create(container, ["head", "-c", str(size), "/dev/zero"])["Id"]
+    assert worker.exec_start(exec_id) == b"\0" * size
+    stream, _ = worker.get_archive(container, "/usr/lib/os-release")
+    with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+        member = tar.extractfile("os-release")
+        assert member is not None and b"Debian" in member.read()
+    assert worker.inspect_container(container[:12])["Id"] == container  # a prefix resolves
+    worker.kill(container)
+    assert worker.wait(container)["StatusCode"] != 0
+    worker.remove_container(container)
+    with pytest.raises(docker.errors.NotFound):  # the engine's own 404, as the SDK expects
+        worker.inspect_container(container)
 
 
 def test_another_workers_containers_are_out_of_reach(
