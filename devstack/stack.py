@@ -22,6 +22,7 @@ import docker
 import docker.errors
 
 from devstack import redis_server
+from devstack.engine_proxy import EngineAccess, engine_proxy_argv
 from devstack.hosts import Host
 from devstack.llm import proxy_argv, scripted_model_argv
 from devstack.procs import Child, Processes, free_port
@@ -46,6 +47,7 @@ class StackPorts:
     redis: int = field(default_factory=free_port)
     model: int = field(default_factory=free_port)
     proxy: int = field(default_factory=free_port)
+    engine_proxy: int = field(default_factory=free_port)
     gateway: int = field(default_factory=free_port)
     # Prometheus metrics of the services without an HTTP port of their own.
     agent_metrics: int = field(default_factory=free_port)
@@ -89,9 +91,12 @@ class LocalStack:
     argvs: dict[str, list[str]] = field(default_factory=dict)  # of every service started
     processes: Processes = field(init=False)
     sentinels: SentinelGroup | None = field(init=False, default=None)
+    # Each tool worker's token for the engine proxy (docker backend), by process name.
+    engine_tokens: dict[str, str] = field(init=False)
 
     def __post_init__(self) -> None:
         self.processes = Processes(log_dir=self.run_dir)
+        self.engine_tokens = dict(EngineAccess.for_workers(self.tool_worker_nodes(), "").tokens)
         if self.redis_sentinel:
             if self.hosts:
                 raise ValueError("redis_sentinel runs its replica and sentinels on loopback")
@@ -131,6 +136,13 @@ class LocalStack:
     @property
     def proxy_url(self) -> str:
         return f"http://{self.address('proxy')}:{self.ports.proxy}"
+
+    @property
+    def engine_access(self) -> EngineAccess:
+        """How the tool workers reach the Docker engine: through the engine proxy, each with
+        its own token."""
+        address = f"tcp://{self.address('engine_proxy')}:{self.ports.engine_proxy}"
+        return EngineAccess(address, self.engine_tokens)
 
     @property
     def model_url(self) -> str:
@@ -196,6 +208,8 @@ class LocalStack:
     def _start_all(self) -> None:
         for name, argv in self.commands().items():
             self._spawn(name, argv)
+            if name == "engine_proxy":  # a tool worker checks its engine as it starts
+                self._wait_ready(name)
         for name in self.procs:
             self._wait_ready(name)
 
@@ -209,6 +223,9 @@ class LocalStack:
         model = scripted_model_argv("--tokens-per-s", str(self.model_tokens_per_s),
                                     host=at("model"), port=self.ports.model)  # fmt: skip
         proxy = proxy_argv(host=at("proxy"), port=self.ports.proxy)  # upstreams from env()
+        # The only process that opens the engine's socket; the tool workers reach it through
+        # this proxy (its settings from `_env_of`).
+        engine = {"engine_proxy": engine_proxy_argv()} if self.sandbox_backend == "docker" else {}
         gateway = [py, "-m", "uvicorn", "services.gateway.app:app", "--host", at("gateway"),
                    "--port", str(self.ports.gateway), "--no-access-log",
                    "--workers", str(self.gateway_workers)]  # fmt: skip
@@ -225,7 +242,7 @@ class LocalStack:
                 "-s", str(self.data_dir("beat") / "beat-schedule"), "-l", "INFO"]  # fmt: skip
         sentinels = self.sentinels.commands(self._loopback_redis) if self.sentinels else {}
         commands = {"redis": server, **sentinels, "model": model, "proxy": proxy,
-                    "gateway": gateway, **agents, **tools, "beat": beat}  # fmt: skip
+                    "gateway": gateway, **agents, **engine, **tools, "beat": beat}  # fmt: skip
         if self.upstreams is not None:
             del commands["model"]  # a real upstream serves the model
         return commands
@@ -242,6 +259,9 @@ class LocalStack:
         return _numbered("agent_worker", "agent", self.agent_workers)
 
     def _wait_ready(self, name: str, log_offset: int = 0) -> None:
+        if name == "engine_proxy":
+            self.procs[name].wait_log("listening on", after=log_offset)
+            return
         health = {
             "model": f"{self.model_url}/health",
             "proxy": f"{self.proxy_url}/healthz",
@@ -274,6 +294,12 @@ class LocalStack:
             env["TASKYARD_METRICS_PORT"] = "0"
         if not name.startswith(_HOLD_TOKEN_SECRET):
             env.pop(_TOKEN_SECRET, None)
+        if name == "engine_proxy":
+            runtime = env.get("TASKYARD_SANDBOX_RUNTIME", "runc")
+            env = {"TASKYARD_ENGINE_PROXY_RUNTIMES": runtime, **env}
+            env.update(self.engine_access.proxy_env())
+        elif name in self.engine_tokens and self.sandbox_backend == "docker":
+            env.update(self.engine_access.worker_env(name))
         return env
 
     def log_path(self, name: str) -> Path:

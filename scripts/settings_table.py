@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pydantic_settings import BaseSettings
 
+from services.engine_proxy.settings import EngineProxySettings
 from services.llm_proxy.settings import ProxySettings
 from taskyard.plumbing.settings import AgentWorkerSettings, GatewaySettings, ToolWorkerSettings
 from taskyard.plumbing.settings.table import markdown
@@ -24,6 +25,7 @@ SERVICES: dict[str, type[BaseSettings]] = {
     "agent worker": AgentWorkerSettings,
     "tool worker": ToolWorkerSettings,
     "proxy": ProxySettings,
+    "engine proxy": EngineProxySettings,
 }
 PAGE = Path(__file__).resolve().parents[1] / "docs/configuration.md"
 BEGIN = "<!-- settings tables: made by `python -m scripts.settings_table --write` -->\n"

@@ -53,6 +53,7 @@ def test_every_taskyard_variable_is_a_setting() -> None:
         ("llm_proxy", "services.llm_proxy"),
         ("agent_worker", "services.agent_worker.worker"),
         ("tool_worker", "services.tool_worker.worker"),
+        ("engine_proxy", "services.engine_proxy"),
     ],
 )
 def test_commands_name_real_modules(service: str, module: str) -> None:
@@ -202,6 +203,27 @@ def test_the_grafana_dashboard_plots_metrics_the_services_export() -> None:
 def test_only_the_proxy_and_the_agent_workers_hold_the_token_secret() -> None:
     holders = {name for name, svc in SERVICES.items() if "TASKYARD_LLM_TOKEN_SECRET" in _env(svc)}
     assert holders == {"llm_proxy", "agent_worker"}  # never a tool worker: sandboxes run there
+
+
+def test_only_the_engine_proxy_holds_the_engines_socket() -> None:
+    """The tool workers reach the engine through the proxy alone, over a network only they and
+    the proxy are on, with the token the proxy knows them by."""
+    socket = "/var/run/docker.sock"
+    holders = {n for n, s in SERVICES.items() if any(socket in v for v in s.get("volumes", []))}
+    assert holders == {"engine_proxy"}
+    tool, proxy = SERVICES["tool_worker"], SERVICES["engine_proxy"]
+    assert _env(tool)["DOCKER_HOST"] == "tcp://engine_proxy:2375"
+    assert _command("engine_proxy")[-2:] == ["--listen", "tcp://0.0.0.0:2375"]
+    token = _env(tool)["TASKYARD_SANDBOX_ENGINE_TOKEN"]
+    assert token.startswith("${TASKYARD_ENGINE_TOKEN:?")  # required, never a default
+    assert _env(proxy)["TASKYARD_ENGINE_PROXY_CALLERS"] == "tool_worker=${TASKYARD_ENGINE_TOKEN}"
+    on_engine = {n for n, s in SERVICES.items() if "engine" in s.get("networks", [])}
+    assert on_engine == {"tool_worker", "engine_proxy"}
+    assert COMPOSE["networks"]["engine"]["internal"]
+    assert "user" not in tool  # the image's own user: no root needed without the socket
+    holders = {n for n, s in SERVICES.items() if "TASKYARD_ENGINE_PROXY_CALLERS" in _env(s)}
+    assert holders == {"engine_proxy"}
+    assert _env(proxy)["TASKYARD_ENGINE_PROXY_RUNTIMES"] == _env(tool)["TASKYARD_SANDBOX_RUNTIME"]
 
 
 def test_no_taskyard_service_mounts_a_named_volume() -> None:

@@ -89,7 +89,8 @@ def test_production_still_needs_its_secrets_and_keeps_its_gpus() -> None:
         ["docker", "compose", "-f", "compose.yaml", "config"],
         cwd=ROOT, capture_output=True, text=True, timeout=60, env=env,
     )  # fmt: skip
-    secrets = {"TASKYARD_API_KEYS": "k=t", "TASKYARD_LLM_TOKEN_SECRET": "x" * 64, "MODEL": "m"}
+    secrets = {"TASKYARD_API_KEYS": "k=t", "TASKYARD_LLM_TOKEN_SECRET": "x" * 64, "MODEL": "m",
+               "TASKYARD_ENGINE_TOKEN": "e" * 64}  # fmt: skip
     # Compose names one missing variable, whichever it meets first (the order varies).
     assert missing.returncode != 0 and "required variable" in missing.stderr
     assert any(f"variable {name} is missing" in missing.stderr for name in secrets)

@@ -55,7 +55,8 @@ def test_on_hosts_each_service_binds_its_hosts_address_and_keeps_files_there(
 ) -> None:
     stack = LocalStack(run_dir=tmp_path, agent_workers=2, tool_workers=2)
     names = list(stack.commands())
-    assert names[4:8] == ["agent_worker", "agent_worker_2", "tool_worker", "tool_worker_2"]
+    assert names[4:9] == ["agent_worker", "agent_worker_2", "engine_proxy", "tool_worker",
+                          "tool_worker_2"]  # fmt: skip
     stack.hosts = {name: Host(name, f"198.18.7.{i}", f"ns-{name}", 1)
                    for i, name in enumerate(names, 2)}  # fmt: skip
     commands = stack.commands()
@@ -66,6 +67,28 @@ def test_on_hosts_each_service_binds_its_hosts_address_and_keeps_files_there(
     assert commands["agent_worker_2"][commands["agent_worker_2"].index("-n") + 1] == "agent2@%h"
     assert stack.env()["TASKYARD_REDIS_URL"] == f"redis://198.18.7.2:{stack.ports.redis}/0"
     assert stack.env()["TASKYARD_LLM_BASE_URL"] == f"{stack.proxy_url}/v1"
+    engine = f"tcp://{stack.address('engine_proxy')}:{stack.ports.engine_proxy}"
+    assert stack._env_of("tool_worker_2")["DOCKER_HOST"] == engine
+
+
+def test_tool_workers_reach_the_engine_through_the_proxy_each_with_its_own_token(
+    tmp_path: Path,
+) -> None:
+    stack = LocalStack(run_dir=tmp_path, tool_workers=2)
+    proxy = stack._env_of("engine_proxy")
+    workers = {name: stack._env_of(name) for name in ("tool_worker", "tool_worker_2")}
+    address = f"tcp://127.0.0.1:{stack.ports.engine_proxy}"
+    assert proxy["TASKYARD_ENGINE_PROXY_LISTEN"] == address
+    callers = dict(pair.split("=") for pair in proxy["TASKYARD_ENGINE_PROXY_CALLERS"].split(","))
+    assert set(callers) == set(workers)
+    for name, env in workers.items():
+        assert env["DOCKER_HOST"] == address
+        assert env["TASKYARD_SANDBOX_ENGINE_TOKEN"] == callers[name]
+        assert "TASKYARD_ENGINE_PROXY_CALLERS" not in env
+    assert callers["tool_worker"] != callers["tool_worker_2"]
+    for name in ("gateway", "agent_worker"):
+        assert "TASKYARD_SANDBOX_ENGINE_TOKEN" not in stack._env_of(name)
+    assert "engine_proxy" not in LocalStack(run_dir=tmp_path, sandbox_backend="local").commands()
 
 
 def test_on_hosts_a_service_without_one_is_refused(tmp_path: Path) -> None:

@@ -51,7 +51,7 @@ def against(request: pytest.FixtureRequest, sandbox_image: str) -> Iterator[Agai
     """Sessions whose kernel does `misbehave` with the first request it gets; the kernel is
     started at once, so a test's clock runs from the call."""
     sandboxes: list[KernelSandbox] = []
-    client = docker.from_env() if request.param == "docker" else None
+    client = request.getfixturevalue("docker_client") if request.param == "docker" else None
 
     def make(misbehave: str) -> KernelSandbox:
         argv = ["python3", "-c", _KERNEL.replace("MISBEHAVE", textwrap.indent(misbehave, "    "))]
@@ -67,8 +67,6 @@ def against(request: pytest.FixtureRequest, sandbox_image: str) -> Iterator[Agai
     yield make
     for sandbox in sandboxes:
         sandbox.close()
-    if client is not None:
-        client.close()
 
 
 def _run_against(
@@ -189,11 +187,13 @@ def test_a_reply_past_the_supervisors_caps_is_refused(
     assert result.state_lost and result.result is None and why in (result.error or "")
 
 
-def test_a_closed_docker_channel_is_gone_not_a_crash(sandbox_image: str) -> None:
+def test_a_closed_docker_channel_is_gone_not_a_crash(
+    sandbox_image: str, docker_client: docker.DockerClient
+) -> None:
     """A channel closed under a reader (a hand-off, a reap, the pool's close) reads as a kernel
     gone: not alive, KernelGone on read, a lease renewal skipped; never the socket's -1 passed
     to poll (ValueError)."""
-    client = docker.from_env()
+    client = docker_client
     spec = ContainerSpec(
         sandbox_image, command=("python3", "-c", _KERNEL.replace("MISBEHAVE", "    pass"))
     )
@@ -209,4 +209,3 @@ def test_a_closed_docker_channel_is_gone_not_a_crash(sandbox_image: str) -> None
             wait_readable(-1, time.monotonic() + 1)
     finally:
         channel.close()
-        client.close()

@@ -24,6 +24,7 @@ from taskyard.sandbox.docker.provider import (
 )
 from taskyard.sandbox.docker.spec import IPC_SYSCTLS, ULIMITS
 from taskyard.sandbox.provider import KernelSandboxProvider
+from tests.sandbox.conftest import left_by_a_worker
 from tests.sandbox.crash import crash_a_worker
 
 ProviderFactory = Callable[..., KernelSandboxProvider]
@@ -175,7 +176,7 @@ def _sleeper(client: docker.DockerClient, image: str, label: str) -> Container:
     return client.containers.run(
         image,
         entrypoint=["sleep", "60"],
-        labels={WORKER_LABEL: label},
+        labels=left_by_a_worker({WORKER_LABEL: label}),
         network_mode="none",
         detach=True,
     )

@@ -87,6 +87,9 @@ class SandboxSettings(Area):
     """Live sessions' sandboxes of one tenant on one tool worker."""
     sandbox_max_per_worker: int = Field(default=512, ge=1)
     """Live sessions' sandboxes of one tool worker."""
+    sandbox_engine_token: SecretStr = SecretStr("")
+    """This worker's token for the engine proxy its `DOCKER_HOST` names (one of
+    `ENGINE_PROXY_CALLERS`); empty: none, for an engine reached without a proxy."""
     sandbox_worker_label: str = Field(default_factory=socket.gethostname, min_length=1)
     """Marks this worker's sandboxes (default: the host's name); at start it removes every
     one left under the same label and its own Celery node name."""

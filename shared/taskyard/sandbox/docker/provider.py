@@ -37,6 +37,7 @@ from taskyard.sandbox.pool import PoolState
 from taskyard.sandbox.provider import KernelSandboxProvider, SandboxLimits, tenant_of
 
 __all__ = [
+    "ENGINE_TOKEN_HEADER",
     "HANDOFF_PREFIX",
     "NODE_LABEL",
     "NO_NODE",
@@ -52,6 +53,7 @@ WORKER_LABEL = "taskyard.worker"
 NODE_LABEL = "taskyard.node"
 NO_NODE = "-"  # a provider outside a Celery worker (tests, a library user)
 HANDOFF_PREFIX = "taskyard-handoff-"  # the name of a container handed to another worker
+ENGINE_TOKEN_HEADER = "X-Taskyard-Engine-Token"  # the worker's credential for the engine proxy
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +78,7 @@ class DockerSandboxProvider(KernelSandboxProvider):
         node: str = NO_NODE,
     ) -> None:
         self._spec = spec or ContainerSpec.from_settings(settings)
-        self._client = client or _connect()
+        self._client = client or _connect(settings.sandbox_engine_token.get_secret_value())
         self.owner = uuid.uuid4().hex[:12]
         self.worker_label = settings.sandbox_worker_label
         self.node = node
@@ -286,9 +288,13 @@ def _handed_off(listed: dict[str, Any]) -> bool:
     )
 
 
-def _connect() -> docker.DockerClient:
+def _connect(token: str) -> docker.DockerClient:
+    """The engine the environment names (`DOCKER_HOST`: the engine proxy, in a deployment),
+    with the worker's `token` for the proxy on every request, if it has one."""
     try:
         client = docker.from_env()
+        if token:  # on the session, so that `attach_socket`'s raw request carries it too
+            client.api.headers[ENGINE_TOKEN_HEADER] = token
         client.ping()
     except DockerException as exc:
         raise SandboxUnavailable(f"no Docker engine reachable: {exc}") from exc
