@@ -128,11 +128,11 @@ def test_the_mcp_example(stack: LocalStack) -> None:
     address = stack.gateway_url.removeprefix("http://")
     answered = _run(MCP.strip().replace("localhost:8000", address), stack)
     assert answered.returncode == 0, answered.stderr
-    # One server-sent event: the JSON-RPC answer, the deployed agents (none in this stack).
+    # One server-sent event: the JSON-RPC answer, the default agent (no plugin in this stack).
     data = [line for line in answered.stdout.splitlines() if line.startswith("data: ")]
-    assert [json.loads(line.removeprefix("data: ")) for line in data] == [
-        {"jsonrpc": "2.0", "id": 1, "result": {"tools": []}}
-    ]
+    (answer,) = [json.loads(line.removeprefix("data: ")) for line in data]
+    assert (answer["jsonrpc"], answer["id"]) == ("2.0", 1)
+    assert [tool["name"] for tool in answer["result"]["tools"]] == ["taskyard"]
 
 
 def test_every_readme_example_is_run_or_named() -> None:
