@@ -197,12 +197,14 @@ def _isolation_problems(host: HostSettings, limits: Limits) -> list[str]:
 
 def _limit_problems(host: HostSettings, limits: Limits) -> list[str]:
     # A fork server's container holds up to `max_sessions` sandboxes, each limited inside it.
-    sessions = limits.max_sessions if forks(host.SecurityOpt or []) else 1
+    fork_server = forks(host.SecurityOpt or [])
+    sessions = limits.max_sessions if fork_server else 1
+    host_pids = FORK_SERVER_PIDS if fork_server else 0
     problems = [
         *_at_most("Memory", host.Memory, limits.max_memory * sessions),
         *_at_most("MemorySwap", host.MemorySwap, limits.max_memory * sessions),
         *_at_most("NanoCpus", host.NanoCpus, limits.max_nano_cpus),
-        *_at_most("PidsLimit", host.PidsLimit, limits.max_pids * sessions + FORK_SERVER_PIDS),
+        *_at_most("PidsLimit", host.PidsLimit, limits.max_pids * sessions + host_pids),
         *_tmpfs_problems(host.Tmpfs or {}, limits),
         *_ulimit_problems(host.Ulimits or [], limits),
     ]

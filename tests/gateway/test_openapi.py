@@ -59,7 +59,7 @@ DECLARED = {
     ("/v1/system", "get"): {"200", "401", "503"},
     ("/v1/tasks/{task_id}/artifacts", "get"): {"200", "401", "404", "503"},
     ("/v1/tasks/{task_id}/artifacts/{name}", "get"): {"200", "401", "404", "503"},
-    ("/v1/sessions/{session_id}/files", "post"): {"201", "401", "413", "422", "503", "504"},
+    ("/v1/sessions/{session_id}/files", "post"): {"201", "400", "401", "413", "422", "503", "504"},
     ("/v1/sessions/{session_id}/files", "get"): {"200", "401", "404", "503", "504"},
     ("/v1/sessions/{session_id}/files/{path}", "get"): {"200", "401", "404", "422", "503", "504"},
     ("/healthz", "get"): {"200"},

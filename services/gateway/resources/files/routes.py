@@ -36,8 +36,9 @@ _FILE = {
     status_code=status.HTTP_201_CREATED,
     response_model=SessionFile,
     responses=responses(
-        401, 413, 422, 503, 504,
-        why={413: "The file, or the session's files with it, over their limit.",
+        400, 401, 413, 422, 503, 504,
+        why={400: "The multipart body cannot be parsed.",
+             413: "The file, or the session's files with it, over their limit.",
              503: "The session's sandbox cannot start or take the file."},
     ),
 )  # fmt: skip
