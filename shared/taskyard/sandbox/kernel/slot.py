@@ -26,7 +26,7 @@ from .processes import stop_tree
 from .replies import Malformed, cell_reply
 from .wire import FrameBuffer, TooLong, encode_frame
 
-__all__ = ["Slot", "SlotBroken"]
+__all__ = ["Slot", "SlotBroken", "socket_pair"]
 
 _MAX_FRAME_BYTES = 16 << 20  # an honest reply is at most about 5 MB of JSON
 _SEND_TIMEOUT_S = 5.0  # an executor that does not take its request in this long is broken
@@ -51,6 +51,15 @@ class _Call:
     killed: set[int] = field(default_factory=set)
 
 
+def socket_pair() -> tuple[socket.socket, socket.socket]:
+    """(ours, the executor's): ours passes on each sender's credentials from the first byte,
+    so it must be set before the other end is handed to anyone (a ready frame sent before
+    would come without them and be dropped)."""
+    ours, theirs = socket.socketpair()
+    ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+    return ours, theirs
+
+
 def _sender(ancillary: list[tuple[int, int, bytes]]) -> int | None:
     """The pid the kernel vouches sent the data (SCM_CREDENTIALS), if it says."""
     for level, kind, payload in ancillary:
@@ -64,10 +73,9 @@ class Slot:
     """A session's executor: relays its calls and file requests, interrupts it."""
 
     def __init__(self, sock: socket.socket, executor: int | None, own_tree: bool) -> None:
-        """`executor` None: the first frame's sender is the executor (a fork server's child).
-        `own_tree`: the executor is the root of every process of the session (the init of its
-        pid namespace), else the supervisor is."""
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        """`sock`: our end of a `socket_pair`. `executor` None: the first frame's sender is the
+        executor (a fork server's child). `own_tree`: the executor is the root of every process
+        of the session (the init of its pid namespace), else the supervisor is."""
         sock.settimeout(_SEND_TIMEOUT_S)
         self.sock = sock
         self.executor = executor

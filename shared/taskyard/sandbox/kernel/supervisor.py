@@ -34,7 +34,7 @@ from .isolation import SessionLimits
 from .processes import stop_tree
 from .replies import fit_line
 from .seccomp import set_child_subreaper, set_dumpable
-from .slot import BROKEN, Slot, SlotBroken
+from .slot import BROKEN, Slot, SlotBroken, socket_pair
 from .spares import Spares
 from .wire import LineBuffer, TooLong, encode_line
 
@@ -198,7 +198,7 @@ class Supervisor:
             self._fork(key)
 
     def _fork(self, key: Any) -> bool:
-        ours, theirs = socket.socketpair()
+        ours, theirs = socket_pair()
         try:
             assert self._spawn is not None
             self._spawn(theirs)
@@ -448,7 +448,7 @@ def main(argv: list[str] | None = None) -> None:
         spawn = _fork_server(limits, [m for m in args.preload.split(",") if m])
         spares = Spares(args.spares, args.spares_max)
         Supervisor(proto_in, proto_out, spawn, limits, spares).serve()
-    ours, theirs = socket.socketpair()
+    ours, theirs = socket_pair()
     executor = os.fork()
     if executor == 0:
         ours.close()
