@@ -23,8 +23,9 @@ def crash_a_worker(provider: str, label: str, then: str = "") -> None:
     }[provider]
     script = (
         "import os, threading, time\n"
+        "from taskyard.plumbing.settings import ToolWorkerSettings\n"
         f"from {module} import {name}\n"
-        f"p = {name}(pool_size=0)\n"
+        f"p = {name}(ToolWorkerSettings(), pool_size=0)\n"
         "busy = threading.Thread(target=p.get('t:busy').run, args=('while True: pass', 60))\n"
         "busy.start()\n"
         f"{then}"
