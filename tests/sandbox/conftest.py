@@ -119,7 +119,7 @@ def make_local_provider(settings: ToolWorkerSettings) -> Iterator[ProviderFactor
     yield from _factory(lambda settings=settings, **kw: LocalSandboxProvider(settings, **kw))
 
 
-@pytest.fixture(params=["docker", "forks", "bwrap", "unshare"])
+@pytest.fixture(params=["docker", "bwrap", "unshare"])
 def make_provider(
     request: pytest.FixtureRequest,
     settings: ToolWorkerSettings,
@@ -132,8 +132,6 @@ def make_provider(
         changed = settings.model_copy(update=changes)
         if request.param == "docker":
             return make_docker_provider(settings=changed)
-        if request.param == "forks":
-            return make_docker_provider(settings=changed.model_copy(update=FORKS))
         return make_local_provider(settings=changed, launcher=request.param)
 
     return make
