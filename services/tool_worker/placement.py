@@ -134,8 +134,7 @@ class Placement:
             return
         peers = self.loop.run(self.directory.peers(self.me, place))
         handles = sandboxes.hand_off(self.handoff_lease_s)
-        takers = itertools.cycle(peers or [None])
-        handed = {key: Handover(handle, next(takers)) for key, handle in handles.items()}
+        handed = _spread(handles, peers)
         held = self.loop.run(self.directory.hand_over(self.me, handed, why))
         log.info("left: %d interpreters handed over (%d held here), to %d workers",
                  len(handed), held, len(peers))  # fmt: skip
@@ -153,3 +152,20 @@ class Placement:
                 self._beat()
             except _REDIS_DOWN:
                 log.warning("heartbeat missed: Redis unreachable")
+
+
+def _spread(handles: dict[str, str], peers: list[ToolWorkerId]) -> dict[str, Handover]:
+    """Each interpreter to a peer in turn (None: no peer, any worker); the sessions of one
+    container of several (handles alike before '#') to the same peer, which attaches to it."""
+    takers = itertools.cycle(peers or [None])
+    hosts: dict[str, ToolWorkerId | None] = {}
+    handed = {}
+    for key, handle in handles.items():
+        host, shared, _ = handle.partition("#")
+        if not shared:
+            handed[key] = Handover(handle, next(takers))
+            continue
+        if host not in hosts:
+            hosts[host] = next(takers)
+        handed[key] = Handover(handle, hosts[host])
+    return handed

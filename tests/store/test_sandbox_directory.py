@@ -204,3 +204,58 @@ async def test_only_the_records_the_leaving_worker_holds_are_handed_over(
     await directory.claim(B, "t:s", ENGINE)
     assert await directory.hand_over(A, {"t:s": Handover(HANDLE, C)}, "A stopped") == 0
     assert await directory.claim(B, "t:s", ENGINE) == SessionClaim("mine")
+
+
+D = ToolWorkerId("tools@d")
+HOST = f"{ENGINE}/c0ffee"  # a container of several sessions: their handles are HOST#<key>
+
+
+async def test_a_parked_container_of_several_goes_whole_to_its_first_taker(
+    directory: SandboxDirectory,
+) -> None:
+    await directory.beat(A, 10, ENGINE)
+    for worker in (B, C):
+        await directory.beat(worker, 10, ENGINE)
+    for key in ("t:one", "t:two"):
+        await directory.claim(A, key, ENGINE)
+    handed = {key: Handover(f"{HOST}#{key[2:]}") for key in ("t:one", "t:two")}
+    assert await directory.hand_over(A, handed, "A stopped") == 2
+    await directory.stop_beating(A)
+    assert await directory.claim(B, "t:one", ENGINE) == SessionClaim(
+        "adopt", "A stopped", f"{HOST}#one"
+    )
+    # C must not attach to the container B holds: the call goes to B, which adopts it.
+    assert await directory.claim(C, "t:two", ENGINE) == SessionClaim("forward", B.queue)
+    assert await directory.claim(B, "t:two", ENGINE) == SessionClaim(
+        "adopt", "A stopped", f"{HOST}#two"
+    )
+
+
+async def test_a_container_of_several_handed_to_a_worker_routes_every_session_there(
+    directory: SandboxDirectory,
+) -> None:
+    for worker in (A, B, C):
+        await directory.beat(worker, 10, ENGINE)
+    for key in ("t:one", "t:two"):
+        await directory.claim(A, key, ENGINE)
+    handed = {key: Handover(f"{HOST}#{key[2:]}", B) for key in ("t:one", "t:two")}
+    await directory.hand_over(A, handed, "A stopped")
+    await directory.stop_beating(A)
+    assert await directory.claim(C, "t:two", ENGINE) == SessionClaim("forward", B.queue)
+    assert (await directory.claim(B, "t:one", ENGINE)).verdict == "adopt"
+
+
+async def test_a_container_whose_taker_died_goes_whole_to_the_next(
+    directory: SandboxDirectory,
+) -> None:
+    await directory.beat(A, 10, ENGINE)
+    await directory.beat(B, 0.05, ENGINE)
+    await directory.beat(C, 10, ENGINE)
+    for key in ("t:one", "t:two"):
+        await directory.claim(A, key, ENGINE)
+    handed = {key: Handover(f"{HOST}#{key[2:]}", B) for key in ("t:one", "t:two")}
+    await directory.hand_over(A, handed, "A stopped")
+    await asyncio.sleep(0.1)  # B's heartbeat lapsed before it took the container
+    assert (await directory.claim(C, "t:one", ENGINE)).verdict == "adopt"
+    await directory.beat(D, 10, ENGINE)
+    assert await directory.claim(D, "t:two", ENGINE) == SessionClaim("forward", C.queue)

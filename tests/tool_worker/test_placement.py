@@ -11,7 +11,7 @@ import docker
 import pytest
 import redis
 
-from services.tool_worker.placement import Placement
+from services.tool_worker.placement import Placement, _spread
 from services.tool_worker.toolbox import Toolbox
 from taskyard.agentkit.schema import ActionReturn, ToolCall
 from taskyard.plumbing.loop import LoopThread
@@ -108,3 +108,14 @@ def test_a_backend_that_cannot_hand_over_says_the_worker_stopped(
     leaving.leave()
     after = _run(staying, "t:s", "print(globals().get('x'))")
     assert "Note: state lost (its tool worker tools@a was stopped (scaled in" in after
+
+
+def test_the_sessions_of_one_container_go_to_one_peer_the_others_in_turn() -> None:
+    peers = [ToolWorkerId("tools@b"), ToolWorkerId("tools@c")]
+    handles = {"t:1": "docker:E/h1#k1", "t:2": "docker:E/h1#k2", "t:3": "docker:E/k3",
+               "t:4": "docker:E/h1#k4", "t:5": "docker:E/h2#k5"}  # fmt: skip
+    handed = _spread(handles, peers)
+    assert {handed[key].to for key in ("t:1", "t:2", "t:4")} == {peers[0]}
+    assert [handed["t:3"].to, handed["t:5"].to] == [peers[1], peers[0]]
+    assert {one.handle for one in handed.values()} == set(handles.values())
+    assert {one.to for one in _spread(handles, []).values()} == {None}

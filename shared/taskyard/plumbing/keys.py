@@ -289,6 +289,13 @@ def session_sandbox(session_key: str) -> str:
     return f"session:{session_key}:sandbox"
 
 
+def sandbox_host(host: str) -> str:
+    """Which tool worker holds a container of several sessions handed over by a worker that
+    stopped (`host`: their handles' common part, before '#'): node, incarnation, queue. Its
+    other sessions' calls go there, so that one worker attaches to it."""
+    return f"sandbox_host:{host}"
+
+
 def session_compaction(tenant: str, session_id: str) -> str:
     """What the model sees of the session's memory: the summary that replaced its first
     `upto` messages (the messages themselves stay)."""

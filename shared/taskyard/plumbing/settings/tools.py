@@ -65,10 +65,9 @@ class SandboxSettings(Area):
     """Processes one session's sandbox may run."""
     sandbox_cpus: float = 1.0
     """CPUs one sandbox container may use (all its sessions together)."""
-    sandbox_sessions_per_container: int = Field(default=1, ge=1)
+    sandbox_sessions_per_container: int = Field(default=64, ge=1)
     """Sessions of one tenant one container holds, forked from its pre-imported fork server
-    (docker backend under runc; e.g. 64). 1, and under runsc: one container per session. Not
-    the default yet: a planned exit's hand-off moves a host whole, to one worker only."""
+    (docker backend under runc). 1, and under runsc: one container per session."""
     sandbox_idle_s: float = 600.0
     """A session's sandbox idle this long is reaped."""
     sandbox_disk: str = "64m"

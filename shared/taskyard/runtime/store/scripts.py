@@ -52,6 +52,7 @@ _NAMES = {
     "{webhooks_due}": keys.WEBHOOKS_DUE,
     "{sandbox_key}": keys.session_sandbox("%s"),
     "{worker_alive_key}": keys.tool_worker_alive("%s"),
+    "{sandbox_host_key}": keys.sandbox_host("%s"),
     "{session_before_key}": keys.task_session_before("%s"),
 }
 

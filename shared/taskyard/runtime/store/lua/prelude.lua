@@ -13,6 +13,7 @@ local RESULTS_KEY, ADVANCED_KEY = '{results_key}', '{advanced_key}'
 local EVENTS_KEY, CHILDREN_KEY = '{events_key}', '{children_key}'
 local WEBHOOKS_DUE = '{webhooks_due}'
 local SANDBOX_KEY, WORKER_ALIVE_KEY = '{sandbox_key}', '{worker_alive_key}'
+local SANDBOX_HOST_KEY = '{sandbox_host_key}'
 local SESSION_BEFORE_KEY = '{session_before_key}'
 
 -- An answer {name = value, ...} as a flat name, value list (a Lua table with names reaches the

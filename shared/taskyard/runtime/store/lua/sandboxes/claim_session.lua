@@ -19,6 +19,26 @@ end
 local function forward(queue)
   return named{verdict = 'forward', detail = queue, handle = ''}
 end
+-- A handle naming a session on a container of several ('<host>#<key>') is taken over by the
+-- one worker holding that container: the first to adopt one of its sessions, or the one its
+-- leaving worker chose. Another live holder gets the call (and the session) instead: nil when
+-- this worker may adopt it, else the forward.
+local function held_elsewhere(handle)
+  local host = string.match(handle, '^(.*)#')
+  if not host then return nil end
+  local host_key = string.format(SANDBOX_HOST_KEY, host)
+  local h = redis.call('HMGET', host_key, 'node', 'incarnation', 'queue')
+  local mine = h[1] == doc.node and h[2] == doc.incarnation
+  if h[1] and not mine and redis.call('GET', string.format(WORKER_ALIVE_KEY, h[1])) == h[2] then
+    redis.call('HSET', KEY.record, 'state', 'handed', 'node', h[1], 'incarnation', h[2],
+               'queue', h[3])
+    return forward(h[3])
+  end
+  redis.call('HSET', host_key, 'node', doc.node, 'incarnation', doc.incarnation,
+             'queue', doc.queue)
+  redis.call('EXPIRE', host_key, doc.record_ttl_s)
+  return nil
+end
 if not f[1] then return take('new', '') end
 local same_node, same_run = f[1] == doc.node, f[2] == doc.incarnation
 local holder_lives = redis.call('GET', string.format(WORKER_ALIVE_KEY, f[1])) == f[2]
@@ -32,7 +52,7 @@ if f[3] == 'handed' or f[3] == 'parked' then
   if f[3] == 'handed' and not same_node and holder_lives then return forward(f[5]) end
   local handle, place = f[7] or '', doc.place
   if place ~= '' and string.sub(handle, 1, #place + 1) == place .. '/' then
-    return take('adopt', f[4] or '', handle)
+    return held_elsewhere(handle) or take('adopt', f[4] or '', handle)
   end
   return take('lost', (f[4] or '') .. ', and no tool worker where its interpreter runs took ' ..
               'it over')
