@@ -18,7 +18,7 @@ import docker
 import redis
 
 from taskyard.plumbing import keys
-from taskyard.sandbox.docker import WORKER_LABEL
+from taskyard.sandbox.docker.provider import WORKER_LABEL
 
 __all__ = [
     "CellTimes",

@@ -62,7 +62,7 @@ from devstack import redis_server
 from devstack.procs import ROOT, Processes, free_port
 from devstack.stack import LocalStack
 from taskyard.plumbing.settings import ToolWorkerSettings
-from taskyard.sandbox.docker import DockerSandboxProvider
+from taskyard.sandbox.docker.provider import DockerSandboxProvider
 from taskyard.sandbox.provider import SandboxLimits
 
 CELL = "import numpy, pandas; print(len(pandas.DataFrame(numpy.ones((3, 3)))))"
