@@ -9,7 +9,9 @@ replies carry the session's key on the host, and each session is a `KernelChanne
 Hosts belong to one tenant for life: sessions of two tenants never share a container. A
 tenant's new session takes a free seat on one of its hosts; where none is free it waits for
 a host being started for the tenant, and another host is started only while the tenant's
-waiting sessions outnumber the seats on the way. Hosts come from a warm pool of unclaimed
+waiting sessions outnumber the seats on the way. Hosts are also started ahead, in the
+background, while the tenant's free seats would not last out a host's start at its recent
+rate of new sessions (`_start_ahead`). Hosts come from a warm pool of unclaimed
 containers (`pool.py`), sized like the kernel pool by recent demand; a host whose last
 session closed is removed.
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import math
 import threading
 import time
 import uuid
@@ -33,10 +36,17 @@ from taskyard.sandbox.errors import KernelGone, SandboxUnavailable
 from taskyard.sandbox.pool import PoolState, WarmPool
 from taskyard.sandbox.provider import tenant_of
 
-__all__ = ["HostedChannel", "SessionHost", "SessionHosts"]
+__all__ = ["HostedChannel", "SessionHost", "SessionHosts", "hosts_ahead"]
 
 log = logging.getLogger(__name__)
 _PUMP_S = 0.05  # a waiter pumping the host's socket looks at its own queue this often
+# Starting hosts ahead: new sessions are counted over this window; a host taken from the warm
+# pool in under _WARM_S was warm; a cold start is first guessed at _FIRST_START_S; at most
+# _MOST_AHEAD hosts start at once for a tenant (each costs a core for a second or two).
+_RATE_WINDOW_S = 2.0
+_WARM_S = 0.2
+_FIRST_START_S = 2.0
+_MOST_AHEAD = 4
 OnClose = Callable[["SessionHost"], None]
 
 
@@ -76,10 +86,10 @@ class SessionHost:
             return self._seats == 0
 
     @property
-    def nearly_full(self) -> bool:
-        """Three quarters of its seats taken (or dead): time to start the tenant's next."""
+    def free(self) -> int:
+        """Seats a new session could take now (none on a dead host)."""
         with self._cond:
-            return self._dead is not None or self._seats * 4 >= self.capacity * 3
+            return 0 if self._dead is not None else self.capacity - self._seats
 
     def open(self, deadline: float, on_close: OnClose) -> HostedChannel:
         """Open a session on a seat reserved for it: a walled-off fork, ready for cells. On
@@ -226,6 +236,17 @@ class HostedChannel:
             self._on_close(self.host)
 
 
+def hosts_ahead(free: int, starting: int, capacity: int, rate: float, start_s: float) -> int:
+    """How many more hosts to start for a tenant with `free` seats and `starting` hosts on
+    the way, whose sessions arrive at `rate` a second, a host taking `start_s` to start: enough
+    for twice what arrives meanwhile (a quarter of a host at least), `_MOST_AHEAD` at once."""
+    wanted = max(capacity / 4, 2 * rate * start_s)
+    short = wanted - free - starting * capacity
+    if short <= 0:
+        return 0
+    return max(0, min(math.ceil(short / capacity), _MOST_AHEAD - starting))
+
+
 class SessionHosts:
     """The `StartKernel` of the fork-server backend: a session on one of its tenant's hosts."""
 
@@ -236,12 +257,15 @@ class SessionHosts:
         self._hosts: dict[str, list[SessionHost]] = defaultdict(list)
         self._waiting: dict[str, int] = defaultdict(int)  # sessions waiting for a seat
         self._starting: dict[str, int] = defaultdict(int)  # hosts being started for a tenant
+        self._arrivals: dict[str, deque[float]] = defaultdict(deque)  # its sessions' starts
+        self._start_s = _FIRST_START_S  # how long a host took to start, lately
         self._cond = threading.Condition()
         self._checks = itertools.count(1)
 
     def __call__(self, session_key: str | None) -> HostedChannel:
         # A check (no session) gets a host of its own, removed when the check's session ends.
         tenant = f"-check-{next(self._checks)}" if session_key is None else tenant_of(session_key)
+        self._arrived(tenant)
         host = self._seat(tenant)
         self._start_ahead(tenant)
         try:
@@ -267,17 +291,26 @@ class SessionHosts:
                 self._waiting[tenant] -= 1
         return self._start_for(tenant)
 
-    def _start_ahead(self, tenant: str) -> None:
-        """Once each of the tenant's hosts is nearly full, start its next one in the
-        background, so that a burst finds seats instead of waiting for a container."""
+    def _arrived(self, tenant: str) -> None:
+        now = time.monotonic()
         with self._cond:
-            hosts = self._hosts[tenant]
-            if self._starting[tenant] or not all(host.nearly_full for host in hosts):
-                return
-            self._starting[tenant] += 1
-        threading.Thread(
-            target=self._start_quietly, args=(tenant,), name="sandbox-host-ahead", daemon=True
-        ).start()
+            arrivals = self._arrivals[tenant]
+            arrivals.append(now)
+            while arrivals[0] < now - _RATE_WINDOW_S:
+                arrivals.popleft()
+
+    def _start_ahead(self, tenant: str) -> None:
+        """Start the tenant's next hosts in the background while the seats free and on the
+        way would not last out one host's start at its recent rate of new sessions (a quarter
+        of a host at least), so that a burst finds seats instead of waiting for a container."""
+        with self._cond:
+            free = sum(host.free for host in self._hosts[tenant])
+            rate = len(self._arrivals[tenant]) / _RATE_WINDOW_S
+            more = hosts_ahead(free, self._starting[tenant], self._capacity, rate, self._start_s)
+            self._starting[tenant] += more
+        for _ in range(more):
+            threading.Thread(target=self._start_quietly, args=(tenant,),
+                             name="sandbox-host-ahead", daemon=True).start()  # fmt: skip
 
     def _start_quietly(self, tenant: str) -> None:
         try:
@@ -289,8 +322,10 @@ class SessionHosts:
         """Start (or take from the pool) a host for `tenant`, a seat on it reserved if
         `seated`; the caller counted it in `_starting`."""
         host: SessionHost | None = None
+        began = time.monotonic()
         try:
             started = self._pool.take(tenant)
+            self._timed(time.monotonic() - began)
             assert isinstance(started, DockerChannel)
             host = SessionHost(started, tenant, self._capacity)
             if seated:
@@ -302,6 +337,13 @@ class SessionHosts:
                 if host is not None:
                     self._hosts[tenant].append(host)
                 self._cond.notify_all()
+
+    def _timed(self, seconds: float) -> None:
+        """A host start took `seconds` (a warm one from the pool: about none); the estimate
+        follows the cold ones, as those are what a burst waits for."""
+        if seconds > _WARM_S:
+            with self._cond:
+                self._start_s = (self._start_s + seconds) / 2
 
     def _free_host(self, tenant: str) -> SessionHost | None:
         for host in self._hosts[tenant]:
