@@ -98,7 +98,8 @@ class BurstRun:
 def stack_burst(sessions: int, tasks: int, latency_ms: float, tool_concurrency: int | None
                 ) -> BurstRun:  # fmt: skip
     """The held-out measurement on a fresh stack; what its tasks, logs and containers say."""
-    env = {"TASKYARD_SANDBOX_SESSIONS_PER_CONTAINER": str(sessions), "TASKYARD_ENGINE_PROXY_MAX_SESSIONS": str(sessions), **PROXY_ENV}
+    env = {"TASKYARD_SANDBOX_SESSIONS_PER_CONTAINER": str(sessions),
+           "TASKYARD_ENGINE_PROXY_MAX_SESSIONS": str(sessions), **PROXY_ENV}  # fmt: skip
     extra = {} if tool_concurrency is None else {"tool_concurrency": tool_concurrency}
     stack = LocalStack(extra_env=env, **extra).start()  # type: ignore[arg-type]
     run = BurstRun(sessions, tasks, _load())
