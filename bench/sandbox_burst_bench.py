@@ -18,12 +18,14 @@ Sections:
 - `floor`: a bare `docker run --rm` of the sandbox image, and a bare Celery no-op hop.
 
     .venv/bin/python bench/sandbox_burst_bench.py [--quick] [--only burst,direct,floor]
-        [--tasks 200] [--rounds 1] [--sessions 64,1] [--tool-concurrency N]
-        [--dump DIR]
+        [--tasks 200] [--rounds 1] [--sessions 64,1] [--engine proxy,direct]
+        [--tool-concurrency N] [--dump DIR]
 
 `--sessions` lists the values of TASKYARD_SANDBOX_SESSIONS_PER_CONTAINER compared (1: one
-container per session). The sandbox image is `TASKYARD_SANDBOX_IMAGE` if set, else
-taskyard/sandbox:latest; `scripts/build_sandbox_image.sh` builds it.
+container per session); `--engine` how the tool worker reaches the Docker engine: through the
+engine proxy as the stack wires it (`proxy`), or the engine's own socket (`direct`). The
+sandbox image is `TASKYARD_SANDBOX_IMAGE` if set, else taskyard/sandbox:latest;
+`scripts/build_sandbox_image.sh` builds it.
 """
 
 from __future__ import annotations
@@ -72,8 +74,9 @@ PROXY_ENV = {"TASKYARD_PROXY_MAX_IN_FLIGHT": "4096", "TASKYARD_PROXY_QUEUE_SIZE"
 GOAL = "goal: last task <= 10 s, >= 20 new sessions/s; first cell p50 <= 100 ms, p99 <= 1.5 s"
 
 
-def _label(sessions: int) -> str:
-    return "container per session" if sessions == 1 else f"fork server, {sessions}/container"
+def _label(sessions: int, engine: str = "proxy") -> str:
+    shape = "container per session" if sessions == 1 else f"fork server, {sessions}/container"
+    return shape if engine == "proxy" else f"{shape}, engine {engine}"
 
 
 def _load() -> str:
@@ -83,6 +86,7 @@ def _load() -> str:
 @dataclass
 class BurstRun:
     sessions: int
+    engine: str  # how the tool worker reached the engine: "proxy" (the stack's), "direct"
     tasks: int
     load: str
     makespan_s: float = float("nan")
@@ -94,15 +98,20 @@ class BurstRun:
     t0: float = 0.0  # the first submission, wall clock
     cpu: dict[str, float] = field(default_factory=dict)  # CPU s during the burst, by part
 
+    @property
+    def label(self) -> str:
+        return _label(self.sessions, self.engine)
 
-def stack_burst(sessions: int, tasks: int, latency_ms: float, tool_concurrency: int | None
-                ) -> BurstRun:  # fmt: skip
+
+def stack_burst(sessions: int, engine: str, tasks: int, latency_ms: float,
+                tool_concurrency: int | None) -> BurstRun:  # fmt: skip
     """The held-out measurement on a fresh stack; what its tasks, logs and containers say."""
     env = {"TASKYARD_SANDBOX_SESSIONS_PER_CONTAINER": str(sessions),
            "TASKYARD_ENGINE_PROXY_MAX_SESSIONS": str(sessions), **PROXY_ENV}  # fmt: skip
     extra = {} if tool_concurrency is None else {"tool_concurrency": tool_concurrency}
-    stack = LocalStack(extra_env=env, **extra).start()  # type: ignore[arg-type]
-    run = BurstRun(sessions, tasks, _load())
+    proxied = engine == "proxy"
+    stack = LocalStack(extra_env=env, engine_proxy=proxied, **extra).start()  # type: ignore[arg-type]
+    run = BurstRun(sessions, engine, tasks, _load())
     try:
         configure_model(stack, latency_ms=latency_ms)
         tag = uuid.uuid4().hex[:6]
@@ -149,7 +158,7 @@ def _print_cpu(runs: list[BurstRun]) -> None:
     for r in runs:
         total = sum(r.cpu.values())
         cells = " | ".join(f"{r.cpu.get(p, 0) / r.tasks * 1e3:.0f}" for p in parts)
-        print(f"| {_label(r.sessions)} | {cells} | **{total / r.tasks * 1e3:.0f}** "
+        print(f"| {r.label} | {cells} | **{total / r.tasks * 1e3:.0f}** "
               f"| {2 * r.tasks / total:.0f} tasks/s |")  # fmt: skip
 
 
@@ -167,7 +176,7 @@ def _print_burst(runs: list[BurstRun], latency_ms: float) -> None:
         worker = [c.worker_s for c in r.cells if c.worker_s is not None]
         step = [c.stored - c.dispatched for c in r.cells]
         within = sum(0 <= s <= r.makespan_s for s in r.starts)
-        print(f"| {_label(r.sessions)} | {r.load} | {r.tasks} | {r.counts.get('succeeded', 0)} "
+        print(f"| {r.label} | {r.load} | {r.tasks} | {r.counts.get('succeeded', 0)} "
               f"| {r.submit_s:.2f} s | **{r.makespan_s:.1f} s** "
               f"| **{r.tasks / r.makespan_s:.1f}** "
               f"| **{pct(worker, .5) * 1e3:.0f} / {pct(worker, .99) * 1e3:.0f} ms** "
@@ -193,7 +202,7 @@ def _print_where(r: BurstRun) -> None:
     more = ""
     if len(r.starts) > 10:
         more = f" (+{len(r.starts) - 10} more, the last at {r.starts[-1]:.1f})"
-    print(f"\n{_label(r.sessions)}, seconds after the first submission: first steps committed "
+    print(f"\n{r.label}, seconds after the first submission: first steps committed "
           f"(cells asked for) {min(dispatched):.2f}-{max(dispatched):.2f} (p50 "
           f"{pct(dispatched, .5):.2f}); tool jobs taken {min(picked):.2f}-{max(picked):.2f}; "
           f"results stored {min(stored):.2f}-{max(stored):.2f} (p50 {pct(stored, .5):.2f}); "
@@ -214,7 +223,7 @@ def _print_memory(runs: list[BurstRun]) -> None:
     for r in runs:
         executors = [p for m in r.memory for p in m.executors]
         total = sum(m.total("Pss") for m in r.memory)
-        print(f"| {_label(r.sessions)} | {len(r.memory)} | {len(executors)} "
+        print(f"| {r.label} | {len(r.memory)} | {len(executors)} "
               f"| {median_mib([p['Pss'] for p in executors]):.1f} MiB "
               f"| {median_mib([p['Uss'] for p in executors]):.1f} MiB "
               f"| **{total / max(1, r.tasks) / 2**20:.1f} MiB** |")  # fmt: skip
@@ -222,15 +231,17 @@ def _print_memory(runs: list[BurstRun]) -> None:
 
 def burst_section(args: argparse.Namespace) -> None:
     runs = []
+    shapes = [(sessions, engine) for sessions in args.sessions for engine in args.engine]
     for n in range(args.rounds):
-        order = args.sessions if n % 2 == 0 else list(reversed(args.sessions))
-        for sessions in order:
-            print(f"(burst: {_label(sessions)}, round {n + 1}, {_load()})", file=sys.stderr)
-            run = stack_burst(sessions, args.tasks, args.latency_ms, args.tool_concurrency)
+        for sessions, engine in shapes if n % 2 == 0 else list(reversed(shapes)):
+            label = _label(sessions, engine)
+            print(f"(burst: {label}, round {n + 1}, {_load()})", file=sys.stderr)
+            run = stack_burst(sessions, engine, args.tasks, args.latency_ms,
+                              args.tool_concurrency)  # fmt: skip
             runs.append(run)
             if args.dump:
-                _dump(run, Path(args.dump) / f"burst-{sessions}-{n + 1}.csv")
-    _print_burst(sorted(runs, key=lambda r: -r.sessions), args.latency_ms)
+                _dump(run, Path(args.dump) / f"burst-{sessions}-{engine}-{n + 1}.csv")
+    _print_burst(sorted(runs, key=lambda r: (-r.sessions, r.engine != "proxy")), args.latency_ms)
 
 
 def _dump(run: BurstRun, path: Path) -> None:
@@ -361,6 +372,9 @@ def main() -> None:
     parser.add_argument(
         "--sessions", default="64,1", help="TASKYARD_SANDBOX_SESSIONS_PER_CONTAINER values compared"
     )
+    parser.add_argument(
+        "--engine", default="proxy", help="how the tool worker reaches the engine: proxy, direct"
+    )
     parser.add_argument("--dump", help="a directory: each burst's per-task times as CSV")
     parser.add_argument(
         "--tool-concurrency",
@@ -370,6 +384,7 @@ def main() -> None:
     args = parser.parse_args()
     args.tasks = args.tasks or (60 if args.quick else 200)
     args.sessions = [int(s) for s in args.sessions.split(",")]
+    args.engine = args.engine.split(",")
     os.environ.setdefault("TASKYARD_SANDBOX_IMAGE", IMAGE)  # the stack's services inherit it
     signal.signal(signal.SIGTERM, _stop)
     print(

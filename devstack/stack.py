@@ -83,6 +83,9 @@ class LocalStack:
     tool_workers: int = 1
     tool_queues: tuple[str, ...] = ("tools.IPythonInterpreter", "tools.WebBrowser", "tools.mcp")
     extra_env: dict[str, str] = field(default_factory=dict)  # more TASKYARD_* settings
+    # The docker backend's tool workers reach the engine through the engine proxy; False
+    # gives them the engine itself (what the benchmarks compare the proxy against).
+    engine_proxy: bool = True
     # Where each service runs, by its name in `commands()`: a host of its own (set every
     # service's, or none: then all run on this machine's loopback).
     hosts: Mapping[str, Host] = field(default_factory=dict)
@@ -136,6 +139,10 @@ class LocalStack:
     @property
     def proxy_url(self) -> str:
         return f"http://{self.address('proxy')}:{self.ports.proxy}"
+
+    @property
+    def _proxied(self) -> bool:
+        return self.sandbox_backend == "docker" and self.engine_proxy
 
     @property
     def engine_access(self) -> EngineAccess:
@@ -225,7 +232,7 @@ class LocalStack:
         proxy = proxy_argv(host=at("proxy"), port=self.ports.proxy)  # upstreams from env()
         # The only process that opens the engine's socket; the tool workers reach it through
         # this proxy (its settings from `_env_of`).
-        engine = {"engine_proxy": engine_proxy_argv()} if self.sandbox_backend == "docker" else {}
+        engine = {"engine_proxy": engine_proxy_argv()} if self._proxied else {}
         gateway = [py, "-m", "uvicorn", "services.gateway.app:app", "--host", at("gateway"),
                    "--port", str(self.ports.gateway), "--no-access-log",
                    "--workers", str(self.gateway_workers)]  # fmt: skip
@@ -298,7 +305,7 @@ class LocalStack:
             runtime = env.get("TASKYARD_SANDBOX_RUNTIME", "runc")
             env = {"TASKYARD_ENGINE_PROXY_RUNTIMES": runtime, **env}
             env.update(self.engine_access.proxy_env())
-        elif name in self.engine_tokens and self.sandbox_backend == "docker":
+        elif name in self.engine_tokens and self._proxied:
             env.update(self.engine_access.worker_env(name))
         return env
 

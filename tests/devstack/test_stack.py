@@ -91,6 +91,15 @@ def test_tool_workers_reach_the_engine_through_the_proxy_each_with_its_own_token
     assert "engine_proxy" not in LocalStack(run_dir=tmp_path, sandbox_backend="local").commands()
 
 
+def test_without_the_proxy_the_tool_workers_get_the_engine_itself(tmp_path: Path) -> None:
+    # What the benchmarks compare the proxy against: no proxy started, no address, no token.
+    stack = LocalStack(run_dir=tmp_path, engine_proxy=False)
+    assert "engine_proxy" not in stack.commands()
+    env = stack._env_of("tool_worker")
+    assert "TASKYARD_SANDBOX_ENGINE_TOKEN" not in env
+    assert env.get("DOCKER_HOST") == stack.env().get("DOCKER_HOST")  # the stack's own engine
+
+
 def test_on_hosts_a_service_without_one_is_refused(tmp_path: Path) -> None:
     hosts = {name: Host(name, "198.18.7.2", "ns", 1) for name in ("redis", "model", "proxy")}
     stack = LocalStack(run_dir=tmp_path, hosts=hosts)
