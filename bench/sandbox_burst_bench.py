@@ -18,12 +18,13 @@ Sections:
 - `floor`: a bare `docker run --rm` of the sandbox image, and a bare Celery no-op hop.
 
     .venv/bin/python bench/sandbox_burst_bench.py [--quick] [--only burst,direct,floor]
-        [--tasks 200] [--rounds 1] [--sessions 64,1] [--engine proxy,direct]
+        [--tasks 200] [--rounds 1] [--sessions 64,1] [--engine proxy,direct] [--local]
         [--tool-concurrency N] [--dump DIR]
 
 `--sessions` lists the values of TASKYARD_SANDBOX_SESSIONS_PER_CONTAINER compared (1: one
 container per session); `--engine` how the tool worker reaches the Docker engine: through the
-engine proxy as the stack wires it (`proxy`), or the engine's own socket (`direct`). The
+engine proxy as the stack wires it (`proxy`), or the engine's own socket (`direct`);
+`--local` adds the local backend's burst (bubblewrap namespaces, no engine). The
 sandbox image is `TASKYARD_SANDBOX_IMAGE` if set, else taskyard/sandbox:latest;
 `scripts/build_sandbox_image.sh` builds it.
 """
@@ -71,10 +72,13 @@ CELL = "import numpy, pandas; print(len(pandas.DataFrame(numpy.ones((3, 3)))))"
 IMAGE = os.environ.get("TASKYARD_SANDBOX_IMAGE", "taskyard/sandbox:latest")
 # The scripted model stands in for a GPU server: let the proxy keep every call in flight.
 PROXY_ENV = {"TASKYARD_PROXY_MAX_IN_FLIGHT": "4096", "TASKYARD_PROXY_QUEUE_SIZE": "8192"}
+LOCAL = "local"  # the local backend in place of the engine: one bubblewrap kernel a session
 GOAL = "goal: last task <= 10 s, >= 20 new sessions/s; first cell p50 <= 100 ms, p99 <= 1.5 s"
 
 
 def _label(sessions: int, engine: str = "proxy") -> str:
+    if engine == LOCAL:
+        return "local backend (namespaces, no engine)"
     shape = "container per session" if sessions == 1 else f"fork server, {sessions}/container"
     return shape if engine == "proxy" else f"{shape}, engine {engine}"
 
@@ -109,8 +113,9 @@ def stack_burst(sessions: int, engine: str, tasks: int, latency_ms: float,
     env = {"TASKYARD_SANDBOX_SESSIONS_PER_CONTAINER": str(sessions),
            "TASKYARD_ENGINE_PROXY_MAX_SESSIONS": str(sessions), **PROXY_ENV}  # fmt: skip
     extra = {} if tool_concurrency is None else {"tool_concurrency": tool_concurrency}
-    proxied = engine == "proxy"
-    stack = LocalStack(extra_env=env, engine_proxy=proxied, **extra).start()  # type: ignore[arg-type]
+    backend = LOCAL if engine == LOCAL else "docker"
+    stack = LocalStack(extra_env=env, sandbox_backend=backend, engine_proxy=engine == "proxy",
+                       **extra).start()  # type: ignore[arg-type]  # fmt: skip
     run = BurstRun(sessions, engine, tasks, _load())
     try:
         configure_model(stack, latency_ms=latency_ms)
@@ -221,6 +226,8 @@ def _print_memory(runs: list[BurstRun]) -> None:
           "| everything in the containers (PSS) / session |")  # fmt: skip
     print("| --- | --- | --- | --- | --- | --- |")
     for r in runs:
+        if r.engine == LOCAL:
+            continue  # no containers: its kernels count toward the tool worker (above)
         executors = [p for m in r.memory for p in m.executors]
         total = sum(m.total("Pss") for m in r.memory)
         print(f"| {r.label} | {len(r.memory)} | {len(executors)} "
@@ -232,6 +239,7 @@ def _print_memory(runs: list[BurstRun]) -> None:
 def burst_section(args: argparse.Namespace) -> None:
     runs = []
     shapes = [(sessions, engine) for sessions in args.sessions for engine in args.engine]
+    shapes += [(1, LOCAL)] if args.local else []
     for n in range(args.rounds):
         for sessions, engine in shapes if n % 2 == 0 else list(reversed(shapes)):
             label = _label(sessions, engine)
@@ -375,6 +383,7 @@ def main() -> None:
     parser.add_argument(
         "--engine", default="proxy", help="how the tool worker reaches the engine: proxy, direct"
     )
+    parser.add_argument("--local", action="store_true", help="the local backend's burst too")
     parser.add_argument("--dump", help="a directory: each burst's per-task times as CSV")
     parser.add_argument(
         "--tool-concurrency",
