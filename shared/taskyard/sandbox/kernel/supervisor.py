@@ -41,6 +41,7 @@ from .wire import LineBuffer, TooLong, encode_line
 __all__ = ["Supervisor", "main"]
 
 _LONGEST_LEASE_S = 7 * 86400.0
+_EXIT_WAIT_S = 1.0  # for a session's executor to be reapable once its channel closed
 _SAMPLE_S = 1.0  # how often sessions' memory is read (fork server)
 SpawnSession = Callable[[socket.socket], None]
 
@@ -274,7 +275,23 @@ class Supervisor:
             if broken.closed:
                 self._executor_gone(key, slot)
             self._fail(str(broken))
-        self._end_session(key, str(broken))
+        code = self._stop_executor(slot) if broken.closed else None
+        self._end_session(key, str(broken) if code is None else _describe(code))
+
+    @staticmethod
+    def _stop_executor(slot: Slot) -> int | None:
+        """A fork server's session closed its channel (its interpreter died, or user code
+        closed it): its executor, killed if it still runs, is reaped here so the session is
+        said to end as one container per session says it; its exit code, None if it could
+        not be reaped in time (the reap loop then takes it)."""
+        if slot.executor is None:
+            return None
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(slot.executor, signal.SIGKILL)
+        code = _wait_exit(slot.executor, _EXIT_WAIT_S)
+        if code is not None:
+            slot.executor = None  # reaped: its pid may be another process's from now on
+        return code
 
     def _end_session(self, key: Any, reason: str) -> None:
         """A session of a fork server is over: stopped, and said (a single session's end is
@@ -310,6 +327,7 @@ class Supervisor:
         code = _exit_code(status)
         if key is None:
             self._stop(code)
+        self._slots[key].executor = None  # reaped: its pid may be another process's
         self._end_session(key, _describe(code))
 
     def _check_memory(self) -> None:
@@ -357,10 +375,29 @@ def _exit_code(status: int) -> int:
 
 
 def _describe(code: int) -> str:
+    """An exit code (128 + N for signal N) in the words the worker uses for a container's
+    (`describe_exit` in taskyard.sandbox.channel), so both shapes say a session's end alike."""
     if code > 128:
         with contextlib.suppress(ValueError):
-            return f"its interpreter was killed by {signal.Signals(code - 128).name}"
-    return f"its interpreter exited with code {code}"
+            return f"killed by {signal.Signals(code - 128).name}"
+    return f"the process exited with code {code}"
+
+
+def _wait_exit(pid: int, within_s: float) -> int | None:
+    """The exit code of our child `pid` once reaped; None if it is not reapable within
+    `within_s` (a pid namespace's init is so only once the kernel has killed the rest of its
+    namespace) or not ours to reap."""
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            reaped, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return None
+        if reaped:
+            return _exit_code(status)
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.005)
 
 
 def _resident(pid: int | None) -> int:
