@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import select
 import signal
@@ -31,6 +32,7 @@ from . import MAX_REQUEST_BYTES
 from .executor import run_executor
 from .files import WorkDir
 from .isolation import SessionLimits
+from .memory import MemoryWatch, proportional
 from .processes import stop_tree
 from .replies import fit_line
 from .seccomp import set_child_subreaper, set_dumpable
@@ -42,7 +44,6 @@ __all__ = ["Supervisor", "main"]
 
 _LONGEST_LEASE_S = 7 * 86400.0
 _EXIT_WAIT_S = 1.0  # for a session's executor to be reapable once its channel closed
-_SAMPLE_S = 1.0  # how often sessions' memory is read (fork server)
 SpawnSession = Callable[[socket.socket], None]
 
 
@@ -71,7 +72,7 @@ class Supervisor:
         self._wakeup = self._watch_children()
         self._lease_s: float | None = None  # once given, a worker silent this long is gone
         self._lease_ends = 0.0
-        self._sampled = 0.0
+        self._memory = None if limits is None else MemoryWatch(limits.memory)
         self._poller = select.poll()
 
     def adopt(self, slot: Slot) -> None:
@@ -91,7 +92,7 @@ class Supervisor:
         for fd in self._keys:
             self._poller.register(fd, select.POLLIN)
         while True:
-            for fd, _ in self._poller.poll(1000):  # the timeout is a backstop for reaping
+            for fd, _ in self._poller.poll(self._wait_ms()):
                 if fd == self._in:
                     self._read_requests()
                 elif fd == self._wakeup:
@@ -102,6 +103,13 @@ class Supervisor:
             self._check_lease()
             self._check_memory()
             self._fork_spares()
+
+    def _wait_ms(self) -> int:
+        """How long to wait for a request or a frame: until the next memory sample, and at
+        most a second (a backstop for reaping)."""
+        if self._memory is None:
+            return 1000
+        return math.ceil(min(self._memory.wait_s(), 1.0) * 1000)
 
     @staticmethod
     def _watch_children() -> int:
@@ -332,18 +340,18 @@ class Supervisor:
 
     def _check_memory(self) -> None:
         """A session of a fork server over its memory share is ended, and told why: its
-        address space limit bounds each process, this bounds the executor's growth."""
-        now = time.monotonic()
-        if self._limits is None or now - self._sampled < _SAMPLE_S:
+        address space limit bounds each process, this the session's processes together."""
+        if self._memory is None:
             return
-        self._sampled = now
-        share = self._limits.memory
-        for key, slot in list(self._slots.items()):
-            if key in self._baseline and slot.executor is not None:
-                used = _resident(slot.executor) - self._baseline[key]
-                if used > share:
-                    self._end_session(key, f"out of memory: it used {used >> 20} MiB, over "
-                                           f"its share of {share >> 20} MiB")  # fmt: skip
+        sessions = {
+            key: (slot.executor, self._baseline[key])
+            for key, slot in self._slots.items()
+            if key in self._baseline and slot.executor is not None
+        }
+        share = self._memory.share
+        for key, used in self._memory.over(sessions).items():
+            self._end_session(key, f"out of memory: it used {used >> 20} MiB, over "
+                                   f"its share of {share >> 20} MiB")  # fmt: skip
 
     def _executor_gone(self, key: Any, slot: Slot) -> NoReturn:
         """A single session's executor closed its end: it died, or user code closed it."""
@@ -401,14 +409,8 @@ def _wait_exit(pid: int, within_s: float) -> int | None:
 
 
 def _resident(pid: int | None) -> int:
-    """Bytes of anonymous memory `pid` has resident (its own and what it shares copy-on-write),
-    0 once it is gone."""
-    try:
-        with open(f"/proc/{pid}/statm") as statm:
-            fields = statm.read().split()
-    except OSError:
-        return 0
-    return (int(fields[1]) - int(fields[2])) * os.sysconf("SC_PAGE_SIZE")
+    """What `pid` holds of the session's memory (`memory.py`), 0 if unknown or gone."""
+    return 0 if pid is None else proportional(pid)
 
 
 def _write_all(fd: int, data: bytes) -> None:
