@@ -1,7 +1,7 @@
 """What the fork server's memory watch costs (kernel/memory.py): one container of 64 sessions
-of one tenant, each idle or with a pool of worker processes; inside the container, the time of
-one sample (the counters only, and every session read in proportional set size) and what a
-session holds in resident vs proportional memory.
+of one tenant, each idle or with a pool of worker processes; inside the container, the CPU
+time of one sample (the counters only, and every session read in proportional set size) and
+what a session holds in resident vs proportional memory.
 
     SANDBOX_IMAGE=... TASKYARD_SANDBOX_IMAGE=... .venv/bin/python bench/fork_memory_bench.py \
         [--sessions 64] [--workers 2]
@@ -36,9 +36,9 @@ def timed(share):
     costs = []
     for _ in range(20):
         watch = MemoryWatch(share)
-        start = time.perf_counter()
+        start = time.thread_time()
         watch.over({e: (e, 0) for e in executors})
-        costs.append(time.perf_counter() - start)
+        costs.append(time.thread_time() - start)
     return statistics.median(costs) * 1000, watch.interval_s
 
 children = open("/proc/1/task/1/children").read().split()

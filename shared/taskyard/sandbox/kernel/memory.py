@@ -23,8 +23,9 @@ __all__ = ["MemoryWatch", "proportional", "resident"]
 _KIB = 1024
 _RESIDENT = ("RssAnon:", "RssShmem:")  # /proc/<pid>/status
 _PROPORTIONAL = ("Pss_Anon:", "Pss_Shmem:")  # /proc/<pid>/smaps_rollup
-# A sample's cost over the interval before the next one: the supervisor spends at most this
-# share of its time reading memory, however many sessions and processes there are.
+# A sample's cost (the CPU time it took, not the wall time, which a busy machine stretches)
+# over the interval before the next one: the supervisor spends at most this share of a core
+# reading memory, however many sessions and processes there are.
 _COST_SHARE = 0.02
 _INTERVAL_MIN_S = 0.1  # the ceiling on how long a session may hold more than its share
 _INTERVAL_MAX_S = 1.0
@@ -72,19 +73,18 @@ class MemoryWatch:
     def over(self, sessions: Mapping[Any, tuple[int, int]]) -> dict[Any, int]:
         """Sessions (key -> executor pid, its proportional size when it was ready) over their
         share, with the bytes each uses; {} when no sample is due."""
-        started = time.monotonic()
-        if started < self._next:
+        if time.monotonic() < self._next:
             return {}
+        started = time.thread_time()
         trees = descendants(executor for executor, _ in sessions.values())
         found = {}
         for key, (executor, baseline) in sessions.items():
             used = self._used([executor, *trees[executor]], baseline)
             if used > self.share:
                 found[key] = used
-        ended = time.monotonic()
-        cost = ended - started
+        cost = time.thread_time() - started
         self.interval_s = min(max(cost / _COST_SHARE, _INTERVAL_MIN_S), _INTERVAL_MAX_S)
-        self._next = ended + self.interval_s
+        self._next = time.monotonic() + self.interval_s
         return found
 
     def _used(self, processes: Iterable[int], baseline: int) -> int:
