@@ -188,8 +188,9 @@ class Slot:
             call.killed |= self.stop_cells()  # what the cell started meanwhile
             if call.killed:
                 # As the executor names them: a fork server's session has a pid namespace of
-                # its own. Only what the interrupt killed is reaped there, never another
-                # child, whose status user code may still wait for (subprocess.Popen.wait).
+                # its own. Only what the interrupt killed is reaped there: any other child's
+                # status user code may still wait for (subprocess.Popen.wait), and an orphan
+                # the executor adopted as init looks the same as one of those.
                 self.send({"reap": inner_pids(sorted(call.killed))})
         try:
             reply = cell_reply(frame)  # the caps, here where no cell can write
