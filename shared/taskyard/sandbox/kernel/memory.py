@@ -88,6 +88,8 @@ class MemoryWatch:
         return found
 
     def _used(self, processes: Iterable[int], baseline: int) -> int:
+        """Bytes a session's processes hold above `baseline`; only an upper bound of that
+        when it is within the share."""
         pids = list(processes)
         upper = sum(resident(pid) for pid in pids) - baseline
         if upper <= self.share:
