@@ -63,7 +63,6 @@ class Supervisor:
         self._in = proto_in
         self._out = proto_out
         self._spawn = spawn
-        self._limits = limits
         self._spares = spares or Spares(0, 0)
         self._requests = LineBuffer(MAX_REQUEST_BYTES)
         self._slots: dict[Any, Slot] = {}
