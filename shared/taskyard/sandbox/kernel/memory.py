@@ -27,7 +27,9 @@ _PROPORTIONAL = ("Pss_Anon:", "Pss_Shmem:")  # /proc/<pid>/smaps_rollup
 # over the interval before the next one: the supervisor spends at most this share of a core
 # reading memory, however many sessions and processes there are.
 _COST_SHARE = 0.02
-_INTERVAL_MIN_S = 0.1  # the ceiling on how long a session may hold more than its share
+# The interval is how long a session may hold more than its share (each of its processes
+# within its address space limit meanwhile): never shorter than this, nor longer than that.
+_INTERVAL_MIN_S = 0.1
 _INTERVAL_MAX_S = 1.0
 
 
