@@ -119,7 +119,7 @@ def make_local_provider(settings: ToolWorkerSettings) -> Iterator[ProviderFactor
     yield from _factory(lambda settings=settings, **kw: LocalSandboxProvider(settings, **kw))
 
 
-@pytest.fixture(params=["docker", "bwrap", "unshare"])
+@pytest.fixture(params=["docker", "forks", "bwrap", "unshare"])
 def make_provider(
     request: pytest.FixtureRequest,
     settings: ToolWorkerSettings,
@@ -132,9 +132,17 @@ def make_provider(
         changed = settings.model_copy(update=changes)
         if request.param == "docker":
             return make_docker_provider(settings=changed)
+        if request.param == "forks":
+            return make_docker_provider(settings=changed.model_copy(update=FORKS))
         return make_local_provider(settings=changed, launcher=request.param)
 
     return make
+
+
+@pytest.fixture
+def shape(request: pytest.FixtureRequest, make_provider: ProviderFactory) -> str:
+    """Which of `make_provider`'s backends this run is: docker, forks, bwrap or unshare."""
+    return str(request.node.callspec.params["make_provider"])
 
 
 @pytest.fixture

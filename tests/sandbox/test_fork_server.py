@@ -129,6 +129,82 @@ def test_each_session_has_its_own_memory_share(
     assert _out(second, "y = bytearray(64 << 20); print(len(y) >> 20)").strip() == "64"
 
 
+@pytest.fixture
+def roomy_pair(
+    make_docker_provider: ProviderFactory, settings: ToolWorkerSettings
+) -> tuple[KernelSandbox, KernelSandbox]:
+    """Two sessions of one container, each with a 256m memory share."""
+    roomy = settings.model_copy(update={**FORKS, "sandbox_memory": "256m"})
+    provider = make_docker_provider(settings=roomy, pool_size=0)
+    first, second = provider.get("acme:big"), provider.get("acme:small")
+    for session in (first, second):
+        assert session.run("7 * 6", TIMEOUT).result == "42"
+    return first, second
+
+
+def test_a_sessions_memory_counts_all_its_processes(
+    roomy_pair: tuple[KernelSandbox, KernelSandbox],
+) -> None:
+    first, second = roomy_pair
+    _out(second, "kept = bytearray(64 << 20)")
+    # Four children of 100 MB each: within each one's address space, over the session's share.
+    hoard = first.run(
+        "import os, time\n"
+        "for _ in range(4):\n"
+        "    if os.fork() == 0:\n"
+        "        blob = bytearray(100 << 20)\n"
+        "        time.sleep(60)\n"
+        "        os._exit(0)\n"
+        "time.sleep(60)",
+        TIMEOUT,
+    )
+    assert hoard.state_lost and "out of memory" in (hoard.error or ""), hoard.error
+    assert "share of 256 MiB" in (hoard.error or "")
+    assert _out(second, "print(len(kept) >> 20)") == "64\n"
+    assert first.run("1 + 1", TIMEOUT).result == "2"  # a fresh session in its place
+
+
+def test_a_pools_shared_pages_count_once(roomy_pair: tuple[KernelSandbox, KernelSandbox]) -> None:
+    first, _ = roomy_pair
+    # 120 MB the pool's four workers share with the executor copy-on-write: counted in each
+    # one's resident size (600 MB), once in their proportional sizes.
+    pooled = _out(
+        first,
+        "import multiprocessing, time\n"
+        "data = bytearray(120 << 20)\n"
+        "pool = multiprocessing.Pool(4)\n"
+        "print(sum(pool.map(len, [b'x'] * 8)))\n"
+        "time.sleep(1.5)\n"  # a memory sample or more
+        "pool.terminate()",
+    )
+    assert pooled == "8\n"
+    assert first.run("len(data) >> 20", TIMEOUT).result == "120"
+
+
+def test_an_interrupt_gives_the_process_share_back(
+    pair: tuple[KernelSandbox, KernelSandbox],
+) -> None:
+    first, second = pair
+    fork_all = (
+        "import os, time\n"
+        "kids = 0\n"
+        "try:\n"
+        "    while kids < 1000:\n"
+        "        if os.fork() == 0:\n"
+        "            time.sleep(60); os._exit(0)\n"
+        "        kids += 1\n"
+        "except OSError:\n"
+        "    pass\n"
+        "print(kids)\n"
+    )
+    # Killed by the interrupt, its children would stay zombies of the executor if not reaped.
+    assert first.run(fork_all + "while True: pass", 1.0).timed_out
+    again = _out(first, fork_all)
+    first_share = int(again)
+    assert 40 < first_share < 64
+    assert _out(second, fork_all) == again  # and its neighbour has its own share, all of it
+
+
 def test_a_fork_bomb_stays_in_its_session(pair: tuple[KernelSandbox, KernelSandbox]) -> None:
     first, second = pair
     made = _out(
@@ -171,7 +247,7 @@ def test_a_session_that_dies_is_said_lost_and_its_neighbour_keeps_its_state(
     first, second = pair
     _out(second, "kept = 41")
     died = first.run("import os; os._exit(3)", TIMEOUT)
-    assert died.state_lost
+    assert died.state_lost and "exited with code 3" in (died.error or ""), died.error
     assert _out(second, "print(kept + 1)") == "42\n"
     again = first.run("print('fresh')", TIMEOUT)
     assert again.stdout == "fresh\n"

@@ -12,9 +12,10 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["stop_tree"]
+__all__ = ["descendants", "inner_pids", "stop_tree"]
 
 
 def _stat(pid: str) -> tuple[int, str] | None:
@@ -27,8 +28,8 @@ def _stat(pid: str) -> tuple[int, str] | None:
     return int(fields[1]), fields[0]
 
 
-def _descendants(root: int) -> set[int]:
-    """Live (not zombie) processes below `root`, read from /proc."""
+def descendants(roots: Iterable[int]) -> dict[int, set[int]]:
+    """Live (not zombie) processes below each of `roots`, from one read of /proc."""
     children: dict[int, list[int]] = {}
     alive: set[int] = set()
     for entry in os.listdir("/proc"):
@@ -36,12 +37,30 @@ def _descendants(root: int) -> set[int]:
             children.setdefault(stat[0], []).append(int(entry))
             if stat[1] != "Z":
                 alive.add(int(entry))
-    found, todo = set(), [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.add(child)
-            todo.append(child)
-    return found & alive
+    found: dict[int, set[int]] = {}
+    for root in roots:
+        below, todo = set(), [root]
+        while todo:
+            for child in children.get(todo.pop(), []):
+                below.add(child)
+                todo.append(child)
+        found[root] = below & alive
+    return found
+
+
+def inner_pids(pids: Iterable[int]) -> list[int]:
+    """Each process's pid as its own (innermost) pid namespace names it, for those not yet
+    reaped; a zombie still says it."""
+    inner = []
+    for pid in pids:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        for line in status.splitlines():
+            if line.startswith("NSpid:"):
+                inner.append(int(line.split()[-1]))
+    return inner
 
 
 def stop_tree(keep: int, root: int | None = None) -> set[int]:
@@ -53,7 +72,7 @@ def stop_tree(keep: int, root: int | None = None) -> set[int]:
     top = os.getpid() if root is None else root
     killed: set[int] = set()
     for _ in range(100):
-        victims = _descendants(top) - {keep}
+        victims = descendants([top])[top] - {keep}
         if not victims:
             break
         for pid in victims:

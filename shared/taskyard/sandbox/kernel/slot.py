@@ -22,7 +22,7 @@ from typing import Any
 
 from . import INTERRUPTED
 from .files import FileRefused, WorkDir
-from .processes import stop_tree
+from .processes import inner_pids, stop_tree
 from .replies import Malformed, cell_reply
 from .wire import FrameBuffer, TooLong, encode_frame
 
@@ -187,7 +187,11 @@ class Slot:
         if call.interrupted:
             call.killed |= self.stop_cells()  # what the cell started meanwhile
             if call.killed:
-                self.send({"reap": sorted(call.killed)})
+                # As the executor names them: a fork server's session has a pid namespace of
+                # its own. Only what the interrupt killed is reaped there: any other child's
+                # status user code may still wait for (subprocess.Popen.wait), and an orphan
+                # the executor adopted as init looks the same as one of those.
+                self.send({"reap": inner_pids(sorted(call.killed))})
         try:
             reply = cell_reply(frame)  # the caps, here where no cell can write
         except Malformed as exc:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import select
 import signal
@@ -31,6 +32,7 @@ from . import MAX_REQUEST_BYTES
 from .executor import run_executor
 from .files import WorkDir
 from .isolation import SessionLimits
+from .memory import MemoryWatch, proportional
 from .processes import stop_tree
 from .replies import fit_line
 from .seccomp import set_child_subreaper, set_dumpable
@@ -41,7 +43,7 @@ from .wire import LineBuffer, TooLong, encode_line
 __all__ = ["Supervisor", "main"]
 
 _LONGEST_LEASE_S = 7 * 86400.0
-_SAMPLE_S = 1.0  # how often sessions' memory is read (fork server)
+_EXIT_WAIT_S = 1.0  # for a session's executor to be reapable once its channel closed
 SpawnSession = Callable[[socket.socket], None]
 
 
@@ -61,7 +63,6 @@ class Supervisor:
         self._in = proto_in
         self._out = proto_out
         self._spawn = spawn
-        self._limits = limits
         self._spares = spares or Spares(0, 0)
         self._requests = LineBuffer(MAX_REQUEST_BYTES)
         self._slots: dict[Any, Slot] = {}
@@ -70,7 +71,7 @@ class Supervisor:
         self._wakeup = self._watch_children()
         self._lease_s: float | None = None  # once given, a worker silent this long is gone
         self._lease_ends = 0.0
-        self._sampled = 0.0
+        self._memory = None if limits is None else MemoryWatch(limits.memory)
         self._poller = select.poll()
 
     def adopt(self, slot: Slot) -> None:
@@ -90,7 +91,7 @@ class Supervisor:
         for fd in self._keys:
             self._poller.register(fd, select.POLLIN)
         while True:
-            for fd, _ in self._poller.poll(1000):  # the timeout is a backstop for reaping
+            for fd, _ in self._poller.poll(self._wait_ms()):
                 if fd == self._in:
                     self._read_requests()
                 elif fd == self._wakeup:
@@ -101,6 +102,13 @@ class Supervisor:
             self._check_lease()
             self._check_memory()
             self._fork_spares()
+
+    def _wait_ms(self) -> int:
+        """How long to wait for a request or a frame: until the next memory sample, and at
+        most a second (a backstop for reaping)."""
+        if self._memory is None:
+            return 1000
+        return math.ceil(min(self._memory.wait_s(), 1.0) * 1000)
 
     @staticmethod
     def _watch_children() -> int:
@@ -274,7 +282,23 @@ class Supervisor:
             if broken.closed:
                 self._executor_gone(key, slot)
             self._fail(str(broken))
-        self._end_session(key, str(broken))
+        code = self._stop_executor(slot) if broken.closed else None
+        self._end_session(key, str(broken) if code is None else _describe(code))
+
+    @staticmethod
+    def _stop_executor(slot: Slot) -> int | None:
+        """A fork server's session closed its channel (its interpreter died, or user code
+        closed it): its executor, killed if it still runs, is reaped here so the session is
+        said to end as one container per session says it; its exit code, None if it could
+        not be reaped in time (the reap loop then takes it)."""
+        if slot.executor is None:
+            return None
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(slot.executor, signal.SIGKILL)
+        code = _wait_exit(slot.executor, _EXIT_WAIT_S)
+        if code is not None:
+            slot.executor = None  # reaped: its pid may be another process's from now on
+        return code
 
     def _end_session(self, key: Any, reason: str) -> None:
         """A session of a fork server is over: stopped, and said (a single session's end is
@@ -310,22 +334,23 @@ class Supervisor:
         code = _exit_code(status)
         if key is None:
             self._stop(code)
+        self._slots[key].executor = None  # reaped: its pid may be another process's
         self._end_session(key, _describe(code))
 
     def _check_memory(self) -> None:
         """A session of a fork server over its memory share is ended, and told why: its
-        address space limit bounds each process, this bounds the executor's growth."""
-        now = time.monotonic()
-        if self._limits is None or now - self._sampled < _SAMPLE_S:
+        address space limit bounds each process, this the session's processes together."""
+        if self._memory is None:
             return
-        self._sampled = now
-        share = self._limits.memory
-        for key, slot in list(self._slots.items()):
-            if key in self._baseline and slot.executor is not None:
-                used = _resident(slot.executor) - self._baseline[key]
-                if used > share:
-                    self._end_session(key, f"out of memory: it used {used >> 20} MiB, over "
-                                           f"its share of {share >> 20} MiB")  # fmt: skip
+        sessions = {
+            key: (slot.executor, self._baseline[key])
+            for key, slot in self._slots.items()
+            if key in self._baseline and slot.executor is not None
+        }
+        share = self._memory.share
+        for key, used in self._memory.over(sessions).items():
+            self._end_session(key, f"out of memory: it used {used >> 20} MiB, over "
+                                   f"its share of {share >> 20} MiB")  # fmt: skip
 
     def _executor_gone(self, key: Any, slot: Slot) -> NoReturn:
         """A single session's executor closed its end: it died, or user code closed it."""
@@ -357,21 +382,34 @@ def _exit_code(status: int) -> int:
 
 
 def _describe(code: int) -> str:
+    """An exit code (128 + N for signal N) in the words the worker uses for a container's
+    (`describe_exit` in taskyard.sandbox.channel), so both shapes say a session's end alike."""
     if code > 128:
         with contextlib.suppress(ValueError):
-            return f"its interpreter was killed by {signal.Signals(code - 128).name}"
-    return f"its interpreter exited with code {code}"
+            return f"killed by {signal.Signals(code - 128).name}"
+    return f"the process exited with code {code}"
+
+
+def _wait_exit(pid: int, within_s: float) -> int | None:
+    """The exit code of our child `pid` once reaped; None if it is not reapable within
+    `within_s` (a pid namespace's init is so only once the kernel has killed the rest of its
+    namespace) or not ours to reap."""
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            reaped, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return None
+        if reaped:
+            return _exit_code(status)
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.005)
 
 
 def _resident(pid: int | None) -> int:
-    """Bytes of anonymous memory `pid` has resident (its own and what it shares copy-on-write),
-    0 once it is gone."""
-    try:
-        with open(f"/proc/{pid}/statm") as statm:
-            fields = statm.read().split()
-    except OSError:
-        return 0
-    return (int(fields[1]) - int(fields[2])) * os.sysconf("SC_PAGE_SIZE")
+    """What `pid` holds of the session's memory (`memory.py`), 0 if unknown or gone."""
+    return 0 if pid is None else proportional(pid)
 
 
 def _write_all(fd: int, data: bytes) -> None:
