@@ -14,9 +14,10 @@ __all__ = ["crash_a_worker"]
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def crash_a_worker(provider: str, label: str, then: str = "") -> None:
+def crash_a_worker(provider: str, label: str, then: str = "", sessions: int = 1) -> None:
     """`provider`: "local" or "docker"; `then`: lines run (with the provider as `p`) after
-    the busy cell started and before the crash."""
+    the busy cell started and before the crash; `sessions`: the docker backend's sessions per
+    container (1: a container each; more: a fork server holds the tenant's)."""
     module, name = {
         "local": ("taskyard.sandbox.local.provider", "LocalSandboxProvider"),
         "docker": ("taskyard.sandbox.docker.provider", "DockerSandboxProvider"),
@@ -32,7 +33,8 @@ def crash_a_worker(provider: str, label: str, then: str = "") -> None:
         "time.sleep(1)\n"
         "os._exit(9)\n"
     )
-    env = {**os.environ, "TASKYARD_SANDBOX_WORKER_LABEL": label}
+    env = {**os.environ, "TASKYARD_SANDBOX_WORKER_LABEL": label,
+           "TASKYARD_SANDBOX_SESSIONS_PER_CONTAINER": str(sessions)}  # fmt: skip
     worker = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, env=env
     )

@@ -134,22 +134,26 @@ def test_reap_idle_removes_idle_containers(
     assert "NameError" in (provider.get("t:idle").run("gone", TIMEOUT).error or "")
 
 
+@pytest.mark.parametrize("sessions", [1, 8], ids=["a container each", "fork server"])
 def test_a_crashed_workers_containers_end_and_its_restart_removes_them(
     docker_client: docker.DockerClient,
     make_docker_provider: ProviderFactory,
     settings: ToolWorkerSettings,
     sandbox_image: str,
+    sessions: int,
 ) -> None:
     label = f"crash-{uuid.uuid4().hex[:8]}"
-    crash_a_worker("docker", label, then="assert p.get('t:idle').run('1', 20).result == '1'\n")
+    then = "assert p.get('t:idle').run('1', 20).result == '1'\n"
+    crash_a_worker("docker", label, then=then, sessions=sessions)
     labelled = {"label": f"{WORKER_LABEL}={label}"}
+    containers = 2 if sessions == 1 else 1  # the tenant's two sessions: one host holds both
 
     def left() -> list[Container]:
         return docker_client.containers.list(all=True, filters=labelled)
 
     # Every kernel, the busy one too, saw its stdin close and ended with the worker...
     wait_until(
-        lambda: [c.status for c in left()] == ["exited"] * 2,
+        lambda: [c.status for c in left()] == ["exited"] * containers,
         "the kernels to end",
         timeout=30,
         every=ENGINE_POLL_S,
@@ -161,7 +165,7 @@ def test_a_crashed_workers_containers_end_and_its_restart_removes_them(
         relabelled = settings.model_copy(update={"sandbox_worker_label": label})
         provider = make_docker_provider(settings=relabelled)
         assert isinstance(provider, DockerSandboxProvider)
-        assert provider.remove_orphans() == 3
+        assert provider.remove_orphans() == containers + 1
         assert left() == []
         elsewhere.reload()
         assert elsewhere.status == "running"  # another worker's: untouched

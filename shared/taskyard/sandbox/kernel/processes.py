@@ -50,16 +50,16 @@ def descendants(roots: Iterable[int]) -> dict[int, set[int]]:
 
 def inner_pids(pids: Iterable[int]) -> list[int]:
     """Each process's pid as its own (innermost) pid namespace names it, for those not yet
-    reaped; a zombie still says it."""
+    reaped; a zombie still says it. A kernel that writes no NSpid line (gVisor) has one pid
+    namespace here: the pid is the same."""
     inner = []
     for pid in pids:
         try:
             status = Path(f"/proc/{pid}/status").read_text()
         except OSError:
             continue
-        for line in status.splitlines():
-            if line.startswith("NSpid:"):
-                inner.append(int(line.split()[-1]))
+        nspid = [line for line in status.splitlines() if line.startswith("NSpid:")]
+        inner.append(int(nspid[0].split()[-1]) if nspid else pid)
     return inner
 
 
