@@ -91,7 +91,9 @@ def test_a_failed_take_over_says_why_the_state_is_lost(make_worker: MakeWorker) 
     leaving.leave()
     handle = leaving.loop.run(leaving.directory.holder("t:s"))["sandbox"]
     engine = docker.from_env()
-    engine.api.remove_container(handle.rsplit("/", 1)[1], force=True)  # before anyone takes it
+    # Before anyone takes it ("<engine>/<container>", and "#<key>" on a fork server's).
+    container = handle.rsplit("/", 1)[1].partition("#")[0]
+    engine.api.remove_container(container, force=True)
     engine.close()
     after = _run(staying, "t:s", "print(globals().get('x'))")
     assert "Note: state lost (its tool worker tools@a was stopped" in after
