@@ -69,7 +69,9 @@ class KernelSandbox:
     ) -> None:
         self._start = start
         self._grace = interrupt_grace_s
-        self._lock = threading.Lock()
+        # Reentrant: a fork holds the session (`exclusive`) across the cells and file requests
+        # of its copy, each of which takes it too.
+        self._lock = threading.RLock()
         self._channel: KernelChannel | None = None
         self._starting = False
         # What `cancel` reads from other threads, under its own small lock.
@@ -131,6 +133,21 @@ class KernelSandbox:
                 return True
         call.interrupt(cancel=True, grace=self._grace)
         return True
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Hold the session: no other thread's cell or file request runs meanwhile, while this
+        thread's do. Raises `SandboxBusy` at once if a cell runs now (a fork must not wait for
+        one), or if the session is not free within FILE_TIMEOUT_S (a cell that started just
+        after that check is waited for: the fork then copies the state after it)."""
+        if self._busy:
+            raise SandboxBusy("a cell runs in the session")
+        if not self._lock.acquire(timeout=FILE_TIMEOUT_S):
+            raise SandboxBusy(f"the session's call still ran after {FILE_TIMEOUT_S:g}s")
+        try:
+            yield
+        finally:
+            self._lock.release()
 
     @property
     def cell_running(self) -> bool:
