@@ -175,3 +175,19 @@ def test_numpy_arrays_and_frames_are_copied_and_independent(
     assert _out(new, check) == same
     _out(new, "a[0, 0] = -1\nframe.loc[0, 'v'] = 'changed'")
     assert _out(source, "print(a[0, 0], frame.v[0])") == "0.0 x"
+
+
+@pytest.mark.docker
+def test_the_fork_servers_sessions_copy_files_inside_their_container(
+    make_docker_provider: ProviderFactory, settings: ToolWorkerSettings
+) -> None:
+    """Two sessions of one fork server: the working directory goes from one to the other in
+    the kernel (`copy_from`); sessions in containers of their own go through the worker."""
+    for shape, beside in ((FORKS, (2, False)), ({}, None)):
+        provider = make_docker_provider(settings=settings.model_copy(update=shape), pool_size=0)
+        source, target = provider.get(SOURCE), provider.get(NEW)
+        _out(source, "import os\nos.makedirs('d')\nopen('d/x', 'w').write('x')\nopen('y', 'w')")
+        _out(target, "open('y', 'w').write('replaced')")
+        assert target.copy_files_from(source) == beside
+        if beside is not None:
+            assert _out(target, "print(open('d/x').read(), repr(open('y').read()))") == "x ''"

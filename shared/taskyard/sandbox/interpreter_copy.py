@@ -31,6 +31,7 @@ _SNAPSHOT = "__import__('kernel.snapshot').snapshot"
 _SAVE = f"{_SNAPSHOT}.save(globals(), {SNAPSHOT_DIR!r})"
 _LOAD = f"{_SNAPSHOT}.load(globals(), {SNAPSHOT_DIR!r})"
 _DISCARD = f"{_SNAPSHOT}.discard({SNAPSHOT_DIR!r})"
+_MORE_FILES = {"(more files)": "the working directory has more files than one copy takes"}
 
 
 class _Saved(BaseModel):
@@ -74,14 +75,17 @@ def _saved(stdout: str) -> _Saved:
 
 
 def _copy_files(source: KernelSandbox, target: KernelSandbox, parts: int) -> dict[str, str]:
-    """The snapshot's parts, then every other file of the working directory; the files left
-    out, and why (a snapshot part that cannot be copied refuses the fork)."""
+    """The working directory, the snapshot with it; the files left out, and why (a snapshot
+    part that cannot be copied refuses the fork). Inside the kernel when one serves both
+    sessions; else through the worker: the snapshot's parts first, then every other file."""
+    beside = target.copy_files_from(source)
+    if beside is not None:
+        return _MORE_FILES if beside[1] else {}
     for index in range(parts):
         path = f"{SNAPSHOT_DIR}/{index:05d}"
         target.write_file(path, source.read_file(path, MAX_COPIED_FILE_BYTES))
     listing = source.list_files()
-    skipped = {"(more files)": "the working directory has more files than one listing names"}
-    skipped = skipped if listing.truncated else {}
+    skipped = dict(_MORE_FILES) if listing.truncated else {}
     for info in listing.files:
         if info.path.startswith(SNAPSHOT_DIR + "/"):
             continue
