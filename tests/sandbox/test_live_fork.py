@@ -11,7 +11,7 @@ import time
 import pytest
 
 from taskyard.plumbing.settings import ToolWorkerSettings
-from taskyard.sandbox import InterpreterCopy, SandboxBusy
+from taskyard.sandbox import InterpreterCopy, SandboxBusy, SandboxUnavailable
 from taskyard.sandbox.provider import KernelSandboxProvider
 from taskyard.sandbox.session import KernelSandbox
 from tests.sandbox.conftest import FORKS, ProviderFactory
@@ -191,3 +191,18 @@ def test_the_fork_servers_sessions_copy_files_inside_their_container(
         assert target.copy_files_from(source) == beside
         if beside is not None:
             assert _out(target, "print(open('d/x').read(), repr(open('y').read()))") == "x ''"
+
+
+@pytest.mark.docker
+def test_a_snapshot_that_does_not_fit_the_disk_refuses_the_fork_and_leaves_nothing(
+    make_docker_provider: ProviderFactory, settings: ToolWorkerSettings
+) -> None:
+    small = settings.model_copy(update={"sandbox_memory": "256m", "sandbox_disk": "16m"})
+    provider = make_docker_provider(settings=small, pool_size=0)
+    source = provider.get(SOURCE)
+    _out(source, "big = bytes(24 << 20)\nopen('kept.txt', 'w').write('kept')")
+    with pytest.raises(SandboxUnavailable, match="No space left"):
+        provider.fork(SOURCE, NEW)
+    assert NEW not in provider.sessions()
+    assert [f.path for f in source.list_files().files] == ["kept.txt"]
+    assert _out(source, "print(len(big))") == str(24 << 20)

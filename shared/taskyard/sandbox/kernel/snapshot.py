@@ -44,7 +44,11 @@ def save(namespace: dict[str, Any], directory: str) -> None:
     files = _open_files(values, skipped)
     payload = _pickled(values, skipped, namespace)
     header = {"files": files, "skipped": skipped, "random": _random_state()}
-    size = _write_parts(directory, header, payload)
+    try:
+        size = _write_parts(directory, header, payload)
+    except BaseException:  # a full disk, an interrupt: leave the session's disk as it was
+        shutil.rmtree(directory, ignore_errors=True)
+        raise
     print(json.dumps({"skipped": skipped, "bytes": size, "parts": -(-size // PART_BYTES)}))
 
 
