@@ -80,6 +80,21 @@ def test_the_new_session_has_the_sources_names_as_they_are(
     assert _out(new, "x = 1\nprint(grow(1))") == "2"
 
 
+def test_a_module_imported_from_the_working_directory_is_imported_again(
+    forking: KernelSandboxProvider,
+) -> None:
+    setup = (
+        "import os, sys\n"
+        "os.makedirs('lib')\n"
+        "open('lib/mine.py', 'w').write('VALUE = 7')\n"
+        "sys.path.insert(0, os.path.abspath('lib'))\n"
+        "import mine\n"
+    )
+    _, new, copied = _forked(forking, setup)
+    assert copied.skipped == {}
+    assert _out(new, "print(mine.VALUE, mine.__name__)") == "7 mine"
+
+
 def test_after_the_fork_neither_session_reaches_the_other(
     forking: KernelSandboxProvider,
 ) -> None:

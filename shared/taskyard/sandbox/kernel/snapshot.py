@@ -7,7 +7,9 @@ band: written once to the files, loaded as views of one buffer, never copied aga
 and classes the cells defined go by value (cloudpickle, Debian's python3-cloudpickle), modules
 by name. A name that cannot be pickled (a socket, a thread, a generator) is left out, and said:
 one bad name never fails the copy. Open regular files under the working directory are reopened
-at the same path, mode and position (their contents travel with the working directory).
+at the same path, mode and position (their contents travel with the working directory), and
+entries the cells added to `sys.path` are added again, so that modules imported from there
+(by name, as every module is) load.
 
 The files are parts of at most `PART_BYTES`, so that each fits one file request of the kernel
 protocol (`MAX_REQUEST_BYTES`, in base64).
@@ -43,7 +45,7 @@ def save(namespace: dict[str, Any], directory: str) -> None:
     skipped: dict[str, str] = {}
     files = _open_files(values, skipped)
     payload = _pickled(values, skipped, namespace)
-    header = {"files": files, "skipped": skipped, "random": _random_state()}
+    header = {"files": files, "skipped": skipped, "random": _random_state(), "path": sys.path}
     try:
         size = _write_parts(directory, header, payload)
     except BaseException:  # a full disk, an interrupt: leave the session's disk as it was
@@ -57,6 +59,8 @@ def load(namespace: dict[str, Any], directory: str) -> None:
     blob = _read_parts(directory)
     shutil.rmtree(directory, ignore_errors=True)
     header, payload, buffers = _split(blob)
+    # First: modules the cells imported from where they put on the path load by name.
+    sys.path[:0] = [entry for entry in header["path"] if entry not in sys.path]
     namespace.update(pickle.loads(payload, buffers=buffers))
     namespace.update(_reopened(header["files"]))
     if header["skipped"]:
