@@ -291,7 +291,7 @@ class GatewayAreaSettings(Area):
     connections)."""
     gateway_fork_timeout_s: float = Field(default=60.0, gt=0)
     """How long a session fork waits for the tool worker holding the session's interpreter
-    to copy it (100 MB of arrays take about 13 s with one container per session)."""
+    to copy it (100 MB of arrays take 10 to 14 s with one container per session)."""
 
     @field_validator("api_keys")
     @classmethod
