@@ -22,7 +22,7 @@ LOCAL_BASE="${SANDBOX_LOCAL_BASE:-taskyard/base:bookworm}"
 BASE="${SANDBOX_BASE:-$LOCAL_BASE}"
 # python3-munkres satisfies python3-fonttools' "python3-scipy | python3-munkres" (a matplotlib
 # dependency) without scipy, whose build-time dependencies (gcc, boost) would triple the image.
-PACKAGES="${SANDBOX_PACKAGES:-python3,python3-numpy,python3-pandas,python3-matplotlib,python3-munkres}"
+PACKAGES="${SANDBOX_PACKAGES:-python3,python3-numpy,python3-pandas,python3-matplotlib,python3-munkres,python3-cloudpickle}"
 
 log() { echo "build_sandbox_image: $*" >&2; }
 

@@ -2,7 +2,8 @@
 # Debian packages the stack and the tests need: Redis and Redis Sentinel (the failover test),
 # Docker's engine, gVisor's runsc (the sandboxes' optional runtime,
 # TASKYARD_SANDBOX_RUNTIME=runsc), debootstrap (the sandbox's local base image), bubblewrap
-# (the local sandbox), curl (the README's examples, which the tests run), iproute2 (the hosts
+# (the local sandbox) and python3-cloudpickle for its interpreter (a live session's fork copies
+# the functions and classes cells defined by value: kernel/snapshot.py), curl (the README's examples, which the tests run), iproute2 (the hosts
 # test's namespaces and bridge), Chromium with a font (the dashboard's browser tests drive
 # Debian's chromium through Playwright) and Docker Compose v2 (the tests resolve the compose
 # files with it). Idempotent.
@@ -14,6 +15,7 @@ command -v redis-sentinel >/dev/null || need+=(redis-sentinel)
 command -v dockerd >/dev/null || need+=(docker.io)
 command -v debootstrap >/dev/null || need+=(debootstrap)
 command -v bwrap >/dev/null || need+=(bubblewrap)
+/usr/bin/python3 -c 'import cloudpickle' 2>/dev/null || need+=(python3-cloudpickle)
 command -v curl >/dev/null || need+=(curl)  # the README's examples (tests run them)
 command -v ip >/dev/null || need+=(iproute2)  # several hosts on one machine (devstack/hosts.py)
 browser=()

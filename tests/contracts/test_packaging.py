@@ -37,9 +37,9 @@ SERVICE_PACKAGES = {
     "boto3": "boto3",
     "botocore": "botocore",
 }
-# Imported only where present, never required: optional tokenizers, and matplotlib, which
-# only the sandbox image's kernel imports.
-OPTIONAL_IMPORTS = {"tiktoken", "transformers", "matplotlib"}
+# Imported only where present, never required: optional tokenizers, and matplotlib and
+# cloudpickle, which only the sandbox image's kernel imports (a Debian package there).
+OPTIONAL_IMPORTS = {"tiktoken", "transformers", "matplotlib", "cloudpickle"}
 # Imported for the type checker only (under TYPE_CHECKING), from the dev extra's stubs.
 TYPE_ONLY_IMPORTS = {"mypy_boto3_s3"}
 # Declared and used without an import of their own.

@@ -18,6 +18,7 @@ import pytest
 
 from taskyard.sandbox.errors import FileRefused, NoLiveSandbox
 from taskyard.sandbox.kernel import FILE_CHUNK_BYTES, MAX_LISTED_FILES
+from taskyard.sandbox.kernel.files import WorkDir
 from taskyard.sandbox.local.kernel_copy import KERNEL_SOURCE
 from taskyard.sandbox.provider import KernelSandboxProvider
 
@@ -121,6 +122,31 @@ def test_links_are_never_followed(kernel: Kernel, workdir: Path, outside: Path) 
     assert (outside / "secret").read_text() == "not yours"
     listed = [f["path"] for f in kernel.ask(file_op="list")["files"]]
     assert listed == ["secret"]  # the uploaded file; no link, nothing behind one
+
+
+def test_a_copy_into_another_working_directory_takes_regular_files_only(
+    workdir: Path, outside: Path, tmp_path: Path
+) -> None:
+    """`WorkDir.copy_into` (a fork server's fork): files and directories, never a link, a
+    FIFO, or what is behind them."""
+    (outside / "secret").write_text("not yours")
+    (workdir / "a" / "b").mkdir(parents=True)
+    (workdir / "a" / "b" / "deep.txt").write_text("deep")
+    (workdir / "top.bin").write_bytes(bytes(range(256)) * 4096)
+    (workdir / "secret").symlink_to(outside / "secret")
+    (workdir / "out").symlink_to(outside)
+    os.mkfifo(workdir / "pipe")
+    target = tmp_path / "target"
+    (target / "a").mkdir(parents=True)
+    (target / "a" / "old.txt").write_text("kept")
+    (target / "top.bin").write_text("replaced")
+    copied = WorkDir(str(workdir)).copy_into(WorkDir(str(target)))
+    assert copied == (2, False)
+    found = sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file())
+    assert found == ["a/b/deep.txt", "a/old.txt", "top.bin"]
+    assert (target / "top.bin").read_bytes() == bytes(range(256)) * 4096
+    assert (target / "a" / "b" / "deep.txt").read_text() == "deep"
+    assert not (target / "secret").exists() and not (target / "out").exists()
 
 
 def test_a_fifo_is_refused_at_once(kernel: Kernel, workdir: Path) -> None:

@@ -15,21 +15,25 @@ from services.tool_worker.call_runner import ToolCallRunner
 from taskyard.plumbing import keys
 from taskyard.runtime.forks import ForkReply
 from taskyard.runtime.jobs import SessionForkJob
-from taskyard.sandbox import SandboxBusy, SandboxUnavailable
+from taskyard.sandbox import InterpreterCopy, SandboxBusy, SandboxUnavailable
 
 SOURCE, NEW = keys.session_key("t", "a"), keys.session_key("t", "b")
+COPIED = InterpreterCopy(skipped={"sock": "socket cannot be copied"}, bytes=1024)
 
 
 class Sandboxes:
-    """What `provider.fork` does here: return `copied`, or raise `error`."""
+    """What `provider.fork` does here: return `copied` (None: nothing to copy), or raise
+    `error`."""
 
     place = None  # (what a claim asks: no interpreter is handed over here)
 
-    def __init__(self, copied: bool = True, error: Exception | None = None) -> None:
+    def __init__(
+        self, copied: InterpreterCopy | None = COPIED, error: Exception | None = None
+    ) -> None:
         self.copied, self.error = copied, error
         self.forks: list[tuple[str, str]] = []
 
-    def fork(self, source_key: str, new_key: str) -> bool:
+    def fork(self, source_key: str, new_key: str) -> InterpreterCopy | None:
         self.forks.append((source_key, new_key))
         if self.error is not None:
             raise self.error
@@ -61,8 +65,8 @@ def test_a_copied_interpreter_places_the_new_session_beside_the_source(
     runner: ToolCallRunner, serve: Serve
 ) -> None:
     _r(runner).rpush(keys.session_cells(SOURCE), "x = 41", "import math")
-    sandboxes = Sandboxes(copied=True)
-    assert serve(sandboxes) == ForkReply(outcome="copied")
+    sandboxes = Sandboxes()
+    assert serve(sandboxes) == ForkReply(outcome="copied", skipped=COPIED.skipped)
     assert sandboxes.forks == [(SOURCE, NEW)]
     record = _r(runner).hgetall(keys.session_sandbox(NEW))
     source = _r(runner).hgetall(keys.session_sandbox(SOURCE))
@@ -78,7 +82,7 @@ def test_a_copied_interpreter_places_the_new_session_beside_the_source(
 def test_no_running_interpreter_forks_nothing_and_places_nothing(
     runner: ToolCallRunner, serve: Serve
 ) -> None:
-    assert serve(Sandboxes(copied=False)) == ForkReply(outcome="none")
+    assert serve(Sandboxes(copied=None)) == ForkReply(outcome="none")
     assert not _r(runner).exists(keys.session_sandbox(NEW))
 
 

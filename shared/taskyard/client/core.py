@@ -104,8 +104,8 @@ class ClientCore:
     ) -> dict[str, Any]:
         """Fork the session into a new one (`new_session_id`, or one made for you) holding a
         copy of its memory and, live, of its interpreter: ``{"session_id", "forked_from",
-        "interpreter": "copied" | "none"}``. 409 while a task runs in it or the new id is
-        taken."""
+        "interpreter": "copied" | "none", "skipped": {name: why}}`` (`skipped`: what the copy
+        left out). 409 while a task or a cell runs in it or the new id is taken."""
         path, body = f"/v1/sessions/{session_id}/fork", wire.fork(new_session_id)
         return await self._json("POST", path, json=body)
 

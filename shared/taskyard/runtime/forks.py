@@ -1,6 +1,8 @@
 """Forking a live session (`POST /v1/sessions/{id}/fork`): the new session gets a copy of the
 source's memory and, where a tool worker holds the source's interpreter, a live copy of that
-interpreter (copy-on-write: variables, imports, open files, its working directory).
+interpreter (its variables, functions, classes and imports, its open files, its working
+directory: `taskyard.sandbox.interpreter_copy`). What cannot be copied (a socket, a thread) is
+left out and named in the answer.
 
 One store script (`copy_session`) checks both sessions, copies the memory and, in the same
 write, sends a `SessionForkJob` to the own queue of the live tool worker holding the source's
@@ -17,7 +19,7 @@ cannot fork) or does not answer in time is undone, the new session forgotten.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import redis.asyncio as aioredis
@@ -56,16 +58,19 @@ class Forked:
     session_id: str
     forked_from: str
     interpreter: Interpreter  # whether a live interpreter was copied
+    skipped: dict[str, str] = field(default_factory=dict)  # what it left out, and why
 
 
 class ForkReply(BaseModel):
-    """The tool worker's answer: the interpreter `copied`, `none` to copy (the source has no
-    running interpreter there), or why not (`busy`, `unavailable`; `detail` in words)."""
+    """The tool worker's answer: the interpreter `copied` (but `skipped`: names and files left
+    out, each with why), `none` to copy (the source has no running interpreter there), or why
+    not (`busy`, `unavailable`; `detail` in words)."""
 
     model_config = ConfigDict(extra="forbid")
 
     outcome: Literal["copied", "none", "busy", "unavailable"]
     detail: str = ""
+    skipped: dict[str, str] = {}
 
 
 class ForkExchange:
@@ -110,7 +115,9 @@ async def fork_session(
     if reply is None or reply.outcome in ("busy", "unavailable"):
         await _undo(store, tenant, new_id)
         raise _not_copied(reply, source_id, timeout_s)
-    return Forked(new_id, source_id, "copied" if reply.outcome == "copied" else "none")
+    if reply.outcome == "none":
+        return Forked(new_id, source_id, "none")
+    return Forked(new_id, source_id, "copied", reply.skipped)
 
 
 def _refused(copied: SessionCopy, source_id: str, new_id: str) -> ForkRefused:

@@ -11,7 +11,13 @@ extra.
 from collections.abc import Callable
 
 from taskyard.plumbing.settings import SandboxSettings
-from taskyard.sandbox.base import CodeSandbox, DisplayOutput, ExecutionResult, SandboxProvider
+from taskyard.sandbox.base import (
+    CodeSandbox,
+    DisplayOutput,
+    ExecutionResult,
+    InterpreterCopy,
+    SandboxProvider,
+)
 from taskyard.sandbox.errors import (
     FileRefused,
     KernelGone,
@@ -32,6 +38,7 @@ __all__ = [
     "DisplayOutput",
     "ExecutionResult",
     "FileRefused",
+    "InterpreterCopy",
     "KernelGone",
     "KernelProtocolError",
     "LocalSandboxProvider",

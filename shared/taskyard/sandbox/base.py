@@ -3,13 +3,20 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from pydantic import BaseModel, Field
 
 from taskyard.files.info import FileInfo, FileListing
 
-__all__ = ["CodeSandbox", "DisplayOutput", "ExecutionResult", "SandboxProvider"]
+__all__ = [
+    "CodeSandbox",
+    "DisplayOutput",
+    "ExecutionResult",
+    "InterpreterCopy",
+    "SandboxProvider",
+]
 
 
 class DisplayOutput(BaseModel):
@@ -62,6 +69,15 @@ class CodeSandbox(Protocol):
     def close(self) -> None: ...
 
 
+@dataclass(frozen=True)
+class InterpreterCopy:
+    """What a fork copied of a running interpreter: all of it but `skipped` (the names and
+    files left out, each with why)."""
+
+    skipped: dict[str, str] = field(default_factory=dict)
+    bytes: int = 0  # the snapshot's size
+
+
 class SandboxProvider(Protocol):
     """Hands out one sandbox per session key, and reaps idle ones."""
 
@@ -86,10 +102,11 @@ class SandboxProvider(Protocol):
         """Stop the session's running cell (see `CodeSandbox.cancel`); False when none runs."""
         ...
 
-    def fork(self, source_key: str, new_key: str) -> bool:
-        """Give session `new_key` a copy of `source_key`'s running interpreter: False when the
-        source has none here (nothing to copy). Raises `SandboxUnavailable` saying why when
-        it cannot copy one."""
+    def fork(self, source_key: str, new_key: str) -> InterpreterCopy | None:
+        """Give session `new_key` a copy of `source_key`'s running interpreter (its namespace
+        and working directory): what was left out, or None when the source has none here
+        (nothing to copy). Raises `SandboxBusy` when a cell runs in the source, and
+        `SandboxUnavailable` saying why when it cannot copy one."""
         ...
 
     def release(self, session_key: str) -> None: ...

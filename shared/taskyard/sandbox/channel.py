@@ -14,7 +14,7 @@ import os
 import select
 import signal
 import time
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from taskyard.sandbox.errors import KernelGone, KernelProtocolError
 from taskyard.sandbox.kernel import MAX_LINE_BYTES
@@ -25,6 +25,7 @@ __all__ = [
     "KernelChannel",
     "OutputTail",
     "ReplyLines",
+    "SharedKernel",
     "StartKernel",
     "decode_line",
     "describe_exit",
@@ -59,6 +60,16 @@ class KernelChannel(Protocol):
 
     def close(self) -> None:
         """Stop the kernel and free what it holds; safe to call twice."""
+        ...
+
+
+@runtime_checkable
+class SharedKernel(Protocol):
+    """A channel to one of several sessions one kernel serves (a fork server's)."""
+
+    def key_beside(self, other: KernelChannel) -> str | None:
+        """`other`'s session key in this channel's kernel when it is a session of the same
+        kernel, else None."""
         ...
 
 

@@ -156,3 +156,11 @@ def file_chunk(reply: dict[str, Any]) -> tuple[bytes, int]:
     if len(chunk) > FILE_CHUNK_BYTES or size < 0:
         raise KernelProtocolError("a file chunk over its limit")
     return chunk, size
+
+
+def files_copied(reply: dict[str, Any]) -> tuple[int, bool]:
+    """(files copied, whether some were left out) of a `copy_from`'s answer."""
+    copied, truncated = reply.get("copied"), reply.get("truncated")
+    if not isinstance(copied, int) or isinstance(copied, bool) or not isinstance(truncated, bool):
+        raise KernelProtocolError("a copy's answer without its count")
+    return copied, truncated

@@ -13,9 +13,11 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from taskyard.plumbing.settings import SandboxSettings
+from taskyard.sandbox.base import InterpreterCopy
 from taskyard.sandbox.channel import KernelChannel, StartKernel
 from taskyard.sandbox.demand import PoolBounds
 from taskyard.sandbox.errors import SandboxLimitReached, SandboxUnavailable
+from taskyard.sandbox.interpreter_copy import copy_interpreter
 from taskyard.sandbox.pool import PoolState, WarmPool
 from taskyard.sandbox.session import INTERRUPT_GRACE_S, KernelSandbox
 
@@ -108,19 +110,22 @@ class KernelSandboxProvider:
             sandbox = self._sessions.get(session_key)
         return sandbox is not None and sandbox.cancel()
 
-    def fork(self, source_key: str, new_key: str) -> bool:
-        """See `SandboxProvider.fork`. No backend copies a running interpreter yet: a fork of
-        the executor would live inside its source's pid namespace (on the fork server: inside
-        its walls), so it could neither be walled off from its source nor outlive it
-        (docs/security.md). So a session whose interpreter runs is refused, with that reason;
-        one without is forked with nothing to copy."""
-        if self.find(source_key) is None:
-            return False
-        raise SandboxUnavailable(
-            f"session {source_key.split(':', 1)[-1]!r} has a running interpreter, and copying "
-            "a running interpreter into a session of its own is not available yet: fork it "
-            "once its interpreter has ended (an idle one ends after TASKYARD_SANDBOX_IDLE_S)"
-        )
+    def fork(self, source_key: str, new_key: str) -> InterpreterCopy | None:
+        """See `SandboxProvider.fork`. The new session's kernel starts the usual way (its own
+        container, or a session of the tenant's fork server) and gets the source's state by
+        transfer (`interpreter_copy`): a fork of the executor itself would live inside its
+        source's pid namespace, so it could neither be walled off from it nor outlive it
+        (docs/security.md). A copy that fails stops the new session's kernel."""
+        source = self.find(source_key)
+        if source is None:
+            return None
+        with source.exclusive():
+            target = self.get(new_key)
+            try:
+                return copy_interpreter(source, target)
+            except BaseException:
+                self.release(new_key)
+                raise
 
     def release(self, session_key: str) -> None:
         """Stop the session's kernel; a later `get` starts a fresh one."""

@@ -39,7 +39,7 @@ from typing import Any
 
 from taskyard.files.info import FileInfo, FileListing
 from taskyard.sandbox.base import DisplayOutput, ExecutionResult
-from taskyard.sandbox.channel import KernelChannel
+from taskyard.sandbox.channel import KernelChannel, SharedKernel
 from taskyard.sandbox.errors import (
     FileRefused,
     KernelGone,
@@ -49,7 +49,14 @@ from taskyard.sandbox.errors import (
     SandboxClosed,
 )
 from taskyard.sandbox.kernel_call import KernelCall, within
-from taskyard.sandbox.outputs import file_chunk, file_info, file_listing, parse_display, refusal
+from taskyard.sandbox.outputs import (
+    file_chunk,
+    file_info,
+    file_listing,
+    files_copied,
+    parse_display,
+    refusal,
+)
 
 __all__ = ["EXIT_REASON_S", "FILE_TIMEOUT_S", "INTERRUPT_GRACE_S", "KernelSandbox"]
 
@@ -69,7 +76,9 @@ class KernelSandbox:
     ) -> None:
         self._start = start
         self._grace = interrupt_grace_s
-        self._lock = threading.Lock()
+        # Reentrant: a fork holds the session (`exclusive`) across the cells and file requests
+        # of its copy, each of which takes it too.
+        self._lock = threading.RLock()
         self._channel: KernelChannel | None = None
         self._starting = False
         # What `cancel` reads from other threads, under its own small lock.
@@ -131,6 +140,21 @@ class KernelSandbox:
                 return True
         call.interrupt(cancel=True, grace=self._grace)
         return True
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Hold the session: no other thread's cell or file request runs meanwhile, while this
+        thread's do. Raises `SandboxBusy` at once if a cell runs now (a fork must not wait for
+        one), or if the session is not free within FILE_TIMEOUT_S (a cell that started just
+        after that check is waited for: the fork then copies the state after it)."""
+        if self._busy:
+            raise SandboxBusy("a cell runs in the session")
+        if not self._lock.acquire(timeout=FILE_TIMEOUT_S):
+            raise SandboxBusy(f"the session's call still ran after {FILE_TIMEOUT_S:g}s")
+        try:
+            yield
+        finally:
+            self._lock.release()
 
     @property
     def cell_running(self) -> bool:
@@ -235,6 +259,20 @@ class KernelSandbox:
         """The working directory's regular files; `NoLiveSandbox` when no kernel runs."""
         with self._file_requests(start=False) as ask:
             return file_listing(ask({"file_op": "list"}))
+
+    def copy_files_from(self, source: KernelSandbox) -> tuple[int, bool] | None:
+        """Copy `source`'s working directory into this session's inside their kernel, when one
+        kernel serves both (a fork server's): (files copied, whether some were left out), or
+        None when they are apart (copy through `read_file` and `write_file` then). Starts
+        this session's kernel; raises what `write_file` raises."""
+        with self._file_requests(start=True) as ask:
+            here, there = self._channel, source._channel
+            key = here.key_beside(there) if isinstance(here, SharedKernel) and there else None
+            if key is None:
+                return None
+            copied = files_copied(ask({"file_op": "copy_from", "from": key}))
+            self._has_state = True  # losing this kernel now loses the files
+            return copied
 
     @contextlib.contextmanager
     def _file_requests(self, start: bool) -> Iterator[Callable[[dict[str, Any]], dict[str, Any]]]:

@@ -101,8 +101,14 @@ class SessionForked(BaseModel):
         description="`copied`: the source's running interpreter was copied, state and all; "
         "`none`: the source had no running interpreter (the new session starts a fresh one)."
     )
+    skipped: dict[str, str] = Field(
+        default_factory=dict,
+        description="What a copied interpreter left out, each with why: names that cannot be "
+        "copied (a socket, a thread, a generator) and files of its working directory that "
+        "could not be. The new session's `__fork_skipped__` holds the names' part.",
+    )
 
     @classmethod
     def of(cls, forked: Forked) -> SessionForked:
         return cls(session_id=forked.session_id, forked_from=forked.forked_from,
-                   interpreter=forked.interpreter)  # fmt: skip
+                   interpreter=forked.interpreter, skipped=forked.skipped)  # fmt: skip

@@ -126,6 +126,8 @@ def _fork_session(args: argparse.Namespace) -> int:
     copied = {"copied": "its interpreter copied", "none": "no running interpreter to copy"}
     print(f"session {forked['session_id']} forked from {forked['forked_from']} "
           f"({copied[forked['interpreter']]})")  # fmt: skip
+    for name, why in forked.get("skipped", {}).items():
+        print(f"  not copied: {name}: {why}")
     return 0
 
 

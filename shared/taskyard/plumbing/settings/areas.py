@@ -289,9 +289,9 @@ class GatewayAreaSettings(Area):
     gateway_sse_keep_alive_s: float = Field(default=15.0, gt=0)
     """A quiet event stream gets a keep-alive comment this often (proxies close idle
     connections)."""
-    gateway_fork_timeout_s: float = Field(default=10.0, gt=0)
+    gateway_fork_timeout_s: float = Field(default=60.0, gt=0)
     """How long a session fork waits for the tool worker holding the session's interpreter
-    to copy it."""
+    to copy it (100 MB of arrays take 10 to 14 s with one container per session)."""
 
     @field_validator("api_keys")
     @classmethod

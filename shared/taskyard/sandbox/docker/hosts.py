@@ -29,7 +29,7 @@ from collections import defaultdict, deque
 from collections.abc import Callable
 from typing import Any
 
-from taskyard.sandbox.channel import StartKernel
+from taskyard.sandbox.channel import KernelChannel, StartKernel
 from taskyard.sandbox.demand import PoolBounds
 from taskyard.sandbox.docker.channel import START_TIMEOUT_S, DockerChannel
 from taskyard.sandbox.errors import KernelGone, SandboxUnavailable
@@ -209,7 +209,8 @@ class SessionHost:
 
 
 class HostedChannel:
-    """A `KernelChannel` to one session on a host; `on_close` learns when it closed."""
+    """A `KernelChannel` (and a `SharedKernel`) to one session on a host; `on_close` learns
+    when it closed."""
 
     def __init__(self, host: SessionHost, key: str, on_close: OnClose) -> None:
         self.host = host
@@ -225,6 +226,10 @@ class HostedChannel:
 
     def alive(self) -> bool:
         return not self._closed and self.host.alive(self.key)
+
+    def key_beside(self, other: KernelChannel) -> str | None:
+        """See `SharedKernel`: sessions of one host reach each other's files there."""
+        return other.key if isinstance(other, HostedChannel) and other.host is self.host else None
 
     def exit_reason(self) -> str:
         return self.host.exit_reason(self.key)

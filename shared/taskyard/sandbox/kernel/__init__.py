@@ -30,8 +30,10 @@ Protocol with the worker, one JSON object per line (`wire.py`):
   working directory (`files.py`), done by the supervisor itself, never by user code:
   ``write`` (``path``, base64 ``data``) answers ``{"file": {"path", "size", "modified"}}``,
   ``read`` (``path``, ``offset``) at most `FILE_CHUNK_BYTES` as ``{"data", "size"}`` (the
-  file's whole size), ``list`` ``{"files": [...], "truncated"}``; a refusal is ``{"refused":
-  reason, "error": why}``;
+  file's whole size), ``list`` ``{"files": [...], "truncated"}``; on a fork server,
+  ``copy_from`` (``from``: another session's key) copies that session's working directory into
+  this one's, answering ``{"copied": n, "truncated"}``; a refusal is ``{"refused": reason,
+  "error": why}``;
 - interrupt: ``{"interrupt": id}``, when call `id` runs, kills every process the cells started
   and sends SIGINT to the executor, which stops the cell and keeps its namespace; the reply then
   says ``"interrupted": true``. For any other id it does nothing;

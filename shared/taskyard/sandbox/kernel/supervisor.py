@@ -9,7 +9,9 @@ stands between them and the files. Two shapes:
 - many sessions of one tenant (`python3 -m kernel --sessions N`): a fork server
   (`zygote.py`) forks each session from a pre-imported interpreter and walls it off
   (`isolation.py`); requests and replies name their session, a session that ends is said
-  (``{"session": k, "gone": why}``), and the container goes on.
+  (``{"session": k, "gone": why}``), and the container goes on. One file request is theirs
+  alone: ``copy_from`` copies another session's working directory into the session's (a
+  fork's files, `files.WorkDir.copy_into`).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Any, NoReturn
 
 from . import MAX_REQUEST_BYTES
 from .executor import run_executor
-from .files import WorkDir
+from .files import FileRefused, WorkDir
 from .isolation import SessionLimits
 from .memory import MemoryWatch, proportional
 from .processes import stop_tree
@@ -182,6 +184,10 @@ class Supervisor:
         try:
             if "interrupt" in request:
                 slot.interrupt(request["interrupt"])
+            elif request.get("file_op") == "copy_from":
+                reply = {"id": request["id"], "nonce": request.get("nonce"),
+                         **self._copy_from(request.get("from"), slot)}  # fmt: skip
+                self._answer(key, reply)
             elif "file_op" in request:
                 reply = {"id": request["id"], "nonce": request.get("nonce"),
                          **slot.file_op(request)}  # fmt: skip
@@ -191,6 +197,18 @@ class Supervisor:
                 self._answer(key, busy)
         except SlotBroken as broken:
             self._broken(key, slot, broken)
+
+    def _copy_from(self, source_key: Any, slot: Slot) -> dict[str, Any]:
+        """Copy the working directory of this fork server's session `source_key` into the
+        slot's, here (a fork's files, without a trip through the worker)."""
+        source = self._slots.get(source_key) if source_key is not None else None
+        if source is None or source.files is None or slot.files is None or source is slot:
+            return {"refused": "invalid", "error": f"no other running session {source_key!r}"}
+        try:
+            copied, truncated = source.files.copy_into(slot.files)
+        except FileRefused as refused:
+            return {"refused": refused.reason, "error": str(refused)}
+        return {"copied": copied, "truncated": truncated}
 
     def _open(self, key: Any) -> None:
         """Start a session (fork server only): a spare if one is ready (said at once), else
