@@ -1,7 +1,8 @@
 -- Shared by every script (prepended when the scripts are loaded). Each script is called with
 -- its keys in KEYS, read by name as `KEY` (named in shared/taskyard/runtime/store/script_keys.py),
--- and one JSON document in ARGV[1], read by name as `doc` (the documents are typed in
--- documents.py there). An answer of several values goes back by name too: `named`.
+-- one JSON document in ARGV[1], read by name as `doc` (the documents are typed in
+-- documents.py there), and the caller's clock in ARGV[2] (`now`). An answer of several
+-- values goes back by name too: `named`.
 local doc = cjson.decode(ARGV[1])
 local TERMINAL = {succeeded = true, failed = true, cancelled = true, timed_out = true}
 
@@ -28,13 +29,11 @@ local function named(answer)
   return flat
 end
 
--- Redis's clock, read once per script: a script runs at one instant.
-local clock
+-- The caller's clock as it called (ARGV[2], `ScriptedStore.script`): a script runs at one
+-- instant, and its times are of the clock that stamps the task's `updated_at` and that the
+-- sweep compares them with (no TIME: a command per script saved).
+local clock = tonumber(ARGV[2])
 local function now()
-  if not clock then
-    local t = redis.call('TIME')
-    clock = tonumber(t[1]) + tonumber(t[2]) / 1e6
-  end
   return clock
 end
 
