@@ -13,9 +13,9 @@ if claim then
     redis.call('DEL', call_claim)
     redis.call('SREM', worker_claims, call_claim)
   end
-  if claim.used ~= '' and redis.call('EXISTS', sandbox) == 1 then
+  -- EXPIRE answers whether the record exists: a gone one is not made again.
+  if claim.used ~= '' and redis.call('EXPIRE', sandbox, claim.record_ttl_s) == 1 then
     redis.call('HSET', sandbox, 'last_used', claim.used)
-    redis.call('EXPIRE', sandbox, claim.record_ttl_s)
   end
 end
 return store_result(KEY.results, KEY.task, KEY.events, KEY.advanced, doc.step, doc.call_id,
