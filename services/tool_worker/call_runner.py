@@ -25,7 +25,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from services.tool_worker.artifacts import ArtifactKeeper
-from services.tool_worker.cells import RedisCellLog
+from services.tool_worker.cells import HeldCells, RedisCellLog
 from services.tool_worker.errors import CallFailed
 from services.tool_worker.files import FileLimits, serve
 from services.tool_worker.forks import fork
@@ -90,6 +90,7 @@ class ToolCallRunner:
         artifacts: ArtifactKeeper,
         cancels: CancelWatch,
         placement: Placement,
+        cells: RedisCellLog,
     ) -> None:
         self.settings = settings
         self.me = me
@@ -101,6 +102,7 @@ class ToolCallRunner:
         self.artifacts = artifacts
         self.cancels = cancels  # hears a task's cancel
         self.placement = placement
+        self.cells = cells  # the sessions' interpreter cells, recorded with the results
         self.listings = ListingExchange(store.r, settings.mcp_tools_ttl_s)
         self.forks = ForkExchange(store.r)
         self._stopped = threading.Event()
@@ -112,7 +114,8 @@ class ToolCallRunner:
         loop = LoopThread("tool-store")
         store, transfer, artifact_store = loop.run(_connect(settings))
         tools = Toolbox(settings, me.node)
-        tools.keep_cells(RedisCellLog(store.r, loop, record_ttl_s(settings)))
+        cells = RedisCellLog(store.r, loop, record_ttl_s(settings))
+        tools.keep_cells(cells)
         cancels = CancelWatch(store.r, on_forgotten=tools.release)
         loop.run(_listen(cancels))
         directory = SandboxDirectory(store, record_ttl_s(settings))
@@ -120,7 +123,8 @@ class ToolCallRunner:
         placement = Placement(directory, loop, me, tools, beat_s, dead_s, settings.sandbox_idle_s)
         artifacts = ArtifactKeeper(artifact_store, store.publish)
         return cls(settings, me, celery, tools=tools, loop=loop, store=store, transfer=transfer,
-                   artifacts=artifacts, cancels=cancels, placement=placement)  # fmt: skip
+                   artifacts=artifacts, cancels=cancels, placement=placement,
+                   cells=cells)  # fmt: skip
 
     # -- a tool call ----------------------------------------------------------------------
 
@@ -144,9 +148,13 @@ class ToolCallRunner:
             self.store_result(job, None, next_step)
             return
         try:
-            message = self._run_claimed(job, may_retry)
-            # Its claim is freed with its result: until then a duplicate must not run it.
-            self.store_result(job, message, next_step, self._claim_of(job))
+            with self.cells.held(job.session_key) as cells:
+                message = self._run_claimed(job, may_retry)
+                claim = self._claim_of(job, cells)
+                # Its claim is freed with its result: until then a duplicate must not run it.
+                self.store_result(job, message, next_step, claim)
+                if claim.cells is not None:
+                    cells.codes.clear()  # recorded with the result
         except BaseException:
             self._release(job)  # its retry (or a re-send) may run it
             raise
@@ -183,9 +191,11 @@ class ToolCallRunner:
         ttl_s = self.settings.stall_s + self.settings.sandbox_timeout_s
         return self.store.claim_call(job.task_id, job.step, job.call.id, self.me.node, ttl_s)
 
-    def _claim_of(self, job: ToolRunJob) -> CallClaim:
-        session = job.session_key if self.tools.has_sandbox(job.session_key) else None
-        return CallClaim(self.me.node, session, record_ttl_s(self.settings))
+    def _claim_of(self, job: ToolRunJob, cells: HeldCells) -> CallClaim:
+        if not self.tools.has_sandbox(job.session_key):
+            return CallClaim(self.me.node, None, record_ttl_s(self.settings))
+        held = self.cells.document(cells)
+        return CallClaim(self.me.node, job.session_key, record_ttl_s(self.settings), held)
 
     def _release(self, job: ToolRunJob) -> None:
         release = self.store.release_call(job.task_id, job.step, job.call.id, self.me.node)

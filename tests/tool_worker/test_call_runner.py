@@ -151,3 +151,22 @@ def test_a_call_the_worker_could_not_run_is_retried_then_the_model_told(
     assert isinstance(result.content, ActionReturn)
     assert result.content.state == ActionStatusCode.API_ERROR
     assert "the tool could not run (OSError: the engine went away)" in (result.content.errmsg or "")
+
+
+def test_a_calls_cells_are_recorded_by_its_results_write(
+    runner: ToolCallRunner, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    written_alone: list[list[str]] = []
+
+    async def write_alone(cells: str, codes: list[str]) -> None:
+        written_alone.append(codes)
+
+    monkeypatch.setattr(runner.cells, "_ran", write_alone)
+    job = _waiting_for(runner, CALL)
+    runner.run_call(job)
+    assert written_alone == []  # no write of their own: the result's took them
+    (result,) = runner.loop.run(runner.store.tool_results(job.task_id, 0, [CALL]))
+    assert isinstance(result.content, ActionReturn) and not result.content.errmsg
+    cells = keys.session_cells(job.session_key)
+    assert redis_client.lrange(cells, 0, -1) == ["print(1)"]
+    assert redis_client.ttl(cells) > 0

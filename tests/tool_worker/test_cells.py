@@ -78,3 +78,19 @@ def test_deleting_the_session_deletes_its_cells(
 
     loop.run(forget())
     assert not redis_client.exists(keys.session_cells("t:s"), keys.session_replay("t:s"))
+
+
+def test_a_calls_cells_are_held_for_its_result_and_written_if_none_took_them(
+    cells: RedisCellLog, redis_client: redis.Redis
+) -> None:
+    with cells.held("t:s") as held:
+        cells.ran("t:s", "a = 1")
+        cells.ran("t:other", "b = 2")  # another session's: written at once
+        assert redis_client.lrange(keys.session_cells("t:s"), 0, -1) == []
+        assert redis_client.lrange(keys.session_cells("t:other"), 0, -1) == ["b = 2"]
+        assert cells.document(held) == {"codes": ["a = 1"], "keep": 3, "ttl_s": 60}
+    assert redis_client.lrange(keys.session_cells("t:s"), 0, -1) == ["a = 1"]
+    with cells.held("t:s") as held:
+        cells.ran("t:s", "c = 3")
+        held.codes.clear()  # a result's write recorded them
+    assert redis_client.lrange(keys.session_cells("t:s"), 0, -1) == ["a = 1"]

@@ -90,8 +90,8 @@ class ScriptedStore:
 
     async def script(self, name: str, keys_: ScriptKeys | None, doc: Mapping[str, Any]) -> Any:
         """Run the script `name` ("steps/commit_step") on its keys (`script_keys`: None for
-        a script that takes none) with its document."""
-        return await self._scripts[name](keys=_keys(name, keys_), args=[dumps(doc)])
+        a script that takes none) with its document and this process's clock."""
+        return await self._scripts[name](keys=_keys(name, keys_), args=[dumps(doc), now()])
 
     async def replicated(
         self, name: str, keys_: ScriptKeys, doc: Mapping[str, Any], replicas: int,
@@ -104,7 +104,7 @@ class ScriptedStore:
         if not replicas:
             return await self.script(name, keys_, doc), 0
         script, flat_keys = self._scripts[name], _keys(name, keys_)
-        args = [*flat_keys, dumps(doc)]
+        args = [*flat_keys, dumps(doc), now()]
         try:
             return await self._then_wait(script.sha, len(flat_keys), args, replicas, timeout_ms)
         except NoScriptError:  # a new master (after a failover) has an empty script cache

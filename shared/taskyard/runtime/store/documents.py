@@ -15,6 +15,7 @@ from taskyard.runtime.jobs import Envelope
 __all__ = [
     "AdvanceScheduleDoc",
     "BeginStepDoc",
+    "CellsDoc",
     "ClaimCallDoc",
     "ClaimSessionDoc",
     "CommitStepDoc",
@@ -149,6 +150,15 @@ class ResultClaimDoc(TypedDict):
     record_ttl_s: int
 
 
+class CellsDoc(TypedDict):
+    """Interpreter cells a call ran, recorded with its result: the session keeps its last
+    `keep`, for `ttl_s` after the last one (services/tool_worker/cells.py)."""
+
+    codes: list[str]
+    keep: int
+    ttl_s: int
+
+
 class PutToolResultDoc(DatabasesDoc):
     step: str
     call_id: str
@@ -156,6 +166,7 @@ class PutToolResultDoc(DatabasesDoc):
     ttl_s: int
     next_step: list[JobDoc]  # pushed by the caller that completes the step
     claim: NotRequired[ResultClaimDoc]
+    cells: NotRequired[CellsDoc]  # with a claim of a call that used the session's interpreter
 
 
 class ClaimCallDoc(TypedDict):

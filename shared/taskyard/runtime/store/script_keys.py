@@ -114,7 +114,7 @@ class PutToolResultKeys(NamedTuple):
     events: str
     advanced: str  # the step's advance claim
     # With a claim (else none): the call's claim, the worker's claims set, the session's
-    # sandbox record.
+    # sandbox record and its interpreter cells.
     claim: tuple[str, ...]
 
 

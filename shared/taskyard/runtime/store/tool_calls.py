@@ -14,6 +14,7 @@ from taskyard.plumbing.keys import RETENTION_S
 from taskyard.runtime.jobs import Envelope
 from taskyard.runtime.store.base import ScriptedStore
 from taskyard.runtime.store.documents import (
+    CellsDoc,
     ClaimCallDoc,
     PutToolResultDoc,
     ReleaseClaimsDoc,
@@ -30,11 +31,13 @@ __all__ = ["CallClaim", "ToolCalls", "ToolResultStored"]
 class CallClaim:
     """A tool worker's claim on the call whose result it stores: freed with the write, which
     also stamps the last use on the session's sandbox record (`session_key`, when the call
-    used an interpreter) and keeps that record `record_ttl_s` longer."""
+    used an interpreter), keeps that record `record_ttl_s` longer and records the `cells`
+    the call ran there."""
 
     worker: str
     session_key: str | None = None
     record_ttl_s: float = 0
+    cells: CellsDoc | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,13 +73,16 @@ class ToolCalls(ScriptedStore):
             ttl_s=RETENTION_S, next_step=jobs([next_step]),
         )  # fmt: skip
         if claim is not None:
+            session = claim.session_key or "-"
             claim_keys = (keys.tool_call_claim(task_id, step, call_id),
-                          keys.tool_worker_claims(claim.worker),
-                          keys.session_sandbox(claim.session_key or "-"))  # fmt: skip
+                          keys.tool_worker_claims(claim.worker), keys.session_sandbox(session),
+                          keys.session_cells(session))  # fmt: skip
             doc["claim"] = ResultClaimDoc(
                 worker=claim.worker, used=f"{time.time():.3f}" if claim.session_key else "",
                 record_ttl_s=max(1, int(claim.record_ttl_s)),
             )  # fmt: skip
+            if claim.cells is not None and claim.cells["codes"]:
+                doc["cells"] = claim.cells
         keys_ = PutToolResultKeys(
             results=keys.task_tool_results(task_id, step), task=keys.task(task_id),
             events=keys.task_events(task_id), advanced=keys.task_advanced(task_id, step),

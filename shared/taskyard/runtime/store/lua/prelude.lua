@@ -1,7 +1,8 @@
 -- Shared by every script (prepended when the scripts are loaded). Each script is called with
 -- its keys in KEYS, read by name as `KEY` (named in shared/taskyard/runtime/store/script_keys.py),
--- and one JSON document in ARGV[1], read by name as `doc` (the documents are typed in
--- documents.py there). An answer of several values goes back by name too: `named`.
+-- one JSON document in ARGV[1], read by name as `doc` (the documents are typed in
+-- documents.py there), and the caller's clock in ARGV[2] (`NOW`). An answer of several
+-- values goes back by name too: `named`.
 local doc = cjson.decode(ARGV[1])
 local TERMINAL = {succeeded = true, failed = true, cancelled = true, timed_out = true}
 
@@ -28,22 +29,17 @@ local function named(answer)
   return flat
 end
 
--- Redis's clock, read once per script: a script runs at one instant.
-local clock
-local function now()
-  if not clock then
-    local t = redis.call('TIME')
-    clock = tonumber(t[1]) + tonumber(t[2]) / 1e6
-  end
-  return clock
-end
+-- The caller's clock as it called (ARGV[2], `ScriptedStore.script`): a script runs at one
+-- instant, and its times are of the clock that stamps the task's `updated_at` and that the
+-- sweep compares them with (no TIME: a command per script saved).
+local NOW = tonumber(ARGV[2])
 
 local function task_id_of(task_key)
   return string.sub(task_key, #TASK_PREFIX + 1)
 end
 
 local function moved(task_key)
-  redis.call('ZADD', LIVE, now(), task_id_of(task_key))
+  redis.call('ZADD', LIVE, NOW, task_id_of(task_key))
 end
 
 local function ended(task_key)
@@ -209,10 +205,9 @@ local function notify(task_key, status, broker_db, subscribed)
   if not subscribed or not string.find(subscribed, ',' .. status .. ',', 1, true) then return end
   local f = redis.call('HMGET', task_key, 'webhook_queue', 'webhook_message')
   local task_id = task_id_of(task_key)
-  local at = now()
-  redis.call('ZADD', WEBHOOKS_DUE, 'NX', at + 120, task_id)
+  redis.call('ZADD', WEBHOOKS_DUE, 'NX', NOW + 120, task_id)
   local message = cjson.decode(f[2])
-  local tag = task_id .. '.' .. status .. '.' .. string.format('%.6f', at)
+  local tag = task_id .. '.' .. status .. '.' .. string.format('%.6f', NOW)
   message['headers']['id'] = tag
   message['headers']['root_id'] = tag
   message['properties']['correlation_id'] = tag

@@ -41,11 +41,12 @@ local function held_elsewhere(handle)
 end
 if not f[1] then return take('new', '') end
 local same_node, same_run = f[1] == doc.node, f[2] == doc.incarnation
-local holder_lives = redis.call('GET', string.format(WORKER_ALIVE_KEY, f[1])) == f[2]
 if same_node and same_run and f[3] == 'live' then
   redis.call('EXPIRE', KEY.record, doc.record_ttl_s)
   return named{verdict = 'mine', detail = '', handle = ''}
 end
+-- Read only past 'mine', every call's case: a worker asking is alive.
+local holder_lives = redis.call('GET', string.format(WORKER_ALIVE_KEY, f[1])) == f[2]
 -- Handed over to the worker it names (or, parked, to none in particular): taken over here if
 -- it runs where this worker's sandboxes run, unless it waits for another live worker.
 if f[3] == 'handed' or f[3] == 'parked' then

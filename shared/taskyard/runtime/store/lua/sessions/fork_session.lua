@@ -53,7 +53,7 @@ redis.call('COPY', KEY.values, KEY.new_values)
 redis.call('COPY', KEY.compaction, KEY.new_compaction)
 redis.call('SET', KEY.new_origin, doc.source_id)
 redis.call('INCR', KEY.new_epoch)
-redis.call('ZADD', KEY.tenant_sessions, now(), doc.new_id)
+redis.call('ZADD', KEY.tenant_sessions, NOW, doc.new_id)
 
 local queue = owner_queue(doc.source_key)
 if not queue then return answer('forked', 0) end

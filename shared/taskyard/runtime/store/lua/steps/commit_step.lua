@@ -27,7 +27,7 @@ for call_id, state in pairs(doc.held) do
   redis.call('HSET', KEY.approvals, call_id, state)
   if doc.approval_timeout_s then
     local member = task_id .. '|' .. doc.step .. '|' .. call_id
-    redis.call('ZADD', APPROVAL_DEADLINES, now() + doc.approval_timeout_s, member)
+    redis.call('ZADD', APPROVAL_DEADLINES, NOW + doc.approval_timeout_s, member)
   end
 end
 -- The token counts as HINCRBY would add them, in the task's one HSET.

@@ -52,7 +52,7 @@ local function displace(holder_id)
   end
   local key = TASK_PREFIX .. holder_id
   redis.call('HSET', key, 'status', 'cancelled', 'error', reason,
-             'updated_at', string.format('%.6f', now()))
+             'updated_at', string.format('%.6f', NOW))
   close_ended(key, 'cancelled', cjson.encode({status = 'cancelled', error = reason}),
               doc.broker_db, 'the agent\'s task ended cancelled: ' .. reason)
 end
@@ -75,11 +75,10 @@ add_event(KEY.events, 'status', queued)
 add_event(KEY.events, 'message', doc.asked)
 notify(KEY.task, 'queued', doc.broker_db, doc.fields.webhook_events)
 moved(KEY.task)
-local created = now()
-redis.call('ZADD', DEADLINES, created + doc.deadline_s, doc.task_id)
-redis.call('ZADD', KEY.tenant_tasks, created, doc.task_id)
-redis.call('ZADD', KEY.session_tasks, created, doc.task_id)
-redis.call('ZADD', KEY.tenant_sessions, created, doc.fields.session_id)
+redis.call('ZADD', DEADLINES, NOW + doc.deadline_s, doc.task_id)
+redis.call('ZADD', KEY.tenant_tasks, NOW, doc.task_id)
+redis.call('ZADD', KEY.session_tasks, NOW, doc.task_id)
+redis.call('ZADD', KEY.tenant_sessions, NOW, doc.fields.session_id)
 if doc.fingerprint ~= '' then
   redis.call('SET', KEY.idempotency, doc.task_id .. ' ' .. doc.fingerprint, 'EX', doc.key_ttl_s)
 end

@@ -3,11 +3,14 @@
 -- doc: ClaimCallDoc
 -- Returns 'done', 'busy' or 'claimed'.
 if redis.call('HEXISTS', KEY.results, doc.call_id) == 1 then return 'done' end
--- A claim of a tool worker whose heartbeat lapsed (killed, host gone) holds nothing back.
-local holder = redis.call('GET', KEY.claim)
-if holder and redis.call('EXISTS', string.format(WORKER_ALIVE_KEY, holder)) == 0 then
-  redis.call('DEL', KEY.claim)
+-- Taken at once unless held; a claim of a tool worker whose heartbeat lapsed (killed, host
+-- gone) holds nothing back.
+if not redis.call('SET', KEY.claim, doc.worker, 'NX', 'PX', doc.ttl_ms) then
+  local holder = redis.call('GET', KEY.claim)
+  if redis.call('EXISTS', string.format(WORKER_ALIVE_KEY, holder)) == 1 then
+    return 'busy'
+  end
+  redis.call('SET', KEY.claim, doc.worker, 'PX', doc.ttl_ms)
 end
-if not redis.call('SET', KEY.claim, doc.worker, 'NX', 'PX', doc.ttl_ms) then return 'busy' end
 redis.call('SADD', KEY.worker_claims, KEY.claim)
 return 'claimed'
