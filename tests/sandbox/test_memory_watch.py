@@ -5,8 +5,8 @@ tree."""
 from __future__ import annotations
 
 import os
-import signal
-import time
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -16,39 +16,49 @@ from taskyard.sandbox.kernel.processes import descendants, stop_tree
 MIB = 1 << 20
 
 
-@contextmanager
-def session(root_mib: int, children: int, child_mib: int) -> Iterator[tuple[int, int]]:
-    """A forked "executor" that, once its baseline is read, touches `root_mib` MiB and forks
-    `children` that touch `child_mib` MiB each; (its pid, its baseline) once all hold it."""
-    go_read, go_write = os.pipe()
-    ready_read, ready_write = os.pipe()
-    root = os.fork()
-    if root == 0:
-        os.write(ready_write, b"r")
-        os.read(go_read, 1)
-        _held = bytearray(b"x" * (root_mib * MIB))  # touched, and kept while it sleeps
-        for _ in range(children):
-            if os.fork() == 0:
-                _own = bytearray(b"y" * (child_mib * MIB))
-                os.write(ready_write, b"c")
-                time.sleep(60)
-                os._exit(0)
-        os.write(ready_write, b"c")
+# The "executor": a fresh interpreter (not a fork of pytest, whose pages it would share and
+# whose proportional share would move as the children fork). It says "r", waits for a line,
+# touches ROOT MiB, forks CHILDREN that touch CHILD MiB each, and says "c" for each and itself.
+_SESSION = """
+import os, sys, time
+root_mib, children, child_mib = (int(a) for a in sys.argv[1:])
+print("r", flush=True)
+sys.stdin.readline()
+held = bytearray(root_mib << 20)
+held[::4096] = b"x" * len(held[::4096])  # every page touched
+for _ in range(children):
+    if os.fork() == 0:
+        own = bytearray(child_mib << 20)
+        own[::4096] = b"y" * len(own[::4096])
+        print("c", flush=True)
         time.sleep(60)
         os._exit(0)
+print("c", flush=True)
+time.sleep(60)
+"""
+
+
+@contextmanager
+def session(root_mib: int, children: int, child_mib: int) -> Iterator[tuple[int, int]]:
+    """A fresh "executor" that, once its baseline is read, touches `root_mib` MiB and forks
+    `children` that touch `child_mib` MiB each; (its pid, its baseline) once all hold it."""
+    argv = [sys.executable, "-c", _SESSION, str(root_mib), str(children), str(child_mib)]
+    root = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert root.stdin is not None and root.stdout is not None
     try:
-        assert os.read(ready_read, 1) == b"r"
-        baseline = proportional(root)
-        os.write(go_write, b"g")
+        assert root.stdout.readline() == "r\n"
+        baseline = proportional(root.pid)
+        root.stdin.write("go\n")
+        root.stdin.flush()
         for _ in range(children + 1):
-            assert os.read(ready_read, 1) == b"c"
-        yield root, baseline
+            assert root.stdout.readline() == "c\n"
+        yield root.pid, baseline
     finally:
-        stop_tree(keep=-1, root=root)
-        os.kill(root, signal.SIGKILL)
-        os.waitpid(root, 0)
-        for fd in (go_read, go_write, ready_read, ready_write):
-            os.close(fd)
+        stop_tree(keep=-1, root=root.pid)
+        root.kill()
+        root.wait()
+        root.stdin.close()
+        root.stdout.close()
 
 
 def test_a_sessions_children_count_with_it() -> None:
