@@ -45,6 +45,19 @@ def _containers(client: docker.DockerClient, provider: DockerSandboxProvider) ->
     return [c["Id"] for c in found]
 
 
+# A cell's start: fork children that sleep until the session's process share runs out (its
+# `except` and what it prints follow).
+_FORK_ALL = (
+    "import os, time\n"
+    "kids = 0\n"
+    "try:\n"
+    "    while kids < 1000:\n"
+    "        if os.fork() == 0:\n"
+    "            time.sleep(60); os._exit(0)\n"
+    "        kids += 1\n"
+)
+
+
 def _out(session: KernelSandbox, code: str) -> str:
     result = session.run(code, TIMEOUT)
     assert result.error is None, result.error
@@ -189,18 +202,7 @@ def test_an_interrupt_gives_the_process_share_back(
     pair: tuple[KernelSandbox, KernelSandbox],
 ) -> None:
     first, second = pair
-    fork_all = (
-        "import os, time\n"
-        "kids = 0\n"
-        "try:\n"
-        "    while kids < 1000:\n"
-        "        if os.fork() == 0:\n"
-        "            time.sleep(60); os._exit(0)\n"
-        "        kids += 1\n"
-        "except OSError:\n"
-        "    pass\n"
-        "print(kids)\n"
-    )
+    fork_all = _FORK_ALL + "except OSError:\n    pass\nprint(kids)\n"
     # Killed by the interrupt, its children would stay zombies of the executor if not reaped.
     assert first.run(fork_all + "while True: pass", 1.0).timed_out
     again = _out(first, fork_all)
@@ -211,18 +213,7 @@ def test_an_interrupt_gives_the_process_share_back(
 
 def test_a_fork_bomb_stays_in_its_session(pair: tuple[KernelSandbox, KernelSandbox]) -> None:
     first, second = pair
-    made = _out(
-        first,
-        "import os, time\n"
-        "kids = 0\n"
-        "try:\n"
-        "    while kids < 1000:\n"
-        "        if os.fork() == 0:\n"
-        "            time.sleep(60); os._exit(0)\n"
-        "        kids += 1\n"
-        "except OSError as exc:\n"
-        "    print(kids, type(exc).__name__)",
-    )
+    made = _out(first, _FORK_ALL + "except OSError as exc:\n    print(kids, type(exc).__name__)")
     kids, refusal = made.split()
     assert int(kids) < 64 and refusal == "BlockingIOError"  # its own pids share
     assert _out(second, "import subprocess; print(subprocess.run(['true']).returncode)") == "0\n"

@@ -210,16 +210,21 @@ D = ToolWorkerId("tools@d")
 HOST = f"{ENGINE}/c0ffee"  # a container of several sessions: their handles are HOST#<key>
 
 
+async def _hand_over_host(directory: SandboxDirectory, to: ToolWorkerId | None) -> int:
+    """A's sessions t:one and t:two, both on HOST, handed over to `to` (None: parked)."""
+    for key in ("t:one", "t:two"):
+        await directory.claim(A, key, ENGINE)
+    handed = {key: Handover(f"{HOST}#{key[2:]}", to) for key in ("t:one", "t:two")}
+    return await directory.hand_over(A, handed, "A stopped")
+
+
 async def test_a_parked_container_of_several_goes_whole_to_its_first_taker(
     directory: SandboxDirectory,
 ) -> None:
     await directory.beat(A, 10, ENGINE)
     for worker in (B, C):
         await directory.beat(worker, 10, ENGINE)
-    for key in ("t:one", "t:two"):
-        await directory.claim(A, key, ENGINE)
-    handed = {key: Handover(f"{HOST}#{key[2:]}") for key in ("t:one", "t:two")}
-    assert await directory.hand_over(A, handed, "A stopped") == 2
+    assert await _hand_over_host(directory, None) == 2
     await directory.stop_beating(A)
     assert await directory.claim(B, "t:one", ENGINE) == SessionClaim(
         "adopt", "A stopped", f"{HOST}#one"
@@ -236,10 +241,7 @@ async def test_a_container_of_several_handed_to_a_worker_routes_every_session_th
 ) -> None:
     for worker in (A, B, C):
         await directory.beat(worker, 10, ENGINE)
-    for key in ("t:one", "t:two"):
-        await directory.claim(A, key, ENGINE)
-    handed = {key: Handover(f"{HOST}#{key[2:]}", B) for key in ("t:one", "t:two")}
-    await directory.hand_over(A, handed, "A stopped")
+    await _hand_over_host(directory, B)
     await directory.stop_beating(A)
     assert await directory.claim(C, "t:two", ENGINE) == SessionClaim("forward", B.queue)
     assert (await directory.claim(B, "t:one", ENGINE)).verdict == "adopt"
@@ -251,10 +253,7 @@ async def test_a_container_whose_taker_died_goes_whole_to_the_next(
     await directory.beat(A, 10, ENGINE)
     await directory.beat(B, 0.05, ENGINE)
     await directory.beat(C, 10, ENGINE)
-    for key in ("t:one", "t:two"):
-        await directory.claim(A, key, ENGINE)
-    handed = {key: Handover(f"{HOST}#{key[2:]}", B) for key in ("t:one", "t:two")}
-    await directory.hand_over(A, handed, "A stopped")
+    await _hand_over_host(directory, B)
     await asyncio.sleep(0.1)  # B's heartbeat lapsed before it took the container
     assert (await directory.claim(C, "t:one", ENGINE)).verdict == "adopt"
     await directory.beat(D, 10, ENGINE)
