@@ -22,6 +22,7 @@ import docker
 import docker.errors
 
 from devstack import redis_server
+from devstack.confine import can_confine, confined_argv
 from devstack.engine_proxy import EngineAccess, engine_proxy_argv
 from devstack.hosts import Host
 from devstack.llm import proxy_argv, scripted_model_argv
@@ -286,9 +287,16 @@ class LocalStack:
         elif name == "beat":
             child.wait_log("beat: Starting", after=log_offset)
 
+    def confined(self, name: str) -> bool:
+        """Whether `name` starts through `devstack.confine`: a tool worker reaching the engine
+        through the proxy, when this process is root (the launcher needs root; a developer's
+        own user is the worker's then)."""
+        return name in self.engine_tokens and self._proxied and can_confine()
+
     def _spawn(self, name: str, argv: list[str]) -> None:
         self.argvs[name] = argv
-        hosted = self._host(name).argv(argv) if self.hosts else argv
+        launched = confined_argv(argv) if self.confined(name) else argv
+        hosted = self._host(name).argv(launched) if self.hosts else launched
         self.processes.start(name, hosted, env=self._env_of(name))
 
     def _env_of(self, name: str) -> dict[str, str]:
