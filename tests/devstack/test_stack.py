@@ -4,6 +4,7 @@ on hosts, every service binds its host's address and keeps its files in its host
 
 from __future__ import annotations
 
+import os
 import uuid
 from pathlib import Path
 
@@ -98,6 +99,22 @@ def test_without_the_proxy_the_tool_workers_get_the_engine_itself(tmp_path: Path
     env = stack._env_of("tool_worker")
     assert "TASKYARD_SANDBOX_ENGINE_TOKEN" not in env
     assert env.get("DOCKER_HOST") == stack.env().get("DOCKER_HOST")  # the stack's own engine
+
+
+def test_a_root_stacks_tool_workers_start_confined_when_they_use_the_proxy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def confined(name: str = "tool_worker", backend: str = "docker", proxy: bool = True) -> bool:
+        stack = LocalStack(run_dir=tmp_path, sandbox_backend=backend, engine_proxy=proxy)
+        return stack.confined(name)
+
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    assert confined() and confined("tool_worker_2") is False  # one tool worker by default
+    assert not confined(proxy=False)  # it needs the engine itself
+    assert not confined(backend="local")  # the namespace sandbox needs root
+    assert not confined("agent_worker")
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert not confined()  # a developer's own user: the worker is that user
 
 
 def test_on_hosts_a_service_without_one_is_refused(tmp_path: Path) -> None:

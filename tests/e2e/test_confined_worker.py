@@ -81,14 +81,3 @@ def test_a_compromised_worker_reaches_no_engine_socket(stack: LocalStack) -> Non
     }
     assert report["worker_environ"] == "PermissionError"  # the other's token
     assert report["proxy"] == {"/containers/json": 200, "/images/json": 403}
-
-
-def test_who_is_confined(tmp_path: Path) -> None:
-    def confined(name: str = "tool_worker", backend: str = "docker", proxy: bool = True) -> bool:
-        stack = LocalStack(run_dir=tmp_path, sandbox_backend=backend, engine_proxy=proxy)
-        return stack.confined(name)
-
-    assert confined()
-    assert not confined(proxy=False)  # it needs the engine itself
-    assert not confined(backend="local")  # the namespace sandbox needs root
-    assert not confined("agent_worker")
