@@ -3,6 +3,7 @@ environment: prints, as JSON, what it is and what each attempt gave."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import socket
@@ -16,13 +17,17 @@ _WRITES = ("/etc/confine-probe", "/tmp/probe")
 _STATUS = ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs")
 
 
+def _name(exc: OSError) -> str:
+    return errno.errorcode.get(exc.errno or 0, type(exc).__name__)
+
+
 def _connect(path: str) -> str:
-    """'connected', or the error's name."""
+    """'connected', or the error's name (ENOENT, ...)."""
     with socket.socket(socket.AF_UNIX) as sock:
         try:
             sock.connect(path)
         except OSError as exc:
-            return type(exc).__name__
+            return _name(exc)
     return "connected"
 
 
@@ -30,7 +35,7 @@ def _write(path: str) -> str:
     try:
         Path(path).write_text("x")
     except OSError as exc:
-        return type(exc).__name__
+        return _name(exc)
     return "written"
 
 
@@ -38,7 +43,7 @@ def _read(path: str) -> str:
     try:
         Path(path).read_bytes()
     except OSError as exc:
-        return type(exc).__name__
+        return _name(exc)
     return "read"
 
 

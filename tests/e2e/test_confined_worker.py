@@ -72,12 +72,10 @@ def test_a_compromised_worker_reaches_no_engine_socket(stack: LocalStack) -> Non
     }
     # /run is a fresh tmpfs; through another process's root, /proc refuses a stranger.
     for path, outcome in report["sockets"].items():
-        expected = "PermissionError" if path.startswith("/proc/") else "FileNotFoundError"
+        expected = "EACCES" if path.startswith("/proc/") else "ENOENT"
         assert outcome == expected, path
-    assert report["writes"] == {
-        "/etc/confine-probe": "PermissionError",
-        f"{ROOT}/probe": "PermissionError",
-        "/tmp/probe": "written",
-    }
-    assert report["worker_environ"] == "PermissionError"  # the other's token
+    writes = report["writes"]
+    assert writes["/etc/confine-probe"] == "EACCES" and writes["/tmp/probe"] == "written"
+    assert writes[f"{ROOT}/probe"] in {"EACCES", "EROFS"}  # EROFS: bound read-only under /root
+    assert report["worker_environ"] == "EACCES"  # the other's token
     assert report["proxy"] == {"/containers/json": 200, "/images/json": 403}
