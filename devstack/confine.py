@@ -31,7 +31,16 @@ from pathlib import Path
 
 from devstack.procs import ROOT
 
-__all__ = ["ENGINE_PATHS", "UID_BASE", "Plan", "can_confine", "confined_argv", "plan"]
+__all__ = [
+    "ENGINE_PATHS",
+    "SCRATCH",
+    "UID_BASE",
+    "Plan",
+    "can_confine",
+    "confined_argv",
+    "needed_paths",
+    "plan",
+]
 
 # Above any uid a distribution or a user namespace's subordinate range hands out, and with a pid
 # added (at most 2**22) still below 2**31, which some tools read as signed.
