@@ -93,7 +93,8 @@ def plan(kept: Iterable[str]) -> Plan:
     kept = _outermost(kept)
     engine = {os.path.realpath(path) for path in ENGINE_PATHS}
     covers = {path: "mode=0755,size=1m" for path in engine if os.path.isdir(path)}
-    covers.update({path: f"mode=1777,{size}" for path, size in SCRATCH.items()})
+    scratch = {path: size for path, size in SCRATCH.items() if os.path.isdir(path)}
+    covers.update({path: f"mode=1777,{size}" for path, size in scratch.items()})
     for path in kept:
         closed = _closed_ancestor(path)
         if closed:
