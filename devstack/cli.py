@@ -24,7 +24,7 @@ from taskyard.plumbing.settings import (
     env_name,
 )
 
-__all__ = ["DEMO_TASK", "add_up", "local_stack"]
+__all__ = ["DEMO_TASK", "add_up", "local_stack", "unconfined_note"]
 
 DEMO_TASK = "What is the square root of 2, to 12 decimal places? Use Python."
 
@@ -70,6 +70,8 @@ def _up(args: argparse.Namespace) -> int:
     print(
         f"starting the local stack (logs in {stack.run_dir}); model: scripted upstream", flush=True
     )
+    if unconfined := unconfined_note(stack):
+        print(unconfined, file=sys.stderr, flush=True)
     stack.start()
     code = 1
     try:
@@ -89,6 +91,15 @@ def _up(args: argparse.Namespace) -> int:
         return code
     finally:
         stack.stop(drain=True)
+
+
+def unconfined_note(stack: LocalStack) -> str:
+    """What to tell a user whose docker-backed tool workers will not start confined (not root,
+    or root without the capabilities), else ""."""
+    if stack.sandbox_backend != "docker" or stack.confined("tool_worker"):
+        return ""
+    return ("note: the tool workers run as this user, not confined (that needs root): they can "
+            "open the Docker engine's socket if this user can (docs/security.md)")  # fmt: skip
 
 
 def _settings_problems(exc: ValidationError) -> str:

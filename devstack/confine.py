@@ -60,6 +60,7 @@ _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 0x20, 0x1000, 0x4000, 0x40000
 _PR_CAPBSET_DROP, _PR_SET_NO_NEW_PRIVS = 24, 38
 _CAP_VERSION_3 = 0x20080522
 _ZEROS = (ctypes.c_ulong(0),) * 3  # prctl's unused arguments
+_NEEDED_CAPS = (6, 7, 8, 21)  # CAP_SETGID, CAP_SETUID, CAP_SETPCAP, CAP_SYS_ADMIN
 _CAP_SETS = {"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"}
 
 _libc = ctypes.CDLL(None, use_errno=True)  # the libc this interpreter links
@@ -75,8 +76,12 @@ class Plan:
 
 
 def can_confine() -> bool:
-    """Whether this process may confine a worker (the mounts and the uid change need root)."""
-    return sys.platform == "linux" and os.geteuid() == 0
+    """Whether this process may confine a worker: root with the capabilities the mounts and the
+    uid change need (root in an unprivileged container lacks CAP_SYS_ADMIN)."""
+    if sys.platform != "linux" or os.geteuid() != 0:
+        return False
+    effective = int(_status()["CapEff"], 16)
+    return all(effective >> cap & 1 for cap in _NEEDED_CAPS)
 
 
 def confined_argv(argv: Sequence[str]) -> list[str]:
@@ -173,17 +178,20 @@ def drop_to(uid: int) -> None:
 
 def check(uid: int, kept: Iterable[str]) -> None:
     """Raise unless this process is `uid` alone, without capabilities, and reaches `kept`."""
-    status = dict(
-        line.split(":\t", 1) for line in Path("/proc/self/status").read_text().splitlines()
-    )
+    status = _status()
     wrong = [name for name in _CAP_SETS if int(status[name], 16) != 0]
     if os.getresuid() != (uid,) * 3 or os.getresgid() != (uid,) * 3 or os.getgroups():
         wrong.append("uid, gid or groups")
-    if status["NoNewPrivs"].strip() != "1":
+    if status["NoNewPrivs"] != "1":
         wrong.append("NoNewPrivs")
     wrong += [path for path in kept if not os.access(path, os.R_OK | os.X_OK)]
     if wrong:
         raise SystemExit(f"devstack.confine: not confined as planned: {', '.join(wrong)}")
+
+
+def _status() -> dict[str, str]:
+    lines = Path("/proc/self/status").read_text().splitlines()
+    return {name: value.strip() for name, value in (line.split(":\t", 1) for line in lines)}
 
 
 def _call(function: Callable[..., int], *args: object) -> None:

@@ -4,7 +4,6 @@ on hosts, every service binds its host's address and keeps its files in its host
 
 from __future__ import annotations
 
-import os
 import uuid
 from pathlib import Path
 
@@ -108,12 +107,12 @@ def test_a_root_stacks_tool_workers_start_confined_when_they_use_the_proxy(
         stack = LocalStack(run_dir=tmp_path, sandbox_backend=backend, engine_proxy=proxy)
         return stack.confined(name)
 
-    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr("devstack.stack.can_confine", lambda: True)
     assert confined() and confined("tool_worker_2") is False  # one tool worker by default
     assert not confined(proxy=False)  # it needs the engine itself
     assert not confined(backend="local")  # the namespace sandbox needs root
     assert not confined("agent_worker")
-    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    monkeypatch.setattr("devstack.stack.can_confine", lambda: False)
     assert not confined()  # a developer's own user: the worker is that user
 
 

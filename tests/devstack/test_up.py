@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from dev_install import declared, taskyard_cli
 
-from devstack.cli import local_stack
+from devstack.cli import local_stack, unconfined_note
 from taskyard.client.cli import parser as taskyard_parser
 from taskyard.plumbing.settings import GatewaySettings
 
@@ -36,3 +36,15 @@ def test_up_serves_the_environments_api_keys(monkeypatch: pytest.MonkeyPatch) ->
     assert stack.env()["TASKYARD_API_KEYS"] == "k1=team-a,k2=team-b"  # what the gateway reads
     assert stack.api_key == "k1"  # the demo task's
     assert (stack.sandbox_backend, stack.ports.gateway) == ("local", 8123)
+
+
+@pytest.mark.parametrize("root", [True, False])
+def test_up_says_when_its_tool_workers_are_not_confined(
+    root: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("devstack.stack.can_confine", lambda: root)
+    parser = taskyard_parser(declared("taskyard.commands"))
+    docker_stack = local_stack(parser.parse_args(["up"]), GatewaySettings())
+    assert bool(unconfined_note(docker_stack)) is not root
+    local = local_stack(parser.parse_args(["up", "--sandbox", "local"]), GatewaySettings())
+    assert unconfined_note(local) == ""  # its workers keep root: the namespace sandbox needs it
