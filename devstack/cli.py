@@ -98,8 +98,9 @@ def unconfined_note(stack: LocalStack) -> str:
     or root without the capabilities), else ""."""
     if stack.sandbox_backend != "docker" or stack.confined("tool_worker"):
         return ""
-    return ("note: the tool workers run as this user, not confined (that needs root): they can "
-            "open the Docker engine's socket if this user can (docs/security.md)")  # fmt: skip
+    return ("note: the tool workers run as this user, not confined (that needs root with "
+            "CAP_SYS_ADMIN): they can open the Docker engine's socket if this user can "
+            "(docs/security.md)")  # fmt: skip
 
 
 def _settings_problems(exc: ValidationError) -> str:

@@ -289,8 +289,8 @@ class LocalStack:
 
     def confined(self, name: str) -> bool:
         """Whether `name` starts through `devstack.confine`: a tool worker reaching the engine
-        through the proxy, when this process is root (the launcher needs root; a developer's
-        own user is the worker's then)."""
+        through the proxy, when this process may confine it (root with its capabilities; else
+        the worker is this process's user, a developer's own)."""
         return name in self.engine_tokens and self._proxied and can_confine()
 
     def _spawn(self, name: str, argv: list[str]) -> None:
