@@ -54,10 +54,19 @@ def _proxy(path: str) -> int:
     return httpx.get(f"{base}{path}", headers=token, timeout=10).status_code
 
 
-def main(stack_pid: str, worker_pid: str, checkout: str) -> None:
-    status = dict(
-        line.split(":\t", 1) for line in Path("/proc/self/status").read_text().splitlines()
-    )
+def _signal(pid: int) -> str:
+    try:
+        os.kill(pid, 0)
+    except OSError as exc:
+        return _name(exc)
+    return "signalled"
+
+
+def main(stack_pid: str, checkout: str, *others: str) -> None:
+    """`others`: pids of processes whose environments hold engine tokens (the worker, the
+    engine proxy)."""
+    lines = Path("/proc/self/status").read_text().splitlines()
+    status = dict(line.split(":\t", 1) for line in lines)
     sockets = [*_ENGINE_SOCKETS]
     sockets += [f"/proc/{pid}/root{path}" for pid in ("1", stack_pid) for path in _ENGINE_SOCKETS]
     report = {
@@ -65,14 +74,10 @@ def main(stack_pid: str, worker_pid: str, checkout: str) -> None:
         "groups": os.getgroups(),
         "status": {name: status[name].strip() for name in _STATUS},
         "sockets": {path: _connect(path) for path in sockets},
-        "writes": {
-            path: _write(path) for path in ("/etc/confine-probe", f"{checkout}/probe", "/tmp/probe")
-        },
-        "worker_environ": _read(f"/proc/{worker_pid}/environ"),
-        "proxy": {
-            "/containers/json": _proxy("/containers/json"),
-            "/images/json": _proxy("/images/json"),
-        },
+        "writes": {path: _write(path) for path in (*_WRITES, f"{checkout}/probe")},
+        "environs": {pid: _read(f"/proc/{pid}/environ") for pid in others},
+        "signals": {pid: _signal(int(pid)) for pid in others},
+        "proxy": {path: _proxy(path) for path in ("/containers/json", "/images/json")},
     }
     print(json.dumps(report))
 

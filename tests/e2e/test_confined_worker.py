@@ -1,6 +1,7 @@
 """The local stack's tool worker as a compromised one would find itself (`devstack.confine`):
-not root, no capabilities, no_new_privs, no engine socket by any path, another worker's token
-out of reach; and the engine proxy still answering it, so the stack's tasks run (test_demo)."""
+not root, no capabilities, no_new_privs, no engine socket by any path, the tokens of another
+worker and of the engine proxy out of reach; and the engine proxy still answering it, so the
+stack's tasks run (test_demo)."""
 
 from __future__ import annotations
 
@@ -60,8 +61,9 @@ def test_the_tool_worker_runs_confined(stack: LocalStack) -> None:
 
 
 def test_a_compromised_worker_reaches_no_engine_socket(stack: LocalStack) -> None:
-    worker = stack.procs["tool_worker"].pid
-    argv = confined_argv([sys.executable, str(PROBE), str(os.getpid()), str(worker), str(ROOT)])
+    worker, proxy = stack.procs["tool_worker"].pid, stack.procs["engine_proxy"].pid
+    others = [str(worker), str(proxy)]  # their environments hold engine tokens
+    argv = confined_argv([sys.executable, str(PROBE), str(os.getpid()), str(ROOT), *others])
     done = subprocess.run(argv, env=_environ(worker), cwd=ROOT, capture_output=True, timeout=60)
     assert done.returncode == 0, done.stderr.decode()
     report = json.loads(done.stdout)
@@ -77,5 +79,6 @@ def test_a_compromised_worker_reaches_no_engine_socket(stack: LocalStack) -> Non
     writes = report["writes"]
     assert writes["/etc/confine-probe"] == "EACCES" and writes["/tmp/probe"] == "written"
     assert writes[f"{ROOT}/probe"] in {"EACCES", "EROFS"}  # EROFS: bound read-only under /root
-    assert report["worker_environ"] == "EACCES"  # the other's token
+    assert report["environs"] == dict.fromkeys(others, "EACCES")  # their tokens
+    assert report["signals"] == dict.fromkeys(others, "EPERM")
     assert report["proxy"] == {"/containers/json": 200, "/images/json": 403}
