@@ -17,8 +17,6 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Coroutine
-from typing import Any, Literal
 
 from celery import Celery
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -55,17 +53,14 @@ from taskyard.runtime.jobs import (
 )
 from taskyard.runtime.store import CallClaim, TaskStore, ToolResultStored
 from taskyard.runtime.store.sandboxes import SandboxDirectory, SessionClaim, ToolWorkerId
+from taskyard.runtime.store.tool_calls import CallClaimed, call_claim
 
-__all__ = ["Claimed", "ToolCallRunner", "record_ttl_s"]
+__all__ = ["ToolCallRunner", "record_ttl_s"]
 
 # The jobs that go to the live worker holding their session's interpreter.
 HeldJob = ToolRunJob | SessionFilesJob | McpListJob | SessionForkJob
 
 log = logging.getLogger("taskyard.tool_worker")
-
-Claimed = Literal["claimed", "busy", "done"]
-"""Whether a job runs its call: `claimed` it does, `busy` a duplicate runs it now, `done` its
-result is in."""
 
 
 def record_ttl_s(settings: ToolWorkerSettings) -> float:
@@ -132,8 +127,9 @@ class ToolCallRunner:
         """Run one tool call of a task's step; the result that completes the step pushes the
         next step's job with it. Raises `CallFailed` when the worker could not run the call
         and `may_retry`; without, the model reads why."""
-        asked = self.placement.ask(job.session_key) if sticky_session(job) else None
-        session, claimed = self.loop.run(self._claims(job, asked))  # one trip for both
+        session_key = job.session_key if sticky_session(job) else None
+        call = call_claim(job.task_id, job.step, job.call.id, self.me.node, self._claim_ttl_s())
+        session, claimed = self.loop.run(self.placement.ask(session_key, call))  # one trip
         if session is not None:
             self.placement.settle(job.session_key, session)
         if claimed is None:  # the session's live holder runs it
@@ -171,25 +167,17 @@ class ToolCallRunner:
         log.info("session held by another tool worker; job forwarded to %s", claim.detail)
         self.placement.forward(envelope(self.celery, job))
 
-    async def _claims(
-        self, job: ToolRunJob, asked: Awaitable[SessionClaim] | None
-    ) -> tuple[SessionClaim | None, Claimed | None]:
-        """On the loop: the session's claim (`asked`, for a call using its interpreter), then
-        the call's (`claim`), unless the session's live holder is to run it (None)."""
-        session = await asked if asked is not None else None
-        if session is not None and session.verdict == "forward":
-            return session, None
-        return session, await self._claim_call(job)
+    def claim(self, job: ToolRunJob) -> CallClaimed:
+        """Whether this job runs the call (see `CallClaimed`): a duplicate running it would
+        run it twice in the session's interpreter. A claim outlives the longest call; a dead
+        worker's lapses then, or at once when the worker starts again."""
+        claim = self.store.claim_call(
+            job.task_id, job.step, job.call.id, self.me.node, self._claim_ttl_s()
+        )
+        return self.loop.run(claim)
 
-    def claim(self, job: ToolRunJob) -> Claimed:
-        """Whether this job runs the call (see `Claimed`): a duplicate running it would run it
-        twice in the session's interpreter. A claim outlives the longest call; a dead worker's
-        lapses then, or at once when the worker starts again."""
-        return self.loop.run(self._claim_call(job))
-
-    def _claim_call(self, job: ToolRunJob) -> Coroutine[Any, Any, Claimed]:
-        ttl_s = self.settings.stall_s + self.settings.sandbox_timeout_s
-        return self.store.claim_call(job.task_id, job.step, job.call.id, self.me.node, ttl_s)
+    def _claim_ttl_s(self) -> float:
+        return self.settings.stall_s + self.settings.sandbox_timeout_s
 
     def _claim_of(self, job: ToolRunJob, cells: HeldCells) -> CallClaim:
         if not self.tools.has_sandbox(job.session_key):

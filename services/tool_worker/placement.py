@@ -28,7 +28,10 @@ from services.tool_worker.toolbox import Toolbox
 from taskyard.plumbing.keys import tool_queue
 from taskyard.plumbing.loop import LoopThread
 from taskyard.runtime.jobs import FILES_TOOL, Envelope
+from taskyard.runtime.store.documents import ClaimCallDoc
 from taskyard.runtime.store.sandboxes import Handover, SandboxDirectory, SessionClaim, ToolWorkerId
+from taskyard.runtime.store.script_keys import ClaimCallKeys
+from taskyard.runtime.store.tool_calls import CallClaimed
 from taskyard.sandbox import SandboxError, SandboxProvider
 
 __all__ = ["Placement"]
@@ -62,12 +65,19 @@ class Placement:
 
     def claim(self, session_key: str) -> SessionClaim:
         """Claim the session's interpreter for a call about to run here (see module doc)."""
-        return self.settle(session_key, self.loop.run(self.ask(session_key)))
+        place = self.tools.sandboxes().place
+        return self.settle(
+            session_key, self.loop.run(self.directory.claim(self.me, session_key, place))
+        )
 
-    def ask(self, session_key: str) -> Coroutine[Any, Any, SessionClaim]:
-        """The directory's claim of the session for a call about to run here, to await on the
-        worker's loop (with the call's own claim: one trip there); `settle` its answer."""
-        return self.directory.claim(self.me, session_key, self.tools.sandboxes().place)
+    def ask(
+        self, session_key: str | None, call: tuple[ClaimCallKeys, ClaimCallDoc]
+    ) -> Coroutine[Any, Any, tuple[SessionClaim | None, CallClaimed | None]]:
+        """A tool call's claims, to await on the worker's loop: the session's (None: a call
+        using no interpreter; `settle` its answer), then the call's (`call_claim`'s; None when
+        the session's live holder is to run it), one round trip for both."""
+        place = self.tools.sandboxes().place if session_key is not None else None
+        return self.directory.claim_run(self.me, session_key, place, call)
 
     def settle(self, session_key: str, claim: SessionClaim) -> SessionClaim:
         """Act on the directory's answer to `ask`: drop a stale copy of the interpreter, take

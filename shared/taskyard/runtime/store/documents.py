@@ -17,6 +17,7 @@ __all__ = [
     "BeginStepDoc",
     "CellsDoc",
     "ClaimCallDoc",
+    "ClaimRunDoc",
     "ClaimSessionDoc",
     "CommitStepDoc",
     "CreateScheduleDoc",
@@ -177,6 +178,13 @@ class ClaimCallDoc(TypedDict):
 
 class ReleaseClaimsDoc(TypedDict):
     worker: str
+
+
+class ClaimRunDoc(TypedDict):
+    """A call's claim, after its session's (for a call that uses the interpreter)."""
+
+    call: ClaimCallDoc
+    session: NotRequired[ClaimSessionDoc]
 
 
 # -- approvals -------------------------------------------------------------------------------

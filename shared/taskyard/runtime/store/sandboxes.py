@@ -26,15 +26,24 @@ from typing import Literal
 from taskyard.plumbing import keys
 from taskyard.runtime.store import redis_replies
 from taskyard.runtime.store.documents import (
+    ClaimCallDoc,
+    ClaimRunDoc,
     ClaimSessionDoc,
     EndSessionsDoc,
     HandOverDoc,
     HeirDoc,
     RedriveQueueDoc,
 )
-from taskyard.runtime.store.script_keys import RecordsKeys, SandboxKeys, WorkerQueueKeys
-from taskyard.runtime.store.script_replies import REDRIVE, SESSION_CLAIM, decode
+from taskyard.runtime.store.script_keys import (
+    ClaimCallKeys,
+    ClaimRunKeys,
+    RecordsKeys,
+    SandboxKeys,
+    WorkerQueueKeys,
+)
+from taskyard.runtime.store.script_replies import CLAIM_RUN, REDRIVE, SESSION_CLAIM, decode
 from taskyard.runtime.store.tasks import Tasks
+from taskyard.runtime.store.tool_calls import CallClaimed
 
 __all__ = ["Handover", "SandboxDirectory", "SessionClaim", "ToolWorkerId"]
 
@@ -87,13 +96,38 @@ class SandboxDirectory:
     ) -> SessionClaim:
         """See `claim_session.lua`; `place`: where the worker's sandboxes run (None: it can
         take no interpreter over)."""
-        record = keys.session_sandbox(session_key)
-        doc = ClaimSessionDoc(node=worker.node, incarnation=worker.incarnation,
-                              queue=worker.queue, record_ttl_s=self.record_ttl_s,
-                              place=place or "")  # fmt: skip
+        record, doc = keys.session_sandbox(session_key), self._claim_doc(worker, place)
         raw = await self.store.script("sandboxes/claim_session", SandboxKeys(record), doc)
         reply = decode(SESSION_CLAIM, raw)
         return SessionClaim(reply.verdict, reply.detail, reply.handle)
+
+    async def claim_run(
+        self,
+        worker: ToolWorkerId,
+        session_key: str | None,
+        place: str | None,
+        call: tuple[ClaimCallKeys, ClaimCallDoc],
+    ) -> tuple[SessionClaim | None, CallClaimed | None]:
+        """A call's two claims in one round trip (`claim_run.lua`): the session's (`claim`;
+        None without a `session_key`, for a call that uses no interpreter), then the call's
+        (`call`: `call_claim`'s; None when the session's live holder is to run it)."""
+        call_keys, call_doc = call
+        doc = ClaimRunDoc(call=call_doc)
+        records: tuple[str, ...] = ()
+        if session_key is not None:
+            doc["session"] = self._claim_doc(worker, place)
+            records = (keys.session_sandbox(session_key),)
+        keys_ = ClaimRunKeys(*call_keys, session=records)
+        reply = decode(CLAIM_RUN, await self.store.script("tool_calls/claim_run", keys_, doc))
+        session = None
+        if reply.verdict:
+            session = SessionClaim(reply.verdict, reply.detail, reply.handle)
+        return session, reply.call or None
+
+    def _claim_doc(self, worker: ToolWorkerId, place: str | None) -> ClaimSessionDoc:
+        return ClaimSessionDoc(node=worker.node, incarnation=worker.incarnation,
+                               queue=worker.queue, record_ttl_s=self.record_ttl_s,
+                               place=place or "")  # fmt: skip
 
     async def place_fork(self, worker: ToolWorkerId, source_key: str, new_key: str) -> None:
         """The worker holds `new_key`'s interpreter now, a fork of `source_key`'s (with its

@@ -15,6 +15,7 @@ __all__ = [
     "AdvanceScheduleKeys",
     "BeginStepKeys",
     "ClaimCallKeys",
+    "ClaimRunKeys",
     "CommitStepKeys",
     "CreateScheduleKeys",
     "CreateTaskKeys",
@@ -124,6 +125,13 @@ class ClaimCallKeys(NamedTuple):
     worker_claims: str
 
 
+class ClaimRunKeys(NamedTuple):
+    results: str
+    claim: str
+    worker_claims: str
+    session: tuple[str, ...]  # the session's sandbox record, for a call that uses it; else none
+
+
 class WorkerClaimsKeys(NamedTuple):
     worker_claims: str
 
@@ -211,6 +219,7 @@ _SCRIPTS: dict[str, type[ScriptKeys]] = {
     "tasks/publish_live": TaskKeys,
     "tasks/release_session": SessionKeys,
     "tool_calls/claim_call": ClaimCallKeys,
+    "tool_calls/claim_run": ClaimRunKeys,
     "tool_calls/put_tool_result": PutToolResultKeys,
     "tool_calls/release_claims": WorkerClaimsKeys,
 }  # a script not here (push_jobs) takes no keys

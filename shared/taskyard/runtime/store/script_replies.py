@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, SkipValidation, TypeAdapter
 __all__ = [
     "APPROVAL",
     "BEGIN_STEP",
+    "CLAIM_RUN",
     "COMMIT_STEP",
     "CREATE_TASK",
     "END_TASK",
@@ -25,6 +26,7 @@ __all__ = [
     "SESSION_CLAIM",
     "ApprovalOutcome",
     "ApprovalReply",
+    "ClaimRunReply",
     "CreateOutcome",
     "CreateTaskReply",
     "ForkSessionReply",
@@ -173,6 +175,16 @@ class SessionClaimReply(_Reply):
 
 
 SESSION_CLAIM = TypeAdapter(SessionClaimReply)
+
+
+class ClaimRunReply(_Reply):
+    verdict: Literal["new", "mine", "forward", "lost", "adopt", ""]  # '': no session asked
+    detail: str
+    handle: str
+    call: Literal["claimed", "done", "busy", ""]  # '': forwarded, not claimed
+
+
+CLAIM_RUN = TypeAdapter(ClaimRunReply)
 
 
 class Redriven(_Reply):

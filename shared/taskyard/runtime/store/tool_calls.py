@@ -24,7 +24,11 @@ from taskyard.runtime.store.documents import (
 from taskyard.runtime.store.script_keys import ClaimCallKeys, PutToolResultKeys, WorkerClaimsKeys
 from taskyard.runtime.store.script_replies import RESULT_STORED, decode
 
-__all__ = ["CallClaim", "ToolCalls", "ToolResultStored"]
+__all__ = ["CallClaim", "CallClaimed", "ToolCalls", "ToolResultStored", "call_claim"]
+
+CallClaimed = Literal["claimed", "done", "busy"]
+"""Whether a worker runs a call: `claimed` it does, `busy` another holds it, `done` its result
+is in."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,17 +107,12 @@ class ToolCalls(ScriptedStore):
 
     async def claim_call(
         self, task_id: str, step: int, call_id: str, worker: str, ttl_s: float
-    ) -> Literal["claimed", "done", "busy"]:
+    ) -> CallClaimed:
         """Claim a tool call for `worker` (its label) to run, in one round trip: `done` if its
         result is in, `busy` while another holds it (a claim lapses after `ttl_s`, when that
         worker starts again, or as its result is stored)."""
-        claim = keys.tool_call_claim(task_id, step, call_id)
-        keys_ = ClaimCallKeys(keys.task_tool_results(task_id, step), claim,
-                              keys.tool_worker_claims(worker))  # fmt: skip
-        doc = ClaimCallDoc(call_id=call_id, worker=worker, ttl_ms=int(ttl_s * 1000))
-        claimed: Literal["claimed", "done", "busy"] = await self.script(
-            "tool_calls/claim_call", keys_, doc
-        )
+        keys_, doc = call_claim(task_id, step, call_id, worker, ttl_s)
+        claimed: CallClaimed = await self.script("tool_calls/claim_call", keys_, doc)
         return claimed
 
     async def release_call(self, task_id: str, step: int, call_id: str, worker: str) -> None:
@@ -130,3 +129,14 @@ class ToolCalls(ScriptedStore):
         doc = ReleaseClaimsDoc(worker=worker)
         keys_ = WorkerClaimsKeys(keys.tool_worker_claims(worker))
         return int(await self.script("tool_calls/release_claims", keys_, doc))
+
+
+def call_claim(
+    task_id: str, step: int, call_id: str, worker: str, ttl_s: float
+) -> tuple[ClaimCallKeys, ClaimCallDoc]:
+    """The keys and document of `worker`'s claim on a call (`ToolCalls.claim_call`; with the
+    session's claim: `SandboxDirectory.claim_run`)."""
+    keys_ = ClaimCallKeys(keys.task_tool_results(task_id, step),
+                          keys.tool_call_claim(task_id, step, call_id),
+                          keys.tool_worker_claims(worker))  # fmt: skip
+    return keys_, ClaimCallDoc(call_id=call_id, worker=worker, ttl_ms=int(ttl_s * 1000))

@@ -276,3 +276,85 @@ local function roll_back(before, paths, values, compaction, epoch)
   end
   redis.call('INCR', epoch)
 end
+
+-- A tool worker's claims before it runs a call (claim_session.lua, claim_call.lua, both in one
+-- trip: claim_run.lua).
+
+-- The session's interpreter, for the worker `d` (ClaimSessionDoc) about to use it: its verdict
+-- {verdict, detail, handle} as claim_session.lua tells.
+local function claim_session(record, d)
+  local f = redis.call('HMGET', record, 'node', 'incarnation', 'state', 'reason', 'queue',
+                       'last_used', 'sandbox')
+  local function take(verdict, why, handle)
+    redis.call('HSET', record, 'node', d.node, 'incarnation', d.incarnation,
+               'queue', d.queue, 'state', 'live', 'reason', '', 'sandbox', handle or '')
+    redis.call('EXPIRE', record, d.record_ttl_s)
+    return {verdict = verdict, detail = why, handle = handle or ''}
+  end
+  local function forward(queue)
+    return {verdict = 'forward', detail = queue, handle = ''}
+  end
+  -- A handle naming a session on a container of several ('<host>#<key>') is taken over by the
+  -- one worker holding that container: the first to adopt one of its sessions, or the one its
+  -- leaving worker chose. Another live holder gets the call (and the session) instead: nil
+  -- when this worker may adopt it, else the forward.
+  local function held_elsewhere(handle)
+    local host = string.match(handle, '^(.*)#')
+    if not host then return nil end
+    local host_key = string.format(SANDBOX_HOST_KEY, host)
+    local h = redis.call('HMGET', host_key, 'node', 'incarnation', 'queue')
+    local mine = h[1] == d.node and h[2] == d.incarnation
+    if h[1] and not mine and redis.call('GET', string.format(WORKER_ALIVE_KEY, h[1])) == h[2] then
+      redis.call('HSET', record, 'state', 'handed', 'node', h[1], 'incarnation', h[2],
+                 'queue', h[3])
+      return forward(h[3])
+    end
+    redis.call('HSET', host_key, 'node', d.node, 'incarnation', d.incarnation,
+               'queue', d.queue)
+    redis.call('EXPIRE', host_key, d.record_ttl_s)
+    return nil
+  end
+  if not f[1] then return take('new', '') end
+  local same_node, same_run = f[1] == d.node, f[2] == d.incarnation
+  if same_node and same_run and f[3] == 'live' then
+    redis.call('EXPIRE', record, d.record_ttl_s)
+    return {verdict = 'mine', detail = '', handle = ''}
+  end
+  -- Read only past 'mine', every call's case: a worker asking is alive.
+  local holder_lives = redis.call('GET', string.format(WORKER_ALIVE_KEY, f[1])) == f[2]
+  -- Handed over to the worker it names (or, parked, to none in particular): taken over here
+  -- if it runs where this worker's sandboxes run, unless it waits for another live worker.
+  if f[3] == 'handed' or f[3] == 'parked' then
+    if f[3] == 'handed' and not same_node and holder_lives then return forward(f[5]) end
+    local handle, place = f[7] or '', d.place
+    if place ~= '' and string.sub(handle, 1, #place + 1) == place .. '/' then
+      return held_elsewhere(handle) or take('adopt', f[4] or '', handle)
+    end
+    return take('lost', (f[4] or '') .. ', and no tool worker where its interpreter runs ' ..
+                'took it over')
+  end
+  if f[3] ~= 'live' then return take('lost', f[4] or '') end
+  if not same_node and holder_lives then return forward(f[5]) end
+  -- Its holder is gone: if no call ever finished in it, there was no state to lose.
+  if not f[6] then return take('new', '') end
+  if same_node then return take('lost', 'its tool worker ' .. f[1] .. ' restarted') end
+  return take('lost', 'its tool worker ' .. f[1] .. ' stopped answering: it was killed, or ' ..
+              'its host is gone')
+end
+
+-- The call, for the worker `d` (ClaimCallDoc) to run, unless its result is in ('done') or
+-- another worker holds it ('busy'): 'claimed'. A claim of a tool worker whose heartbeat lapsed
+-- (killed, host gone) holds nothing back.
+local function claim_call(results, claim, worker_claims, d)
+  if redis.call('HEXISTS', results, d.call_id) == 1 then return 'done' end
+  -- Taken at once unless held.
+  if not redis.call('SET', claim, d.worker, 'NX', 'PX', d.ttl_ms) then
+    local holder = redis.call('GET', claim)
+    if redis.call('EXISTS', string.format(WORKER_ALIVE_KEY, holder)) == 1 then
+      return 'busy'
+    end
+    redis.call('SET', claim, d.worker, 'PX', d.ttl_ms)
+  end
+  redis.call('SADD', worker_claims, claim)
+  return 'claimed'
+end
