@@ -19,8 +19,10 @@ if claim then
     redis.call('HSET', sandbox, 'last_used', claim.used)
   end
   if doc.cells then
-    redis.call('RPUSH', cells, unpack(doc.cells.codes))
-    redis.call('LTRIM', cells, -doc.cells.keep, -1)
+    -- RPUSH answers the length: trimmed only once past what the session keeps.
+    if redis.call('RPUSH', cells, unpack(doc.cells.codes)) > doc.cells.keep then
+      redis.call('LTRIM', cells, -doc.cells.keep, -1)
+    end
     redis.call('EXPIRE', cells, doc.cells.ttl_s)
   end
 end
