@@ -25,7 +25,8 @@ from taskyard.sandbox.docker.provider import DockerSandboxProvider
 
 SHAPES = {"one container a session": 1, "fork server": 8}
 SIZES_MB = (0, 100)
-STEPS = ("_SAVE", "files", "_LOAD")  # the copy's three parts, as `copy_interpreter` runs them
+# The copy's three parts, as `copy_interpreter` runs them: each step's function there.
+STEPS = {"save": "_save", "files": "_copy_files", "load": "_load"}
 
 
 def _median_ms(seconds: list[float]) -> str:
@@ -34,32 +35,28 @@ def _median_ms(seconds: list[float]) -> str:
 
 @contextmanager
 def _steps_timed() -> Iterator[dict[str, list[float]]]:
-    """Time each part of every fork meanwhile: the source's save cell, the files' copy, the
-    new session's load cell."""
+    """Time each part of every fork meanwhile: the source's save (with its hand-over, on a
+    fork server), the files' copy, the new session's load."""
     times: dict[str, list[float]] = {step: [] for step in STEPS}
-    cell, copy = interpreter_copy._cell, interpreter_copy._copy_files
-    names = {interpreter_copy._SAVE: "_SAVE", interpreter_copy._LOAD: "_LOAD"}
+    originals = {step: getattr(interpreter_copy, name) for step, name in STEPS.items()}
 
-    def timed_cell(sandbox: Any, code: str, what: str) -> str:
-        start = time.perf_counter()
-        try:
-            return cell(sandbox, code, what)
-        finally:
-            if code in names:
-                times[names[code]].append(time.perf_counter() - start)
+    def timed(step: str) -> Callable[..., Any]:
+        def run(*args: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return originals[step](*args)
+            finally:
+                times[step].append(time.perf_counter() - start)
 
-    def timed_copy(*args: Any) -> dict[str, str]:
-        start = time.perf_counter()
-        try:
-            return copy(*args)
-        finally:
-            times["files"].append(time.perf_counter() - start)
+        return run
 
-    interpreter_copy._cell, interpreter_copy._copy_files = timed_cell, timed_copy  # type: ignore[assignment]
+    for step, name in STEPS.items():
+        setattr(interpreter_copy, name, timed(step))
     try:
         yield times
     finally:
-        interpreter_copy._cell, interpreter_copy._copy_files = cell, copy  # type: ignore[assignment]
+        for step, name in STEPS.items():
+            setattr(interpreter_copy, name, originals[step])
 
 
 def _timed(action: Callable[[], object]) -> float:
@@ -85,8 +82,7 @@ def bench_shape(name: str, sessions: int, forks: int) -> None:
         print(f"{name:24} fresh session, first cell:        {_median_ms(fresh)}")
         for size in SIZES_MB:
             took, steps = _forks(provider, size, forks)
-            parts = ", ".join(f"{step.strip('_').lower()} {_median_ms(steps[step])}"
-                              for step in STEPS)  # fmt: skip
+            parts = ", ".join(f"{step} {_median_ms(steps[step])}" for step in STEPS)
             print(f"{name:24} fork, {size:3} MB of arrays:         {_median_ms(took)}  ({parts})")
     finally:
         provider.close_all()

@@ -2,10 +2,13 @@
 
 No backend can fork the executor process itself with its walls intact (docs/security.md), so
 the copy is a transfer of state between two interpreters, over what every backend already
-has: cells and file requests. The source saves its namespace into a snapshot in its working
-directory (`kernel/snapshot.py`), the working directory's files (the snapshot with them) are
-copied to the new session's, and the new session loads the snapshot. Both sessions are their
-own from then on: nothing one does afterwards reaches the other.
+has: cells and file requests. The source saves its namespace into a snapshot
+(`kernel/snapshot.py`), the working directory's files are copied to the new session's, and
+the new session loads the snapshot. Where one fork server serves both sessions the snapshot
+stays in memory: a sealed memory file the kernel hands from one to the other
+(`kernel/handover.py`), mapped copy-on-write by the new session. Elsewhere it is written to
+the source's working directory, copied with the other files, and removed from the source.
+Both sessions are their own from then on: nothing one does afterwards reaches the other.
 
 The source is held throughout (`KernelSandbox.exclusive`): no cell or file request of its
 session runs between the snapshot and the copy of its files.
@@ -15,7 +18,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from taskyard.sandbox.base import InterpreterCopy
+from taskyard.sandbox.base import ExecutionResult, InterpreterCopy
 from taskyard.sandbox.errors import FileRefused, SandboxUnavailable
 from taskyard.sandbox.kernel import MAX_REQUEST_BYTES
 from taskyard.sandbox.session import KernelSandbox
@@ -31,6 +34,7 @@ _SNAPSHOT = "__import__('kernel.snapshot').snapshot"
 _SAVE = f"{_SNAPSHOT}.save(globals(), {SNAPSHOT_DIR!r})"
 _LOAD = f"{_SNAPSHOT}.load(globals(), {SNAPSHOT_DIR!r})"
 _DISCARD = f"{_SNAPSHOT}.discard({SNAPSHOT_DIR!r})"
+_SAVING, _LOADING = "saving the interpreter's state", "loading the interpreter's state"
 _MORE_FILES = {"(more files)": "the working directory has more files than one copy takes"}
 
 
@@ -47,19 +51,41 @@ class _Saved(BaseModel):
 def copy_interpreter(source: KernelSandbox, target: KernelSandbox) -> InterpreterCopy:
     """Copy the source's namespace and working directory into `target`, whose kernel starts
     here. Raises `SandboxUnavailable` saying why when the copy cannot be made (the snapshot
-    does not fit the working directory, a cell of the copy fails); what `run` raises."""
-    saved = _saved(_cell(source, _SAVE, "saving the interpreter's state"))
+    does not fit the working directory or the memory share, a cell of the copy fails); what
+    `run` raises."""
+    saved, handed = _save(source, target)
     try:
         skipped = saved.skipped | _copy_files(source, target, saved.parts)
     finally:
-        _cell(source, _DISCARD, "removing the snapshot")
-    _cell(target, _LOAD, "loading the interpreter's state")
+        if not handed:
+            _cell(source, _DISCARD, "removing the snapshot")
+    _load(target, handed)
     return InterpreterCopy(skipped, saved.bytes)
+
+
+def _save(source: KernelSandbox, target: KernelSandbox) -> tuple[_Saved, bool]:
+    """The source's snapshot, and whether it was handed to the target inside their kernel (one
+    kernel serves both); else it is in the source's working directory."""
+    handed = source.hand_over(target, _CELL_TIMEOUT_S)
+    if handed is None:
+        return _saved(_cell(source, _SAVE, _SAVING)), False
+    return _saved(_stdout(handed, _SAVING)), True
+
+
+def _load(target: KernelSandbox, handed: bool) -> None:
+    if handed:
+        _stdout(target.load_handed(_CELL_TIMEOUT_S), _LOADING)
+    else:
+        _cell(target, _LOAD, _LOADING)
 
 
 def _cell(sandbox: KernelSandbox, code: str, what: str) -> str:
     """Run one of the copy's own cells; its stdout. Any failure refuses the fork."""
-    result = sandbox.run(code, _CELL_TIMEOUT_S)
+    return _stdout(sandbox.run(code, _CELL_TIMEOUT_S), what)
+
+
+def _stdout(result: ExecutionResult, what: str) -> str:
+    """A step of the copy's stdout; any failure refuses the fork, saying `what` failed."""
     if result.error or result.state_lost or result.timed_out:
         reason = (result.error or "the interpreter was lost").strip().splitlines()[-1]
         raise SandboxUnavailable(f"{what} failed: {reason}")

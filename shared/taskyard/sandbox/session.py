@@ -102,6 +102,30 @@ class KernelSandbox:
         missing), `SandboxLimitReached` when no room can be made for one, and
         `SandboxClosed` after `close`.
         """
+        return self._request({"code": code}, timeout)
+
+    def hand_over(self, target: KernelSandbox, timeout: float) -> ExecutionResult | None:
+        """Save this session's interpreter for `target` to load (`load_handed`), inside their
+        kernel, when one serves both (a fork server's: a sealed snapshot in memory, never on
+        disk); None, with nothing run, when they are apart. Starts `target`'s kernel; a cell's
+        result otherwise, as `run` gives it (and raises)."""
+        key = target.key_beside(self)
+        if key is None:
+            return None
+        return self._request({"snapshot_to": key}, timeout)
+
+    def load_handed(self, timeout: float) -> ExecutionResult:
+        """Load the snapshot another session handed over (`hand_over`), as `run` runs a cell."""
+        return self._request({"load_snapshot": True}, timeout)
+
+    def key_beside(self, other: KernelSandbox) -> str | None:
+        """This session's key in `other`'s kernel when one kernel serves both, else None;
+        starts this session's kernel. Raises what `write_file` raises."""
+        with self._file_requests(start=True):
+            here, there = self._channel, other._channel
+            return there.key_beside(here) if isinstance(there, SharedKernel) and here else None
+
+    def _request(self, message: dict[str, Any], timeout: float) -> ExecutionResult:
         deadline = time.monotonic() + timeout
         if not self._lock.acquire(timeout=max(0.0, timeout)):
             return ExecutionResult(
@@ -115,7 +139,7 @@ class KernelSandbox:
             with self._cancel_lock:
                 self._busy, self._cancel_pending = True, False
             try:
-                return self._run_locked(code, timeout, deadline)
+                return self._run_locked(message, timeout, deadline)
             finally:
                 with self._cancel_lock:
                     self._busy, self._call = False, None
@@ -328,7 +352,9 @@ class KernelSandbox:
             self._closed = True
             self._drop_kernel(wait=True)
 
-    def _run_locked(self, code: str, timeout: float, deadline: float) -> ExecutionResult:
+    def _run_locked(
+        self, message: dict[str, Any], timeout: float, deadline: float
+    ) -> ExecutionResult:
         starting = time.monotonic()
         call = KernelCall(self._live_channel(), next(self._ids))
         deadline += time.monotonic() - starting  # a kernel's start is not the cell's time
@@ -339,7 +365,7 @@ class KernelSandbox:
                 return result
             self._call = call
         try:
-            call.send({"code": code}, deadline)
+            call.send(message, deadline)
             self._has_state = True
             reply = call.reply_by(deadline, self._grace)
             display = parse_display(reply.get("display")) if reply is not None else []

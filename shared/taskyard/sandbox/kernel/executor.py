@@ -26,12 +26,15 @@ from typing import Any
 
 from . import INTERRUPTED, OUTPUT_LIMIT
 from .display import CellOutputs, Publisher, install, setup_matplotlib
+from .handover import passed_fds, rights_space, send_with_fd
 from .seccomp import install_filter
+from .snapshot import take_sealed
 from .wire import FrameBuffer, encode_frame
 
 __all__ = ["CappedText", "Kernel", "run_executor"]
 
 _CLEANUP_WAIT_S = 0.5  # after an interrupt: for killed children to be reapable, pools to end
+_SNAPSHOT = "__import__('kernel.snapshot').snapshot"  # the module, as a cell reaches it
 
 
 class CappedText(io.TextIOBase):
@@ -251,7 +254,12 @@ def _quiet_stdio() -> None:
 
 def _serve(sock: socket.socket, kernel: Kernel) -> None:
     frames = FrameBuffer(limit=1 << 62)  # from the supervisor: trusted
-    while chunk := sock.recv(1 << 16):
+    passed: list[int] = []  # descriptors the supervisor sent, each for the request it came with
+    while True:
+        chunk, ancillary, _, _ = sock.recvmsg(1 << 16, rights_space(), socket.MSG_CMSG_CLOEXEC)
+        if not chunk:
+            return
+        passed += passed_fds(ancillary)
         frames.feed(chunk)
         while (request := frames.pop_frame()) is not None:
             if "reap" in request:
@@ -259,10 +267,32 @@ def _serve(sock: socket.socket, kernel: Kernel) -> None:
                 continue
             # "started" lets the supervisor hold back a SIGINT the cell could not yet catch.
             reply = kernel.run(
-                str(request.get("code", "")),
+                _cell_code(request, passed),
                 started=lambda: sock.sendall(encode_frame({"started": True})),
             )
-            sock.sendall(encode_frame(reply))
+            _send_reply(sock, reply)
+
+
+def _cell_code(request: dict[str, Any], passed: list[int]) -> str:
+    """The cell a request runs: its code, or a live fork's save or load of a sealed snapshot
+    (`snapshot.py`), which runs as a cell does (interruptible, its errors said)."""
+    if "snapshot" in request:
+        return f"{_SNAPSHOT}.save_sealed(globals(), {int(request['snapshot'])})"
+    if "load_snapshot" in request:
+        return f"{_SNAPSHOT}.load_sealed(globals(), {passed.pop(0)})"
+    return str(request.get("code", ""))
+
+
+def _send_reply(sock: socket.socket, reply: dict[str, Any]) -> None:
+    """The reply, with the sealed snapshot the cell made, if it made one (then ours no more)."""
+    fd = take_sealed()
+    if fd is None:
+        sock.sendall(encode_frame(reply))
+        return
+    try:
+        send_with_fd(sock, encode_frame(reply), fd)
+    finally:
+        os.close(fd)
 
 
 def run_executor(sock: socket.socket) -> None:

@@ -3,9 +3,11 @@ its working directory.
 
 A cell can write any frame on the executor's socket, so each reply's caps are applied here
 (`replies.py`), never trusted from the frame; the reply's id and nonce are the call's own, and
-only data the kernel vouches the executor sent (SCM_CREDENTIALS) is read. A slot that breaks
-its protocol raises `SlotBroken`; the supervisor decides what that ends (the container, or
-only this session).
+only data the kernel vouches the executor sent (SCM_CREDENTIALS) is read. A descriptor the
+executor sends (SCM_RIGHTS) is kept only while a hand-over call runs (a live fork's sealed
+snapshot, `handover.py`), one per call; every other is closed as it arrives. A slot that
+breaks its protocol raises `SlotBroken`; the supervisor decides what that ends (the container,
+or only this session).
 """
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ from typing import Any
 
 from . import INTERRUPTED
 from .files import FileRefused, WorkDir
+from .handover import passed_fds, rights_space, send_with_fd
 from .processes import inner_pids, stop_tree
 from .replies import Malformed, cell_reply
 from .wire import FrameBuffer, TooLong, encode_frame
 
-__all__ = ["Slot", "SlotBroken", "socket_pair"]
+__all__ = ["Handed", "Slot", "SlotBroken", "socket_pair"]
 
 _MAX_FRAME_BYTES = 16 << 20  # an honest reply is at most about 5 MB of JSON
 _SEND_TIMEOUT_S = 5.0  # an executor that does not take its request in this long is broken
@@ -49,6 +52,16 @@ class _Call:
     interrupted: bool = False
     started: bool = False  # the executor runs it: a SIGINT now stops the cell
     killed: set[int] = field(default_factory=set)
+    hand_to: Any = None  # a hand-over's call: the session its snapshot goes to
+    fd: int | None = None  # the descriptor the executor sent during a hand-over's call
+
+
+@dataclass(frozen=True)
+class Handed:
+    """What a hand-over call's reply brought: the descriptor (None if none came), for whom."""
+
+    to: Any
+    fd: int | None
 
 
 def socket_pair() -> tuple[socket.socket, socket.socket]:
@@ -84,17 +97,43 @@ class Slot:
         self._own_tree = own_tree
         self._frames = FrameBuffer(_MAX_FRAME_BYTES)
         self._call: _Call | None = None
+        self._handed: Handed | None = None  # a hand-over's reply, until the supervisor takes it
+        self._snapshot: int | None = None  # a snapshot handed to this session, until it loads
 
     def fileno(self) -> int:
         return self.sock.fileno()
 
-    def start_call(self, call_id: Any, nonce: Any, code: str) -> dict[str, Any] | None:
-        """Send a cell to the executor; a refusal to answer at once, if busy."""
+    def start_call(
+        self, call_id: Any, nonce: Any, request: dict[str, Any], hand_to: Any = None,
+        fd: int | None = None,
+    ) -> dict[str, Any] | None:
+        """Send a cell's request to the executor (with the descriptor `fd`, if given); a
+        refusal to answer at once, if busy. `hand_to`: the call hands its session's snapshot
+        to that session (`take_handed` once it replied)."""
         if self._call is not None:
             return {"id": call_id, "nonce": nonce, "error": "busy: one call at a time"}
-        self._call = _Call(call_id, nonce)
-        self.send({"code": code})
+        self._call = _Call(call_id, nonce, hand_to=hand_to)
+        self.send(request, fd)
         return None
+
+    def take_handed(self) -> Handed | None:
+        """What the hand-over call that just replied brought, now the caller's to close."""
+        handed, self._handed = self._handed, None
+        return handed
+
+    def give_snapshot(self, fd: int) -> None:
+        """Keep a sealed snapshot for this session's next load (replacing an older one)."""
+        self.drop_snapshot()
+        self._snapshot = fd
+
+    def take_snapshot(self) -> int | None:
+        fd, self._snapshot = self._snapshot, None
+        return fd
+
+    def drop_snapshot(self) -> None:
+        if self._snapshot is not None:
+            os.close(self._snapshot)
+            self._snapshot = None
 
     def file_op(self, request: dict[str, Any]) -> dict[str, Any]:
         """A file request's answer (never user code's: the executor takes no part)."""
@@ -130,28 +169,39 @@ class Slot:
         return stop_tree(keep=self.executor, root=self.executor if self._own_tree else None)
 
     def kill(self) -> None:
-        """End the session: the executor, and with it (as its pid namespace's init) the rest."""
+        """End the session: the executor, and with it (as its pid namespace's init) the rest;
+        the descriptors held for it are closed."""
         if self.executor is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.executor, signal.SIGKILL)
         self.sock.close()
+        self.drop_snapshot()
+        for fd in (self._call.fd if self._call else None,
+                   self._handed.fd if self._handed else None):  # fmt: skip
+            if fd is not None:
+                os.close(fd)
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: dict[str, Any], fd: int | None = None) -> None:
         try:
-            self.sock.sendall(encode_frame(message))
+            if fd is None:
+                self.sock.sendall(encode_frame(message))
+            else:
+                send_with_fd(self.sock, encode_frame(message), fd)
         except OSError:  # a timeout too: it has not read for _SEND_TIMEOUT_S
             raise SlotBroken("the interpreter stopped taking requests") from None
 
     def receive(self) -> list[dict[str, Any]]:
         """What the executor sent: the frames (the first one before ready, replies after).
         Raises `SlotBroken` at EOF (the executor's end closed) or on a malformed frame."""
+        room = socket.CMSG_SPACE(_CREDS.size) + rights_space()
         try:
-            data, ancillary, _, _ = self.sock.recvmsg(1 << 16, socket.CMSG_SPACE(_CREDS.size))
+            data, ancillary, _, _ = self.sock.recvmsg(1 << 16, room, socket.MSG_CMSG_CLOEXEC)
         except (BlockingIOError, TimeoutError):
             return []
+        sender = _sender(ancillary)
+        self._keep_fd(passed_fds(ancillary), sender)
         if not data:
             raise SlotBroken("the interpreter's channel closed", closed=True)
-        sender = _sender(ancillary)
         if self.executor is None:
             self.executor = sender  # only the executor holds the other end before it is ready
         if sender == self.executor:  # anything a forked process wrote is dropped
@@ -160,6 +210,17 @@ class Slot:
         while (frame := self._pop_frame()) is not None:
             frames.append(frame)
         return frames
+
+    def _keep_fd(self, fds: list[int], sender: int | None) -> None:
+        """Keep the first descriptor the executor sends during a hand-over's call; close the
+        rest unread (a cell can send any descriptor on its socket: none reaches anyone)."""
+        call = self._call
+        if fds and call is not None and call.hand_to is not None and call.fd is None and (
+            sender is not None and sender == self.executor
+        ):
+            call.fd = fds.pop(0)
+        for fd in fds:
+            os.close(fd)
 
     def _pop_frame(self) -> dict[str, Any] | None:
         try:
@@ -184,6 +245,8 @@ class Slot:
             # an earlier one for itself. It must not pass for this call's.
             return None
         self._call = None
+        if call.hand_to is not None:
+            self._handed = Handed(call.hand_to, call.fd)
         if call.interrupted:
             call.killed |= self.stop_cells()  # what the cell started meanwhile
             if call.killed:

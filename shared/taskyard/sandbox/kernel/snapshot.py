@@ -12,13 +12,17 @@ entries the cells added to `sys.path` are added again, so that modules imported 
 (by name, as every module is) load.
 
 The files are parts of at most `PART_BYTES`, so that each fits one file request of the kernel
-protocol (`MAX_REQUEST_BYTES`, in base64).
+protocol (`MAX_REQUEST_BYTES`, in base64). Between two sessions of one fork server the
+snapshot skips the files: it is one sealed memory file (`save_sealed`, `handover.py`) that the
+executor hands to the supervisor, and the new session maps it copy-on-write
+(`load_sealed`), its buffers views of that mapping: the bytes are copied once in all.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import mmap
 import os
 import pickle
 import random
@@ -27,13 +31,22 @@ import struct
 import sys
 from typing import Any
 
-__all__ = ["PART_BYTES", "SKIPPED_NAME", "discard", "load", "save"]
+from .handover import sealed_file
+
+__all__ = [
+    "PART_BYTES", "SKIPPED_NAME", "discard", "load", "load_sealed", "save", "save_sealed",
+    "take_sealed",
+]  # fmt: skip
 
 PART_BYTES = 16 << 20
 SKIPPED_NAME = "__fork_skipped__"  # in the new session: what was left out, and why
 _HEADER = struct.Struct(">Q")
 _ALIGN = 64  # buffers start aligned, so numpy's arrays on them are aligned too
 _OWN = {"__builtins__", "__name__", "__doc__", "__loader__", "__spec__", "__package__"}
+# Maps what a read of each page would, so the pages count in the new session's memory at once
+# (`memory.py`), without the copy a populate of a writable private mapping makes (Linux 5.14).
+_MADV_POPULATE_READ = 22
+_sealed: list[int] = []  # the memfd `save_sealed` made, until the executor takes it
 _REOPENED = {"r": "r", "w": "r+", "x": "r+", "a": "a", "r+": "r+", "w+": "r+", "x+": "r+",
              "a+": "a+"}  # fmt: skip  # never truncate what was copied
 
@@ -41,23 +54,54 @@ _REOPENED = {"r": "r", "w": "r+", "x": "r+", "a": "a", "r+": "r+", "w+": "r+", "
 def save(namespace: dict[str, Any], directory: str) -> None:
     """Write the namespace's snapshot as parts in `directory` (made afresh); print what was
     left out as one JSON line (the worker reads it from the cell's stdout)."""
-    values = {k: v for k, v in namespace.items() if k not in _OWN and k != SKIPPED_NAME}
-    skipped: dict[str, str] = {}
-    files = _open_files(values, skipped)
-    payload = _pickled(values, skipped, namespace)
-    header = {"files": files, "skipped": skipped, "random": _random_state(), "path": sys.path}
+    pieces, size, skipped = _snapshot(namespace)
     try:
-        size = _write_parts(directory, header, payload)
+        shutil.rmtree(directory, ignore_errors=True)
+        os.mkdir(directory, 0o700)
+        _PartWriter(directory).write_all(pieces)
     except BaseException:  # a full disk, an interrupt: leave the session's disk as it was
         shutil.rmtree(directory, ignore_errors=True)
         raise
     print(json.dumps({"skipped": skipped, "bytes": size, "parts": -(-size // PART_BYTES)}))
 
 
+def save_sealed(namespace: dict[str, Any], most: int) -> None:
+    """Write the namespace's snapshot into a sealed memfd for the executor to hand over
+    (`take_sealed`); print what was left out as one JSON line. A snapshot over `most` bytes
+    (the new session's memory share) is refused before a byte of it is written."""
+    pieces, size, skipped = _snapshot(namespace)
+    if size > most:
+        raise MemoryError(f"the snapshot is {size} bytes, over the session's share of {most}")
+    _sealed.append(sealed_file(pieces))
+    print(json.dumps({"skipped": skipped, "bytes": size, "parts": 0}))
+
+
+def take_sealed() -> int | None:
+    """The memfd `save_sealed` made, now the caller's to send and close; None if none."""
+    return _sealed.pop() if _sealed else None
+
+
 def load(namespace: dict[str, Any], directory: str) -> None:
     """Load the snapshot in `directory` into the namespace, then remove it."""
     blob = _read_parts(directory)
     shutil.rmtree(directory, ignore_errors=True)
+    _load(namespace, memoryview(blob))
+
+
+def load_sealed(namespace: dict[str, Any], fd: int) -> None:
+    """Load the snapshot in the sealed memfd `fd` (closed here) into the namespace. Its
+    mapping is private: what this session writes to its arrays is copied on write and stays
+    its own; it lives as long as an object loaded from it does."""
+    try:
+        mapping = mmap.mmap(fd, os.fstat(fd).st_size, flags=mmap.MAP_PRIVATE,
+                            prot=mmap.PROT_READ | mmap.PROT_WRITE)  # fmt: skip
+    finally:
+        os.close(fd)
+    mapping.madvise(_MADV_POPULATE_READ)
+    _load(namespace, memoryview(mapping))
+
+
+def _load(namespace: dict[str, Any], blob: memoryview) -> None:
     header, payload, buffers = _split(blob)
     # First: modules the cells imported from where they put on the path load by name.
     sys.path[:0] = [entry for entry in header["path"] if entry not in sys.path]
@@ -182,10 +226,23 @@ def _tupled(state: list[Any]) -> tuple[Any, ...]:
     return (version, tuple(internal), gauss)
 
 
-def _write_parts(
-    directory: str, header: dict[str, Any], payload: tuple[bytes, list[pickle.PickleBuffer]]
-) -> int:
-    """The blob (header, pickle, aligned buffers) as numbered parts; its size in bytes."""
+def _snapshot(namespace: dict[str, Any]) -> tuple[list[bytes | memoryview], int, dict[str, str]]:
+    """The namespace's snapshot as pieces to write in order, its size, and what was left out
+    (and why)."""
+    values = {k: v for k, v in namespace.items() if k not in _OWN and k != SKIPPED_NAME}
+    skipped: dict[str, str] = {}
+    files = _open_files(values, skipped)
+    payload = _pickled(values, skipped, namespace)
+    header = {"files": files, "skipped": skipped, "random": _random_state(), "path": sys.path}
+    pieces, size = _pieces(header, payload)
+    return pieces, size, skipped
+
+
+def _pieces(
+    header: dict[str, Any], payload: tuple[bytes, list[pickle.PickleBuffer]]
+) -> tuple[list[bytes | memoryview], int]:
+    """The blob (header, pickle, aligned buffers) as pieces, the buffers views of the objects'
+    own memory; its size in bytes."""
     pickled, buffers = payload
     views = [buffer.raw() for buffer in buffers]
     header = {**header, "pickle": len(pickled), "buffers": [view.nbytes for view in views]}
@@ -196,10 +253,7 @@ def _write_parts(
         pad = -offset % _ALIGN
         pieces += [bytes(pad), view]
         offset += pad + view.nbytes
-    shutil.rmtree(directory, ignore_errors=True)
-    os.mkdir(directory, 0o700)
-    _PartWriter(directory).write_all(pieces)
-    return offset
+    return pieces, offset
 
 
 class _PartWriter:
@@ -245,9 +299,8 @@ def _read_parts(directory: str) -> bytearray:
     return blob
 
 
-def _split(blob: bytearray) -> tuple[dict[str, Any], memoryview, list[memoryview]]:
+def _split(view: memoryview) -> tuple[dict[str, Any], memoryview, list[memoryview]]:
     """(header, pickle, buffers) of a blob, the buffers views of it (no copy)."""
-    view = memoryview(blob)
     (size,) = _HEADER.unpack_from(view)
     offset = _HEADER.size + size
     header = json.loads(bytes(view[_HEADER.size : offset]))

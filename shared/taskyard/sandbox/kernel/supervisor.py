@@ -11,7 +11,9 @@ stands between them and the files. Two shapes:
   (`isolation.py`); requests and replies name their session, a session that ends is said
   (``{"session": k, "gone": why}``), and the container goes on. One file request is theirs
   alone: ``copy_from`` copies another session's working directory into the session's (a
-  fork's files, `files.WorkDir.copy_into`).
+  fork's files, `files.WorkDir.copy_into`). A live fork's interpreter goes the same way, in
+  memory: ``snapshot_to`` saves a session's namespace into a sealed memfd the supervisor
+  checks and keeps for the other session, whose ``load_snapshot`` maps it (`handover.py`).
 """
 
 from __future__ import annotations
@@ -33,12 +35,14 @@ from typing import Any, NoReturn
 from . import MAX_REQUEST_BYTES
 from .executor import run_executor
 from .files import FileRefused, WorkDir
+from .handover import Refused
+from .handover import check as check_sealed
 from .isolation import SessionLimits
 from .memory import MemoryWatch, proportional
 from .processes import stop_tree
 from .replies import fit_line
 from .seccomp import set_child_subreaper, set_dumpable
-from .slot import BROKEN, Slot, SlotBroken, socket_pair
+from .slot import BROKEN, Handed, Slot, SlotBroken, socket_pair
 from .spares import Spares
 from .wire import LineBuffer, TooLong, encode_line
 
@@ -184,6 +188,10 @@ class Supervisor:
         try:
             if "interrupt" in request:
                 slot.interrupt(request["interrupt"])
+            elif "snapshot_to" in request:
+                self._hand_over(key, slot, request)
+            elif "load_snapshot" in request:
+                self._load_snapshot(key, slot, request)
             elif request.get("file_op") == "copy_from":
                 reply = {"id": request["id"], "nonce": request.get("nonce"),
                          **self._copy_from(request.get("from"), slot)}  # fmt: skip
@@ -193,10 +201,70 @@ class Supervisor:
                          **slot.file_op(request)}  # fmt: skip
                 self._answer(key, reply)
             elif (busy := slot.start_call(request["id"], request.get("nonce"),
-                                          str(request["code"]))) is not None:  # fmt: skip
+                                          {"code": str(request["code"])})) is not None:  # fmt: skip
                 self._answer(key, busy)
         except SlotBroken as broken:
             self._broken(key, slot, broken)
+
+    def _hand_over(self, key: Any, slot: Slot, request: dict[str, Any]) -> None:
+        """A live fork's save, in one call: the session's snapshot, sealed, for this fork
+        server's session `snapshot_to` to load next (`handover.py`). The reply is the save
+        cell's, or says why the snapshot was not handed over."""
+        to = request["snapshot_to"]
+        target = self._slots.get(to)
+        if self._memory is None or target is None or not target.ready or target is slot:
+            self._answer(key, {"id": request["id"], "nonce": request.get("nonce"),
+                               "error": f"no other running session {to!r}"})  # fmt: skip
+            return
+        busy = slot.start_call(request["id"], request.get("nonce"),
+                               {"snapshot": self._memory.share}, hand_to=to)  # fmt: skip
+        if busy is not None:
+            self._answer(key, busy)
+
+    def _load_snapshot(self, key: Any, slot: Slot, request: dict[str, Any]) -> None:
+        """Load the snapshot handed to this session, as a cell (its reply is the cell's)."""
+        fd = slot.take_snapshot()
+        if fd is None:
+            self._answer(key, {"id": request["id"], "nonce": request.get("nonce"),
+                               "error": "no snapshot was handed to this session"})  # fmt: skip
+            return
+        try:
+            busy = slot.start_call(request["id"], request.get("nonce"), {"load_snapshot": True},
+                                   fd=fd)  # fmt: skip
+        finally:
+            os.close(fd)  # the executor has its own copy now (or the slot broke)
+        if busy is not None:
+            self._answer(key, busy)
+
+    def _handed_on(self, slot: Slot, reply: dict[str, Any]) -> dict[str, Any]:
+        """A reply, and if it ends a hand-over call, its snapshot kept for the session it is
+        for; else the reply says why not."""
+        handed = slot.take_handed()
+        if handed is None:
+            return reply
+        if reply.get("error"):  # the save failed: whatever came with it goes
+            if handed.fd is not None:
+                os.close(handed.fd)
+            return reply
+        why = self._hand_on(handed)
+        return reply if why is None else {**reply, "error": f"the snapshot was refused: {why}"}
+
+    def _hand_on(self, handed: Handed) -> str | None:
+        """Keep the snapshot for its session if it is a sealed memfd within the share; else
+        close it, and say why."""
+        if handed.fd is None:
+            return "the interpreter sent none"
+        target = self._slots.get(handed.to)
+        try:
+            if target is None or not target.ready:
+                raise Refused(f"no running session {handed.to!r}")
+            assert self._memory is not None  # a hand-over call starts on a fork server only
+            check_sealed(handed.fd, self._memory.share)
+        except Refused as refused:
+            os.close(handed.fd)
+            return str(refused)
+        target.give_snapshot(handed.fd)
+        return None
 
     def _copy_from(self, source_key: Any, slot: Slot) -> dict[str, Any]:
         """Copy the working directory of this fork server's session `source_key` into the
@@ -291,7 +359,7 @@ class Supervisor:
                 if not slot.ready:
                     self._ready(key, slot, frame)
                 elif (reply := slot.on_frame(frame)) is not None:
-                    self._answer(key, reply)
+                    self._answer(key, self._handed_on(slot, reply))
         except SlotBroken as broken:
             self._broken(key, slot, broken)
 
@@ -463,7 +531,9 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--memory", type=int, default=256 << 20, help="bytes per session")
     parser.add_argument("--pids", type=int, default=64, help="processes per session")
     parser.add_argument("--disk", type=int, default=64 << 20, help="bytes of /work per session")
-    parser.add_argument("--preload", default="numpy,pandas", help="modules the fork server imports")
+    # cloudpickle: what a live fork's load imports (a snapshot names its functions), 24 ms.
+    parser.add_argument("--preload", default="numpy,pandas,cloudpickle",
+                        help="modules the fork server imports")  # fmt: skip
     parser.add_argument("--spares", type=int, default=2, help="sessions forked ahead, at least")
     parser.add_argument("--spares-max", type=int, default=6, help="sessions forked ahead, at most")
     return parser.parse_args(argv)
