@@ -104,7 +104,11 @@ class Slot:
         return self.sock.fileno()
 
     def start_call(
-        self, call_id: Any, nonce: Any, request: dict[str, Any], hand_to: Any = None,
+        self,
+        call_id: Any,
+        nonce: Any,
+        request: dict[str, Any],
+        hand_to: Any = None,
         fd: int | None = None,
     ) -> dict[str, Any] | None:
         """Send a cell's request to the executor (with the descriptor `fd`, if given); a
@@ -215,9 +219,8 @@ class Slot:
         """Keep the first descriptor the executor sends during a hand-over's call; close the
         rest unread (a cell can send any descriptor on its socket: none reaches anyone)."""
         call = self._call
-        if fds and call is not None and call.hand_to is not None and call.fd is None and (
-            sender is not None and sender == self.executor
-        ):
+        waits = call is not None and call.hand_to is not None and call.fd is None
+        if fds and waits and call is not None and sender is not None and sender == self.executor:
             call.fd = fds.pop(0)
         for fd in fds:
             os.close(fd)
