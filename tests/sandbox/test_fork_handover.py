@@ -75,7 +75,7 @@ def _attack():
             'grow': lambda: os.ftruncate(fd, 1 << 30),
             'map': lambda: mmap.mmap(fd, 4096, mmap.MAP_SHARED, mmap.PROT_WRITE),
             'unseal': lambda: fcntl.fcntl(fd, fcntl.F_ADD_SEALS, 0),
-            'hole': lambda: os.posix_fallocate(fd, 0, 1 << 30),
+            'allocate': lambda: os.posix_fallocate(fd, 0, 1 << 30),
         }
         end = time.monotonic() + 1.0
         while time.monotonic() < end:
