@@ -107,9 +107,10 @@ class KernelSandbox:
     def hand_over(self, target: KernelSandbox, timeout: float) -> ExecutionResult | None:
         """Save this session's interpreter for `target` to load (`load_handed`), inside their
         kernel, when one serves both (a fork server's: a sealed snapshot in memory, never on
-        disk); None, with nothing run, when they are apart. Starts `target`'s kernel; a cell's
-        result otherwise, as `run` gives it (and raises)."""
-        key = target.key_beside(self)
+        disk); None, with nothing run, when they are apart. Starts `target`'s kernel where it
+        could be beside this session's; a cell's result otherwise, as `run` gives it (and
+        raises)."""
+        key = target.key_beside(self) if isinstance(self._channel, SharedKernel) else None
         if key is None:
             return None
         return self._request({"snapshot_to": key}, timeout)
