@@ -180,10 +180,12 @@ class Slot:
                 os.kill(self.executor, signal.SIGKILL)
         self.sock.close()
         self.drop_snapshot()
-        for fd in (self._call.fd if self._call else None,
-                   self._handed.fd if self._handed else None):  # fmt: skip
-            if fd is not None:
-                os.close(fd)
+        handed, self._handed = self._handed, None
+        if handed is not None and handed.fd is not None:
+            os.close(handed.fd)
+        if self._call is not None and self._call.fd is not None:
+            os.close(self._call.fd)
+            self._call.fd = None
 
     def send(self, message: dict[str, Any], fd: int | None = None) -> None:
         try:
