@@ -6,9 +6,10 @@ The seals are what the new session relies on, not the source's good conduct: onc
 every one of `SEALS`, no process holding it (the source's code included, with a copy of the
 descriptor or a thread still running) can write, grow or shrink it, nor lift a seal, and a
 write seal is only granted while no writable shared mapping of it exists. So the new session's
-private mapping never changes under it (nor, shrunk, faults). The supervisor accepts a
-descriptor only as the reply to the snapshot it asked for, and only when `check` finds it such
-a file; every other descriptor an executor sends it is closed unread.
+private mapping never changes under it (nor, shrunk, faults). The supervisor keeps a
+descriptor only while the save it asked for runs (the first one, from the executor's pid), and
+hands it on only when `check` finds it such a file; every other descriptor an executor sends
+it is closed unread.
 """
 
 from __future__ import annotations
@@ -50,9 +51,8 @@ def sealed_file(pieces: Iterable[bytes | memoryview]) -> int:
     return fd
 
 
-def check(fd: int, most: int) -> int:
-    """The size of the memfd `fd` if it has every seal and at most `most` bytes; raises
-    `Refused` otherwise."""
+def check(fd: int, most: int) -> None:
+    """Raises `Refused` unless `fd` is a memfd with every seal and at most `most` bytes."""
     try:
         seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)  # EINVAL: not a memory file of any kind
         st = os.fstat(fd)
@@ -65,7 +65,6 @@ def check(fd: int, most: int) -> int:
         raise Refused("it is not sealed against writing, growing and shrinking")
     if st.st_size > most:
         raise Refused(f"it is {st.st_size} bytes, over the session's memory share of {most}")
-    return st.st_size
 
 
 def passed_fds(ancillary: list[tuple[int, int, bytes]]) -> list[int]:
