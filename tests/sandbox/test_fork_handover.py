@@ -159,6 +159,19 @@ def test_the_supervisor_refuses_a_snapshot_that_is_not_a_sealed_memfd_within_the
     assert _out(source, "print(x)") == "1"
 
 
+def test_a_snapshot_over_the_share_is_refused_before_it_is_written(
+    forks: KernelSandboxProvider,
+) -> None:
+    """Three arrays over one buffer pickle as three copies: 300 MiB for a share of 256m. The
+    source's save refuses it, so no memory file of that size is made outside any count."""
+    source = forks.get(SOURCE)
+    _out(source, "import numpy as np\na = np.ones(100 << 17)\nviews = [a[:], a[:]]")
+    with pytest.raises(SandboxUnavailable, match="over the session's share"):
+        forks.fork(SOURCE, NEW)
+    assert NEW not in forks.sessions()
+    assert _out(source, "print(a.sum())") == str(float(100 << 17))
+
+
 # A cell sends the write ends of pipes to the supervisor over the executor's own socket, with a
 # frame, and closes its own copies: each read end then ends (EOF) once nobody holds its write
 # end, that is, once the supervisor closed what it was sent. A second batch rides with the
