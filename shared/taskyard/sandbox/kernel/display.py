@@ -12,19 +12,18 @@ outputs and DISPLAY_LIMIT bytes of them; its stderr says what was left out.
 from __future__ import annotations
 
 import base64
+import functools
 import io
 import os
-import shutil
 import sys
 import tempfile
 from collections.abc import Callable
 from operator import methodcaller
-from pathlib import Path
 from typing import Any
 
 from . import BINARY_MIMES, DISPLAY_LIMIT, DISPLAY_MAX_OUTPUTS, DISPLAY_TEXT_LIMIT
 
-__all__ = ["CellOutputs", "Publisher", "setup_matplotlib", "show_figures"]
+__all__ = ["CellOutputs", "Publisher", "prepare_matplotlib", "setup_matplotlib", "show_figures"]
 
 _METHODS = (
     ("image/png", "_repr_png_"),
@@ -130,16 +129,48 @@ def setup_matplotlib() -> None:
     """Before any cell: matplotlib renders with this kernel's backend (Agg, and `show` makes
     outputs), keeping its configuration on /tmp, the sandbox's writable tmpfs. The font list
     the image made at build time (TASKYARD_MPL_CACHE) is copied there, so a first import does
-    not scan the fonts."""
+    not scan the fonts. A few system calls: in a fork server's session, every Python function
+    this runs writes to pages it would otherwise share (`prepare_matplotlib` found the files
+    before the fork)."""
     os.environ["MPLBACKEND"] = f"module://{__package__}.mpl_backend"
-    cache = os.environ.get("TASKYARD_MPL_CACHE")
-    if cache and Path(cache).is_dir():
+    config = os.path.join(tempfile.gettempdir(), "matplotlib")
+    try:
+        os.mkdir(config, 0o700)
+    except FileExistsError:  # a /tmp shared with others: a directory of our own, then
         config = tempfile.mkdtemp(prefix="matplotlib-")
-        for made in Path(cache).glob("fontlist-*.json"):
-            shutil.copy(made, config)
-    else:  # matplotlib makes it at its first import, if a cell ever imports it
-        config = os.path.join(tempfile.gettempdir(), f"matplotlib-{os.urandom(4).hex()}")
+    for made in prepare_matplotlib():
+        _copy(made, os.path.join(config, os.path.basename(made)))
     os.environ["MPLCONFIGDIR"] = config
+
+
+@functools.cache
+def prepare_matplotlib() -> tuple[str, ...]:
+    """The font lists to copy (none if the image made none: matplotlib then makes one at
+    its first import, if a cell ever imports it); the temporary directory, found once."""
+    tempfile.gettempdir()
+    cache = os.environ.get("TASKYARD_MPL_CACHE")
+    if not cache or not os.path.isdir(cache):
+        return ()
+    return tuple(
+        os.path.join(cache, name)
+        for name in sorted(os.listdir(cache))
+        if name.startswith("fontlist-") and name.endswith(".json")
+    )
+
+
+def _copy(source: str, target: str) -> None:
+    """Copy a file by its descriptors alone (no buffer, no Python-level loop over it)."""
+    src = os.open(source, os.O_RDONLY)
+    try:
+        dst = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            size = os.fstat(src).st_size
+            while size > 0 and (sent := os.sendfile(dst, src, None, size)) > 0:
+                size -= sent
+        finally:
+            os.close(dst)
+    finally:
+        os.close(src)
 
 
 def _rich_form(obj: Any, outputs: CellOutputs) -> tuple[str, bytes | str, str] | None:

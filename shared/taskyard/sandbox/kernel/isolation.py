@@ -52,6 +52,8 @@ _IFF_UP, _IFF_LOOPBACK, _IFF_RUNNING = 0x1, 0x8, 0x40
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 _LAST_CAP = 63  # more than any kernel has: dropping an unknown one fails harmlessly
 _libc = ctypes.CDLL(None, use_errno=True)
+# Resolved at import, in the fork server: resolving them in each session would write there.
+_unshare, _mount_call, _prctl, _capset = _libc.unshare, _libc.mount, _libc.prctl, _libc.capset
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,7 @@ def enter_namespaces() -> None:
     mapping a process without privileges may write). Its next child is the pid namespace's
     init."""
     uid, gid = os.getuid(), os.getgid()
-    _check(_libc.unshare(SESSION_NAMESPACES), "unshare")
+    _check(_unshare(SESSION_NAMESPACES), "unshare")
     # Required before gid_map without privileges; gVisor refuses the file and takes gid_map
     # without it (Linux would then refuse gid_map, below).
     with contextlib.suppress(FileNotFoundError, PermissionError):
@@ -117,7 +119,7 @@ def _tmpfs(path: str, options: str) -> None:
 def _mount(source: str | None, target: str, kind: str | None, flags: int, data: str | None) -> None:
     encoded = [None if s is None else s.encode() for s in (source, target, kind, data)]
     _check(
-        _libc.mount(encoded[0], encoded[1], encoded[2], ctypes.c_ulong(flags), encoded[3]),
+        _mount_call(encoded[0], encoded[1], encoded[2], ctypes.c_ulong(flags), encoded[3]),
         f"mount {target}",
     )
 
@@ -151,11 +153,11 @@ class _CapData(ctypes.Structure):
 def drop_capabilities() -> None:
     """No capability left, now or after an exec: the bounding set emptied, then the sets."""
     for cap in range(_LAST_CAP + 1):
-        if _libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+        if _prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
             break  # past the kernel's last capability
     header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
     data = (_CapData * 2)()
-    _check(_libc.capset(ctypes.byref(header), ctypes.byref(data)), "capset")
+    _check(_capset(ctypes.byref(header), ctypes.byref(data)), "capset")
 
 
 def _write(path: str, text: str) -> None:

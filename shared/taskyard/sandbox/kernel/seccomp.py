@@ -12,13 +12,21 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import os
 import platform
 import struct
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DENIED", "build_filter", "install_filter", "set_child_subreaper", "set_dumpable"]
+__all__ = [
+    "DENIED",
+    "build_filter",
+    "install_filter",
+    "prepare_filter",
+    "set_child_subreaper",
+    "set_dumpable",
+]
 
 # prctl options and seccomp constants (linux/prctl.h, linux/seccomp.h, linux/audit.h).
 _PR_SET_DUMPABLE = 4
@@ -125,18 +133,29 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
+# Resolved once, at import: in a fork server, before the forks.
+_PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+
+
 def _prctl(option: int, *args: Any) -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(option, *args, *[0] * (4 - len(args))) != 0:
+    if _PRCTL(option, *args, *[0] * (4 - len(args))) != 0:
         code = ctypes.get_errno()
         raise OSError(code, f"prctl({option}): {os.strerror(code)}")
 
 
-def install_filter() -> None:
-    """Apply the filter to this process and every process it starts, for good."""
+@functools.cache
+def prepare_filter() -> tuple[ctypes.Array[ctypes.c_char], _SockFprog]:
+    """This machine's filter program, built once: a fork server builds it before forking, so
+    that each session only installs it (building it there would write to pages every session
+    otherwise shares). The buffer is returned too: the struct points into it."""
     program = build_filter(platform.machine())
     buffer = ctypes.create_string_buffer(program, len(program))
-    fprog = _SockFprog(len(program) // 8, ctypes.addressof(buffer))
+    return buffer, _SockFprog(len(program) // 8, ctypes.addressof(buffer))
+
+
+def install_filter() -> None:
+    """Apply the filter to this process and every process it starts, for good."""
+    _, fprog = prepare_filter()
     _prctl(_PR_SET_NO_NEW_PRIVS, 1)  # required to install a filter without privileges
     _prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog))
 

@@ -11,6 +11,7 @@ the executor's first frame (SCM_CREDENTIALS).
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import importlib
 import json
@@ -19,18 +20,21 @@ import random
 import signal
 import socket
 import sys
+import tempfile
 from collections.abc import Iterable
 from typing import NoReturn
 
+from .display import prepare_matplotlib
 from .executor import Kernel, run_executor
 from .isolation import SessionLimits, enter_namespaces, wall_off
-from .seccomp import set_dumpable
+from .seccomp import prepare_filter, set_dumpable
 from .wire import encode_frame
 
 __all__ = ["preload", "serve"]
 
 _BROKEN = 70
 _REQUEST_BYTES = 64
+_MT_WORDS = 624  # numpy's legacy generator (MT19937): its state, in 32-bit words
 
 
 def preload(modules: Iterable[str]) -> None:
@@ -52,6 +56,7 @@ def serve(control: socket.socket, limits: SessionLimits, modules: Iterable[str])
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # each first child ends at once: no zombie
     preload(modules)
     _warm_up()
+    _fill_pools()
     gc.freeze()  # the collector then leaves the shared objects' pages unwritten in the forks
     control.send(b"ready")
     while True:
@@ -71,11 +76,43 @@ def _warm_up() -> None:
     """Run once what every first cell runs (a cell's compile and exec, a DataFrame's repr, a
     reply's encoding), so that the caches and lazy imports it fills sit in pages the forks
     share instead of being written in each."""
+    prepare_filter()
+    prepare_matplotlib()
     kernel = Kernel()
     for code in _WARM_UP:
         kernel.run(code)
     json.dumps(kernel.run("1"))
     sys.modules["__main__"].__dict__.clear()
+
+
+def _fill_pools() -> None:
+    """Take every free block of the small-object allocator's pools, for good: a session's
+    objects then go to pools of its own, instead of into free blocks scattered over pages
+    the sessions share (each such page copied, whole, at its first write). Measured: 0.35 MiB
+    less per session, for the blocks' bytes once in the fork server."""
+    malloc = ctypes.pythonapi.PyObject_Malloc
+    malloc.restype, malloc.argtypes = ctypes.c_void_p, (ctypes.c_size_t,)
+    for size, free in _free_blocks():
+        for _ in range(free):
+            malloc(size)
+
+
+def _free_blocks() -> list[tuple[int, int]]:
+    """(block size, free blocks in used pools) per size class, from the allocator's own
+    statistics (CPython's `sys._debugmallocstats` table, on stderr); none if it has none."""
+    with tempfile.TemporaryFile() as table:
+        stderr = os.dup(2)
+        os.dup2(table.fileno(), 2)
+        try:
+            sys._debugmallocstats()
+        finally:
+            os.dup2(stderr, 2)
+            os.close(stderr)
+        table.seek(0)
+        lines = table.read().decode(errors="replace").splitlines()
+    # The table's rows: class, size, pools, blocks in use, free blocks.
+    rows = [line.split() for line in lines]
+    return [(int(r[1]), int(r[4])) for r in rows if len(r) == 5 and all(w.isdigit() for w in r)]
 
 
 # What the fork server runs before forking (its output goes nowhere).
@@ -111,8 +148,11 @@ def _become_session(sock: socket.socket, limits: SessionLimits) -> NoReturn:
 
 
 def _reseed() -> None:
-    """A fork copies the random generators' state: each session reseeds its own."""
+    """A fork copies the random generators' state: each session reseeds its own. numpy's
+    global generator gets a whole state from the kernel's entropy, set directly: its
+    `seed()` goes through SeedSequence and writes several times as many shared pages."""
     random.seed()
     numpy = sys.modules.get("numpy")
     if numpy is not None:
-        numpy.random.seed()
+        key = numpy.frombuffer(os.urandom(4 * _MT_WORDS), dtype=numpy.uint32)
+        numpy.random.set_state(("MT19937", key, _MT_WORDS, 0, 0.0))
