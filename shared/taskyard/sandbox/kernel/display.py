@@ -129,32 +129,34 @@ def setup_matplotlib() -> None:
     """Before any cell: matplotlib renders with this kernel's backend (Agg, and `show` makes
     outputs), keeping its configuration on /tmp, the sandbox's writable tmpfs. The font list
     the image made at build time (TASKYARD_MPL_CACHE) is copied there, so a first import does
-    not scan the fonts. A few system calls: in a fork server's session, every Python function
-    this runs writes to pages it would otherwise share (`prepare_matplotlib` found the files
-    before the fork)."""
-    os.environ["MPLBACKEND"] = f"module://{__package__}.mpl_backend"
-    config = os.path.join(tempfile.gettempdir(), "matplotlib")
+    not scan the fonts. In a fork server's session, `prepare_matplotlib` ran before the fork:
+    what is left are a few system calls (each Python function run here would write to pages
+    the session otherwise shares)."""
+    config, copies = prepare_matplotlib()
     try:
         os.mkdir(config, 0o700)
     except FileExistsError:  # a /tmp shared with others: a directory of our own, then
         config = tempfile.mkdtemp(prefix="matplotlib-")
-    for made in prepare_matplotlib():
-        _copy(made, os.path.join(config, os.path.basename(made)))
-    os.environ["MPLCONFIGDIR"] = config
+        os.environ["MPLCONFIGDIR"] = config
+        copies = tuple((src, os.path.join(config, os.path.basename(dst))) for src, dst in copies)
+    for source, target in copies:
+        _copy(source, target)
 
 
 @functools.cache
-def prepare_matplotlib() -> tuple[str, ...]:
-    """The font lists to copy (none if the image made none: matplotlib then makes one at
-    its first import, if a cell ever imports it); the temporary directory, found once."""
-    tempfile.gettempdir()
+def prepare_matplotlib() -> tuple[str, tuple[tuple[str, str], ...]]:
+    """Set matplotlib's backend and configuration directory in the environment; that
+    directory, and the font lists to copy into it as (source, target) (none if the image made
+    none: matplotlib then makes one at its first import, if a cell ever imports it)."""
+    config = os.path.join(tempfile.gettempdir(), "matplotlib")
+    os.environ["MPLBACKEND"] = f"module://{__package__}.mpl_backend"
+    os.environ["MPLCONFIGDIR"] = config
     cache = os.environ.get("TASKYARD_MPL_CACHE")
-    if not cache or not os.path.isdir(cache):
-        return ()
-    return tuple(
-        os.path.join(cache, name)
-        for name in sorted(os.listdir(cache))
-        if name.startswith("fontlist-") and name.endswith(".json")
+    names = sorted(os.listdir(cache)) if cache and os.path.isdir(cache) else []
+    return config, tuple(
+        (os.path.join(cache, name), os.path.join(config, name))
+        for name in names
+        if cache and name.startswith("fontlist-") and name.endswith(".json")
     )
 
 

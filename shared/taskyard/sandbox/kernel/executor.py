@@ -35,6 +35,7 @@ __all__ = ["CappedText", "Kernel", "run_executor"]
 
 _CLEANUP_WAIT_S = 0.5  # after an interrupt: for killed children to be reapable, pools to end
 _SNAPSHOT = "__import__('kernel.snapshot').snapshot"  # the module, as a cell reaches it
+_READY = encode_frame({"ready": True})  # encoded at import: a fork server's sessions share it
 
 
 class CappedText(io.TextIOBase):
@@ -308,5 +309,5 @@ def run_executor(sock: socket.socket) -> None:
     # A child forked by a cell must not hold the channel (subprocesses never do: it is CLOEXEC).
     os.register_at_fork(after_in_child=sock.close)
     _quiet_stdio()  # last: until here, a failure's traceback still reaches stderr
-    sock.sendall(encode_frame({"ready": True}))
+    sock.sendall(_READY)
     _serve(sock, kernel)

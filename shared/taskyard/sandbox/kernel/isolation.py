@@ -27,13 +27,14 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
+import functools
 import os
 import resource
 import socket
 import struct
 from dataclasses import dataclass
 
-__all__ = ["SessionLimits", "drop_capabilities", "enter_namespaces", "wall_off"]
+__all__ = ["SessionLimits", "drop_capabilities", "enter_namespaces", "prepare", "wall_off"]
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUTS = 0x04000000
@@ -51,6 +52,8 @@ _SIOCSIFFLAGS = 0x8914
 _IFF_UP, _IFF_LOOPBACK, _IFF_RUNNING = 0x1, 0x8, 0x40
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 _LAST_CAP = 63  # more than any kernel has: dropping an unknown one fails harmlessly
+_PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+_LOOPBACK_UP = struct.pack("16sH14x", b"lo", _IFF_UP | _IFF_LOOPBACK | _IFF_RUNNING)  # ifreq
 _libc = ctypes.CDLL(None, use_errno=True)
 # Resolved at import, in the fork server: resolving them in each session would write there.
 _unshare, _mount_call, _prctl, _capset = _libc.unshare, _libc.mount, _libc.prctl, _libc.capset
@@ -87,41 +90,58 @@ def enter_namespaces() -> None:
     _write("/proc/self/gid_map", f"{gid} {gid} 1")
 
 
+def prepare(limits: SessionLimits) -> None:
+    """Compute ahead what `wall_off` needs: a fork server does it once, before the forks, so
+    that no session writes to the pages it shares to compute the same."""
+    _mounts(limits, os.getuid(), os.getgid())
+
+
 def wall_off(limits: SessionLimits) -> None:
     """In the pid namespace's init, before any user code: private file systems, limits, the
     OOM killer's preference; then no capabilities."""
     _write("/proc/self/oom_score_adj", "1000")  # a session goes first, never the supervisor
     mapped = _address_space()  # read before /proc is covered
-    _mount(None, "/", None, _MS_REC | _MS_PRIVATE, None)  # nothing of ours leaks out
-    owner = f"uid={os.getuid()},gid={os.getgid()}"
-    _tmpfs("/work", f"size={limits.disk},mode=0700,{owner}")
-    _tmpfs("/tmp", f"size={max(limits.disk // 4, 1 << 20)},mode=1777,{owner}")
-    _tmpfs("/dev/shm", f"size={max(limits.disk // 4, 1 << 20)},mode=1777,{owner}")
-    _mount("tmpfs", "/proc", "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "size=4k")
+    for source, target, kind, flags, data in _mounts(limits, os.getuid(), os.getgid()):
+        if _mount_call(source, target, kind, flags, data) != 0:
+            _check(-1, f"mount {target.decode()}")
     _set_limits(limits, mapped)
     _loopback_up()
     drop_capabilities()
     os.chdir("/work")
 
 
+_Mount = tuple[bytes | None, bytes, bytes | None, ctypes.c_ulong, bytes | None]
+
+
+@functools.cache
+def _mounts(limits: SessionLimits, uid: int, gid: int) -> tuple[_Mount, ...]:
+    """mount(2)'s arguments, in order: / made private (nothing of ours leaks out), a tmpfs at
+    /work, /tmp and /dev/shm, and /proc covered."""
+    owner = f"uid={uid},gid={gid}"
+    small = max(limits.disk // 4, 1 << 20)
+    kept = _MS_NOSUID | _MS_NODEV
+    plan = (
+        (None, "/", None, _MS_REC | _MS_PRIVATE, None),
+        ("tmpfs", "/work", "tmpfs", kept, f"size={limits.disk},mode=0700,{owner}"),
+        ("tmpfs", "/tmp", "tmpfs", kept, f"size={small},mode=1777,{owner}"),
+        ("tmpfs", "/dev/shm", "tmpfs", kept, f"size={small},mode=1777,{owner}"),
+        ("tmpfs", "/proc", "tmpfs", _MS_RDONLY | kept | _MS_NOEXEC, "size=4k"),
+    )
+    return tuple(
+        (_bytes(source), target.encode(), _bytes(kind), ctypes.c_ulong(flags), _bytes(data))
+        for source, target, kind, flags, data in plan
+    )
+
+
+def _bytes(text: str | None) -> bytes | None:
+    return None if text is None else text.encode()
+
+
 def _loopback_up() -> None:
     """The session's own loopback, up: a cell's local server answers its own clients (the
     new network namespace has only `lo`, and down)."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        request = struct.pack("16sH14x", b"lo", _IFF_UP | _IFF_LOOPBACK | _IFF_RUNNING)
-        fcntl.ioctl(sock, _SIOCSIFFLAGS, request)
-
-
-def _tmpfs(path: str, options: str) -> None:
-    _mount("tmpfs", path, "tmpfs", _MS_NOSUID | _MS_NODEV, options)
-
-
-def _mount(source: str | None, target: str, kind: str | None, flags: int, data: str | None) -> None:
-    encoded = [None if s is None else s.encode() for s in (source, target, kind, data)]
-    _check(
-        _mount_call(encoded[0], encoded[1], encoded[2], ctypes.c_ulong(flags), encoded[3]),
-        f"mount {target}",
-    )
+        fcntl.ioctl(sock, _SIOCSIFFLAGS, _LOOPBACK_UP)
 
 
 def _set_limits(limits: SessionLimits, mapped: int) -> None:
@@ -137,8 +157,11 @@ def _set_limits(limits: SessionLimits, mapped: int) -> None:
 
 def _address_space() -> int:
     """Bytes this process has mapped now (what it shares with the fork server)."""
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    fd = os.open("/proc/self/statm", os.O_RDONLY)
+    try:
+        return int(os.read(fd, 256).split()[0]) * _PAGE_BYTES
+    finally:
+        os.close(fd)
 
 
 class _CapHeader(ctypes.Structure):
@@ -150,16 +173,24 @@ class _CapData(ctypes.Structure):
                 ("inheritable", ctypes.c_uint32)]  # fmt: skip
 
 
+# capset(2)'s arguments for no capability at all (made at import: a fork server's sessions
+# share them).
+_NO_CAPABILITIES = (_CapHeader(_LINUX_CAPABILITY_VERSION_3, 0), (_CapData * 2)())
+
+
 def drop_capabilities() -> None:
     """No capability left, now or after an exec: the bounding set emptied, then the sets."""
     for cap in range(_LAST_CAP + 1):
         if _prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
             break  # past the kernel's last capability
-    header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
-    data = (_CapData * 2)()
+    header, data = _NO_CAPABILITIES
     _check(_capset(ctypes.byref(header), ctypes.byref(data)), "capset")
 
 
 def _write(path: str, text: str) -> None:
-    with open(path, "w") as file:
-        file.write(text)
+    """Write a /proc file with system calls alone (no file object to build)."""
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)

@@ -26,7 +26,7 @@ from typing import NoReturn
 
 from .display import prepare_matplotlib
 from .executor import Kernel, run_executor
-from .isolation import SessionLimits, enter_namespaces, wall_off
+from .isolation import SessionLimits, enter_namespaces, prepare, wall_off
 from .seccomp import prepare_filter, set_dumpable
 from .wire import encode_frame
 
@@ -55,6 +55,7 @@ def serve(control: socket.socket, limits: SessionLimits, modules: Iterable[str])
     set_dumpable(False)  # sessions run as our uid: none may read our memory
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # each first child ends at once: no zombie
     preload(modules)
+    prepare(limits)
     _warm_up()
     _fill_pools()
     gc.freeze()  # the collector then leaves the shared objects' pages unwritten in the forks
