@@ -31,7 +31,7 @@ from .seccomp import install_filter
 from .snapshot import take_sealed
 from .wire import FrameBuffer, encode_frame
 
-__all__ = ["CappedText", "Kernel", "run_executor"]
+__all__ = ["CappedText", "Kernel", "null_stdin", "run_executor"]
 
 _CLEANUP_WAIT_S = 0.5  # after an interrupt: for killed children to be reapable, pools to end
 _SNAPSHOT = "__import__('kernel.snapshot').snapshot"  # the module, as a cell reaches it
@@ -250,7 +250,14 @@ def _quiet_stdio() -> None:
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
     os.close(devnull)
-    sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115 - lives as long as the process
+    null_stdin()
+
+
+def null_stdin() -> None:
+    """sys.stdin reads /dev/null. Made once: a fork server makes it before its forks, so that
+    its sessions share the object instead of each building one."""
+    if getattr(sys.stdin, "name", None) != os.devnull:
+        sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115 - lives as long as the process
 
 
 def _serve(sock: socket.socket, kernel: Kernel) -> None:

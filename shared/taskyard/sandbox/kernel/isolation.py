@@ -24,13 +24,13 @@ change it), so what keeps one session from another is what the kernel ties to na
 
 from __future__ import annotations
 
+import _socket
 import contextlib
 import ctypes
 import fcntl
 import functools
 import os
 import resource
-import socket
 import struct
 from dataclasses import dataclass
 
@@ -140,8 +140,12 @@ def _bytes(text: str | None) -> bytes | None:
 def _loopback_up() -> None:
     """The session's own loopback, up: a cell's local server answers its own clients (the
     new network namespace has only `lo`, and down)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        fcntl.ioctl(sock, _SIOCSIFFLAGS, _LOOPBACK_UP)
+    # _socket's own type: socket.socket's Python layer would run (and write) more.
+    sock = _socket.socket(_socket.AF_INET, _socket.SOCK_DGRAM)
+    try:
+        fcntl.ioctl(sock.fileno(), _SIOCSIFFLAGS, _LOOPBACK_UP)
+    finally:
+        sock.close()
 
 
 def _set_limits(limits: SessionLimits, mapped: int) -> None:

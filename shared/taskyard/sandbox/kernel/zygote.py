@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from typing import NoReturn
 
 from .display import prepare_matplotlib
-from .executor import Kernel, run_executor
+from .executor import Kernel, null_stdin, run_executor
 from .isolation import SessionLimits, enter_namespaces, prepare, wall_off
 from .seccomp import prepare_filter, set_dumpable
 from .wire import encode_frame
@@ -79,6 +79,7 @@ def _warm_up() -> None:
     share instead of being written in each."""
     prepare_filter()
     prepare_matplotlib()
+    null_stdin()
     kernel = Kernel()
     for code in _WARM_UP:
         kernel.run(code)
