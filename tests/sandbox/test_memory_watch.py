@@ -18,7 +18,8 @@ MIB = 1 << 20
 
 # The "executor": a fresh interpreter (not a fork of pytest, whose pages it would share and
 # whose proportional share would move as the children fork). It says "r", waits for a line,
-# touches ROOT MiB, forks CHILDREN that touch CHILD MiB each, and says "c" for each and itself.
+# touches ROOT MiB, forks CHILDREN that touch CHILD MiB each, and says "c" for each and itself
+# (one write each: under PYTHONUNBUFFERED, print's "c" and newline would be two, interleaved).
 _SESSION = """
 import os, sys, time
 root_mib, children, child_mib = (int(a) for a in sys.argv[1:])
@@ -30,10 +31,10 @@ for _ in range(children):
     if os.fork() == 0:
         own = bytearray(child_mib << 20)
         own[::4096] = b"y" * len(own[::4096])
-        print("c", flush=True)
+        os.write(1, b"c\\n")
         time.sleep(60)
         os._exit(0)
-print("c", flush=True)
+os.write(1, b"c\\n")
 time.sleep(60)
 """
 
