@@ -33,6 +33,7 @@ import os
 import resource
 import struct
 from dataclasses import dataclass
+from typing import NoReturn
 
 __all__ = ["SessionLimits", "drop_capabilities", "enter_namespaces", "prepare", "wall_off"]
 
@@ -72,8 +73,13 @@ class SessionLimits:
 
 def _check(result: int, what: str) -> None:
     if result != 0:
-        code = ctypes.get_errno()
-        raise OSError(code, f"{what}: {os.strerror(code)}")
+        _failed(what)
+
+
+def _failed(what: str) -> NoReturn:
+    """Raise the last libc call's error (errno), saying what failed."""
+    code = ctypes.get_errno()
+    raise OSError(code, f"{what}: {os.strerror(code)}")
 
 
 def enter_namespaces() -> None:
@@ -103,7 +109,7 @@ def wall_off(limits: SessionLimits) -> None:
     mapped = _address_space()  # read before /proc is covered
     for source, target, kind, flags, data in _mounts(limits, os.getuid(), os.getgid()):
         if _mount_call(source, target, kind, flags, data) != 0:
-            _check(-1, f"mount {target.decode()}")
+            _failed(f"mount {target.decode()}")  # formatted only then: no string per mount
     _set_limits(limits, mapped)
     _loopback_up()
     drop_capabilities()

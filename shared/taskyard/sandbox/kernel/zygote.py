@@ -54,7 +54,7 @@ def serve(control: socket.socket, limits: SessionLimits, modules: Iterable[str])
     set_dumpable(False)  # sessions run as our uid: none may read our memory
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # each first child ends at once: no zombie
     preload(modules)
-    prepare(limits)
+    _prepare(limits)
     _warm_up()
     fill_pools()
     gc.freeze()  # the collector then leaves the shared objects' pages unwritten in the forks
@@ -72,13 +72,20 @@ def serve(control: socket.socket, limits: SessionLimits, modules: Iterable[str])
             os.close(fd)
 
 
+def _prepare(limits: SessionLimits) -> None:
+    """Make here, once, what each session's set-up would otherwise make itself, writing to
+    pages it shares with us: its mounts' arguments, its seccomp program, matplotlib's
+    environment, its stdin."""
+    prepare(limits)
+    prepare_filter()
+    prepare_matplotlib()
+    null_stdin()
+
+
 def _warm_up() -> None:
     """Run once what every first cell runs (a cell's compile and exec, a DataFrame's repr, a
     reply's encoding), so that the caches and lazy imports it fills sit in pages the forks
     share instead of being written in each."""
-    prepare_filter()
-    prepare_matplotlib()
-    null_stdin()
     kernel = Kernel()
     for code in _WARM_UP:
         kernel.run(code)
