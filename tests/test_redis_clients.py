@@ -53,6 +53,25 @@ async def test_a_bounded_pool_makes_a_caller_wait_then_gives_up(redis_server: st
         await client.aclose()
 
 
+async def test_a_bounded_pool_wakes_its_waiters_and_opens_no_more_than_its_bound(
+    redis_server: str,
+) -> None:
+    # The pool's lean checkout (a free connection taken without redis-py's condition) must
+    # still hand a released connection to a caller waiting in redis-py's path.
+    client = async_client(f"{redis_server}/3", max_connections=2, pool_timeout=5)
+    try:
+        waits = [client.blpop(["nothing"], timeout=0.05) for _ in range(12)]
+        assert (
+            await asyncio.gather(*waits, *(client.ping() for _ in range(12)))
+            == [None] * 12 + [True] * 12
+        )
+        pool = client.connection_pool
+        assert len(pool._available_connections) + len(pool._in_use_connections) <= 2
+        assert not pool._in_use_connections
+    finally:
+        await client.aclose()
+
+
 async def test_a_connection_mixin_goes_in_front_of_the_connection_class(redis_server: str) -> None:
     client = async_client(f"{redis_server}/0", connection_mixin=_Marked)
     try:
