@@ -23,18 +23,14 @@ from dataclasses import dataclass
 import orjson
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
-from redis.typing import EncodableT, KeyT, StreamIdT
-from redis.utils import HIREDIS_AVAILABLE
+from redis.typing import KeyT, StreamIdT
 
 from taskyard.plumbing import keys
-from taskyard.plumbing.redis_clients import async_client
+from taskyard.plumbing.redis_clients import HIREDIS_PACKED, async_client
 from taskyard.plumbing.settings import RedisSettings
 from taskyard.runtime.events import EventKind
 from taskyard.runtime.store import redis_replies
 from taskyard.runtime.task import TERMINAL
-
-if HIREDIS_AVAILABLE:  # redis-py's optional C parser; without it, redis-py packs commands
-    import hiredis
 
 __all__ = ["Batch", "Entry", "EventHub", "entry_id_key", "reader_client"]
 
@@ -228,21 +224,11 @@ class EventHub:
         await self.reader.aclose()
 
 
-class _HiredisPacked:
-    """Commands packed in C: the hub's XREAD names every followed stream, and redis-py's
-    asyncio connection packs arguments in Python (its sync one uses hiredis already)."""
-
-    def pack_command(self, *args: EncodableT) -> list[bytes]:
-        name, *rest = args  # redis-py writes some names as one string: "CLIENT SETNAME"
-        # hiredis' stub types the command as a 1-tuple; it takes any number of arguments.
-        return [hiredis.pack_command((*str(name).split(), *rest))]  # type: ignore[arg-type]
-
-
 def reader_client(settings: RedisSettings, client_name: str) -> aioredis.Redis:
     """The hub's reader: a connection of its own, packing commands with hiredis where it is
     installed (a rediss:// or unix:// URL keeps its own connection class)."""
-    packed = _HiredisPacked if HIREDIS_AVAILABLE else None
     return async_client(
-        settings.redis_url, settings.sentinel, connection_mixin=packed, decode_responses=True,
+        settings.redis_url, settings.sentinel, connection_mixin=HIREDIS_PACKED,
+        decode_responses=True,
         client_name=client_name,
     )  # fmt: skip

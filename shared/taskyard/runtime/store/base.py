@@ -21,7 +21,7 @@ from redis.exceptions import NoScriptError
 
 from taskyard.agentkit.text import replace_lone_surrogates
 from taskyard.errors import TaskyardError
-from taskyard.plumbing.redis_clients import SentinelSpec, async_client
+from taskyard.plumbing.redis_clients import HIREDIS_PACKED, SentinelSpec, async_client
 from taskyard.plumbing.settings import BrokerSettings, broker_database
 from taskyard.runtime.events import dumps
 from taskyard.runtime.store.script_keys import ScriptKeys, flat, script_keys
@@ -72,6 +72,7 @@ class ScriptedStore:
         client = async_client(
             url, sentinel, max_connections=max_connections, pool_timeout=30,
             decode_responses=True, client_name=client_name, retry=outage_retry(outage_retries),
+            connection_mixin=HIREDIS_PACKED,
         )  # fmt: skip
         return cls(client, broker_database(url, broker_url, sentinel=sentinel is not None))
 
