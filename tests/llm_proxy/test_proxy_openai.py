@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -121,9 +122,13 @@ def test_usage_header_on_whole_answers(replicas: ReplicaFactory, proxy: ProxyFac
     )
 
 
+_LINGER_S = 0.3
+
+
 class _LooseSseModel(BaseHTTPRequestHandler):
     """A scripted OpenAI-like model in another dialect: HTTP/1.0 (the body ends when the
-    connection closes), CRLF event breaks, spaced JSON and `"usage": null` on every chunk."""
+    connection closes, here a while after `[DONE]`: a client that read `[DONE]` has gone by
+    then), CRLF event breaks, spaced JSON and `"usage": null` on every chunk."""
 
     def do_GET(self) -> None:
         self.send_response(200)
@@ -142,6 +147,8 @@ class _LooseSseModel(BaseHTTPRequestHandler):
             usage = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
             self._event({"choices": [], "usage": usage})
         self.wfile.write(b"data: [DONE]\r\n\r\n")
+        self.wfile.flush()
+        time.sleep(_LINGER_S)
 
     def _event(self, fields: dict[str, object]) -> None:
         chunk = {

@@ -221,6 +221,9 @@ class Forwarder:
         except UpstreamError as exc:
             if not relay.started:
                 raise
+            # The usage chunk may have gone out before the break (a client that read it and
+            # closed aborts the upstream's last read): what the replica said it used counts.
+            self._account(job, *tokens_of(relay.usage))
             if job.client.closed:
                 self._metrics.errors["client_gone"] += 1
                 return Outcome.ANSWERED
