@@ -1,8 +1,10 @@
 """A live fork between two sessions of one fork server: the snapshot handed over in memory, a
-sealed memfd (kernel/handover.py). The attacks are the source's against what it handed over
-(a copy of the descriptor kept, a thread still writing), and any session's against the
-supervisor that passes descriptors on (an unsealed file, one that is not a memfd, one over
-the share, descriptors sent outside a hand-over)."""
+sealed memfd written behind the fork's answer by a copy-on-write child of the source
+(kernel/handover.py). The attacks are the source's against what it handed over (a copy of the
+descriptor kept, a thread still writing, a mapping that keeps it unsealed, its writer killed),
+and any session's against the supervisor that passes descriptors on (an unsealed file, one
+that is not a memfd, one over the share, no writer's pipe, descriptors sent outside a
+hand-over)."""
 
 from __future__ import annotations
 
@@ -61,7 +63,7 @@ def test_the_arrays_are_mapped_from_the_snapshot_and_independent_both_ways(
 
 
 # In the source: the module's hand-over list made to keep a copy of the snapshot's descriptor
-# and start a thread that tries, for a second after the save, every way to change it.
+# and start a thread that, once the writer sealed it, tries for a second every way to change it.
 _KEEP_AND_SCRIBBLE = """
 def _attack():
     import errno, fcntl, mmap, os, threading, time
@@ -77,6 +79,9 @@ def _attack():
             'unseal': lambda: fcntl.fcntl(fd, fcntl.F_ADD_SEALS, 0),
             'allocate': lambda: os.posix_fallocate(fd, 0, 1 << 30),
         }
+        sealed = time.monotonic() + 5.0
+        while fcntl.fcntl(fd, fcntl.F_GET_SEALS) & 15 != 15 and time.monotonic() < sealed:
+            time.sleep(0.001)
         end = time.monotonic() + 1.0
         while time.monotonic() < end:
             for name, attempt in tries.items():
@@ -88,9 +93,9 @@ def _attack():
             time.sleep(0.01)
 
     class Keeper(list):
-        def append(self, fd):
-            threading.Thread(target=scribble, args=(os.dup(fd),), daemon=True).start()
-            super().append(fd)
+        def append(self, handed):
+            threading.Thread(target=scribble, args=(os.dup(handed[0]),), daemon=True).start()
+            super().append(handed)
 
     snapshot._sealed = Keeper()
 
@@ -113,15 +118,14 @@ def test_the_source_cannot_change_the_snapshot_after_handing_it_over(
     )
 
 
-# In the source: the save replaced by one that hands over `_BAD`'s descriptor instead.
+# In the source: the save replaced by one that hands over `_BAD`'s descriptors instead.
 _HAND_OVER_INSTEAD = """
 def _attack():
     import fcntl, os
     snapshot = __import__('kernel.snapshot').snapshot
 
     def save_sealed(namespace, most):
-        fd = {bad}
-        snapshot._sealed.append(fd)
+        snapshot._sealed.append({bad})
         print('{{"skipped": {{}}, "bytes": 1, "parts": 0}}')
 
     snapshot.save_sealed = save_sealed
@@ -129,20 +133,30 @@ def _attack():
 _attack()
 del _attack
 """
+_PIPE = "os.pipe()[0]"
+_SIZED = (  # a memfd sealed as the writer leaves it before the copy: in size only
+    "(lambda fd: (os.write(fd, b'x'), fcntl.fcntl(fd, fcntl.F_ADD_SEALS, 6),"
+    " fd)[-1])(os.memfd_create('s', os.MFD_ALLOW_SEALING))"
+)
 _BAD = {
-    "unsealed": ("os.memfd_create('s', os.MFD_ALLOW_SEALING)", "not sealed"),
+    "unsealed": (f"(os.memfd_create('s', os.MFD_ALLOW_SEALING), {_PIPE})", "not sealed"),
     "write-sealed only": (
-        "(lambda fd: (os.write(fd, b'x'), fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_WRITE),"
-        " fd)[-1])(os.memfd_create('s', os.MFD_ALLOW_SEALING))",
+        "((lambda fd: (os.write(fd, b'x'), fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_WRITE),"
+        f" fd)[-1])(os.memfd_create('s', os.MFD_ALLOW_SEALING)), {_PIPE})",
         "not sealed",
     ),
-    "a regular file": ("os.open('plain', os.O_RDWR | os.O_CREAT)", "not a memory file"),
-    "a pipe": ("os.pipe()[0]", "not a memory file"),
+    "a regular file": (f"(os.open('plain', os.O_RDWR | os.O_CREAT), {_PIPE})", "not a memory file"),
+    "a pipe": (f"({_PIPE}, {_PIPE})", "not a memory file"),
     "over the share": (
-        "(lambda fd: (os.ftruncate(fd, 300 << 20), fcntl.fcntl(fd, fcntl.F_ADD_SEALS, 15),"
-        " fd)[-1])(os.memfd_create('s', os.MFD_ALLOW_SEALING))",
+        "((lambda fd: (os.ftruncate(fd, 300 << 20), fcntl.fcntl(fd, fcntl.F_ADD_SEALS, 15),"
+        f" fd)[-1])(os.memfd_create('s', os.MFD_ALLOW_SEALING)), {_PIPE})",
         "over the session's memory share",
     ),
+    "no writer's pipe": (
+        f"({_SIZED}, os.open('plain', os.O_RDWR | os.O_CREAT))",
+        "without its writer's pipe",
+    ),
+    "one descriptor": (f"({_SIZED},)", "no memory file with its writer's pipe"),
 }
 
 
@@ -204,7 +218,7 @@ def test_descriptors_sent_outside_a_hand_over_are_closed(forks: KernelSandboxPro
     source = forks.get(SOURCE)
     _out(source, _SEND_PIPES)
     assert _out(source, "print(all_closed(send_pipes(2) + send_pipes(9)))") == "True"
-    # A hand-over's call keeps the first descriptor only: what rides after it is closed.
+    # A hand-over's call keeps the first two descriptors only: what rides after is closed.
     patch = (
         "def _attack():\n"
         "    snapshot = __import__('kernel.snapshot').snapshot\n"
@@ -219,7 +233,7 @@ def test_descriptors_sent_outside_a_hand_over_are_closed(forks: KernelSandboxPro
     _out(source, "x = 1\n" + patch)
     with pytest.raises(SandboxUnavailable, match=r"the snapshot was refused: .*not a memory file"):
         forks.fork(SOURCE, NEW)
-    # The first pipe was taken as the snapshot and refused: every one of them was closed.
+    # The first pipes were taken as the snapshot and refused: every one of them was closed.
     assert _out(source, "print(all_closed(__import__('kernel.snapshot').snapshot._late))") == (
         "True"
     )
@@ -248,3 +262,84 @@ def test_the_mapping_counts_in_the_new_sessions_memory_and_not_the_sources(
     )
     assert hoard.state_lost and "out of memory" in (hoard.error or ""), hoard.error
     assert _out(source, "b = np.ones(80 << 17)\nprint(a.sum() + b.sum())") == str(float(240 << 17))
+
+
+def test_the_fork_is_the_source_at_the_instant_it_answered(forks: KernelSandboxProvider) -> None:
+    """The copy is written behind the answer, from the source's pages as they were: what the
+    source does right after (before the new session ran anything) does not reach it."""
+    source, new = _forked(forks, _ARRAYS)
+    _out(source, "a[:] = 7\nb = 1")
+    assert _out(new, "print(a.sum(), 'b' in globals())") == f"{_SUM} False"
+    assert _out(source, "print(a.min(), a.max())") == "7.0 7.0"
+
+
+def test_ending_the_source_right_after_the_fork_keeps_the_copy(
+    forks: KernelSandboxProvider,
+) -> None:
+    """The source's writer is one of its processes: its end waits for the writer first."""
+    _forked(forks, _ARRAYS)
+    forks.release(SOURCE)
+    assert _out(forks.get(NEW), "print(a.sum())") == _SUM
+
+
+# In the source: its writer spoiled, by the source's own code: killed while it writes (slowed
+# down so that it still does), or kept from sealing by a writable shared mapping of the memory
+# file (made by the writer's own code, so that it exists before the seal is asked for).
+_SPOIL_WRITER = """
+def _attack():
+    import mmap, os, signal, time
+    snapshot = __import__('kernel.snapshot').snapshot
+    handover = __import__('kernel.handover').handover
+    save, fill = snapshot.save_sealed, handover._fill
+
+    def slow_fill(fd, pieces):
+        time.sleep(3)
+        fill(fd, pieces)
+
+    def mapped_fill(fd, pieces):
+        held = mmap.mmap(fd, 4096, mmap.MAP_SHARED)
+        fill(fd, pieces)
+
+    def save_sealed(namespace, most):
+        save(namespace, most)
+        {after}
+
+    handover._fill = {fill}
+    snapshot.save_sealed = save_sealed
+
+_attack()
+del _attack
+"""
+_SPOILS = {
+    "killed": {"fill": "slow_fill", "after": "os.kill(handover._writers[-1], signal.SIGKILL)"},
+    "kept from sealing": {"fill": "mapped_fill", "after": "pass"},
+}
+
+
+@pytest.mark.parametrize("spoil", list(_SPOILS))
+def test_a_spoiled_writer_ends_the_new_session_saying_so_and_nothing_else(
+    forks: KernelSandboxProvider, spoil: str
+) -> None:
+    """The fork answered before the copy was written, so a writer that fails cannot refuse
+    it: the new session's load does, before any of its code runs; the session ends and its
+    next call says its state was lost. The source goes on."""
+    source, new = _forked(forks, _ARRAYS + _SPOIL_WRITER.format(**_SPOILS[spoil]))
+    lost = new.run("print(a.sum())", TIMEOUT)
+    assert lost.state_lost, lost
+    said = f"{lost.error} {lost.state_lost_reason}"
+    assert "could not be loaded" in said and "writer ended before" in said, said
+    assert _out(source, "print(a.sum())") == _SUM
+
+
+def test_a_handed_snapshot_loads_before_the_new_sessions_next_call_if_no_files_come(
+    forks: KernelSandboxProvider,
+) -> None:
+    """The kernel loads a handed snapshot once the fork's files are copied (`copy_from`); if
+    that copy never comes (its worker gone between the two), the new session's next call
+    loads it first."""
+    source = forks.get(SOURCE)
+    _out(source, _ARRAYS)
+    new = forks.get(NEW)
+    handed = source.hand_over(new, TIMEOUT)
+    assert handed is not None and handed.error is None, handed
+    assert _out(new, "print(a.sum())") == _SUM

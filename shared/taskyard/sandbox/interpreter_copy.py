@@ -8,6 +8,9 @@ the new session loads the snapshot. Where one fork server serves both sessions t
 stays in memory: a sealed memory file the kernel hands from one to the other
 (`kernel/handover.py`), mapped copy-on-write by the new session. Elsewhere it is written to
 the source's working directory, copied with the other files, and removed from the source.
+In memory, the fork is made once the source's snapshot is taken and its files copied: the
+kernel writes the snapshot and loads it in the new session behind that (`kernel/handover.py`),
+and the new session's first call waits for the load.
 Both sessions are their own from then on: nothing one does afterwards reaches the other.
 
 The source is held throughout (`KernelSandbox.exclusive`): no cell or file request of its
@@ -59,7 +62,10 @@ def copy_interpreter(source: KernelSandbox, target: KernelSandbox) -> Interprete
     finally:
         if not handed:
             _cell(source, _DISCARD, "removing the snapshot")
-    _load(target, handed)
+    if handed:
+        target.holds_state()
+    else:
+        _cell(target, _LOAD, _LOADING)
     return InterpreterCopy(skipped, saved.bytes)
 
 
@@ -70,13 +76,6 @@ def _save(source: KernelSandbox, target: KernelSandbox) -> tuple[_Saved, bool]:
     if handed is None:
         return _saved(_cell(source, _SAVE, _SAVING)), False
     return _saved(_stdout(handed, _SAVING)), True
-
-
-def _load(target: KernelSandbox, handed: bool) -> None:
-    if handed:
-        _stdout(target.load_handed(_CELL_TIMEOUT_S), _LOADING)
-    else:
-        _cell(target, _LOAD, _LOADING)
 
 
 def _cell(sandbox: KernelSandbox, code: str, what: str) -> str:

@@ -105,9 +105,10 @@ class KernelSandbox:
         return self._request({"code": code}, timeout)
 
     def hand_over(self, target: KernelSandbox, timeout: float) -> ExecutionResult | None:
-        """Save this session's interpreter for `target` to load (`load_handed`), inside their
-        kernel, when one serves both (a fork server's: a sealed snapshot in memory, never on
-        disk); None, with nothing run, when they are apart. Starts `target`'s kernel where it
+        """Save this session's interpreter for `target`, inside their kernel, when one serves
+        both (a fork server's: a sealed snapshot in memory, never on disk, which `target`'s
+        kernel then loads on its own, its next call waiting for that); None, with nothing run,
+        when they are apart. Starts `target`'s kernel where it
         could be beside this session's; a cell's result otherwise, as `run` gives it (and
         raises)."""
         key = target.key_beside(self) if isinstance(self._channel, SharedKernel) else None
@@ -115,9 +116,11 @@ class KernelSandbox:
             return None
         return self._request({"snapshot_to": key}, timeout)
 
-    def load_handed(self, timeout: float) -> ExecutionResult:
-        """Load the snapshot another session handed over (`hand_over`), as `run` runs a cell."""
-        return self._request({"load_snapshot": True}, timeout)
+    def holds_state(self) -> None:
+        """Its kernel holds state no cell of this session put there (a fork's snapshot): a
+        loss of that kernel is said as any loss of state is."""
+        with self._lock:
+            self._has_state = True
 
     def key_beside(self, other: KernelSandbox) -> str | None:
         """This session's key in `other`'s kernel when one kernel serves both, else None;

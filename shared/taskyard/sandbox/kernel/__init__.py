@@ -34,10 +34,11 @@ Protocol with the worker, one JSON object per line (`wire.py`):
   ``copy_from`` (``from``: another session's key) copies that session's working directory into
   this one's, answering ``{"copied": n, "truncated"}``; a refusal is ``{"refused": reason,
   "error": why}``;
-- a live fork's hand-over, on a fork server: ``{"id", "nonce", "snapshot_to": key}`` saves the
-  session's namespace into a sealed memory file kept for session `key` (`handover.py`), and
-  ``{"id", "nonce", "load_snapshot": true}`` in that session loads it; each is answered as a
-  cell (the save's stdout says what was left out), with an `error` when it could not be done;
+- a live fork's hand-over, on a fork server: ``{"id", "nonce", "snapshot_to": key}`` takes the
+  session's snapshot into a memory file for session `key` (`handover.py`), answered as a cell
+  (its stdout says what was left out), with an `error` when it could not be done; session
+  `key` then loads it on its own, written behind the answer, and holds its next call until it
+  has (if the load fails, the session ends: ``{"session": key, "gone": why}``);
 - interrupt: ``{"interrupt": id}``, when call `id` runs, kills every process the cells started
   and sends SIGINT to the executor, which stops the cell and keeps its namespace; the reply then
   says ``"interrupted": true``. For any other id it does nothing;

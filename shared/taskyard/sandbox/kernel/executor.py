@@ -26,7 +26,7 @@ from typing import Any
 
 from . import INTERRUPTED, OUTPUT_LIMIT
 from .display import CellOutputs, Publisher, install, setup_matplotlib
-from .handover import passed_fds, rights_space, send_with_fd
+from .handover import passed_fds, reap_writers, rights_space, send_with_fds
 from .seccomp import install_filter
 from .snapshot import take_sealed
 from .wire import FrameBuffer, encode_frame
@@ -273,6 +273,7 @@ def _serve(sock: socket.socket, kernel: Kernel) -> None:
             if "reap" in request:
                 _reap(request["reap"])
                 continue
+            reap_writers()
             # "started" lets the supervisor hold back a SIGINT the cell could not yet catch.
             reply = kernel.run(
                 _cell_code(request, passed),
@@ -287,20 +288,23 @@ def _cell_code(request: dict[str, Any], passed: list[int]) -> str:
     if "snapshot" in request:
         return f"{_SNAPSHOT}.save_sealed(globals(), {int(request['snapshot'])})"
     if "load_snapshot" in request:
-        return f"{_SNAPSHOT}.load_sealed(globals(), {passed.pop(0)})"
+        fd, done = passed.pop(0), passed.pop(0)
+        return f"{_SNAPSHOT}.load_sealed(globals(), {fd}, {done})"
     return str(request.get("code", ""))
 
 
 def _send_reply(sock: socket.socket, reply: dict[str, Any]) -> None:
-    """The reply, with the sealed snapshot the cell made, if it made one (then ours no more)."""
-    fd = take_sealed()
-    if fd is None:
+    """The reply, with the snapshot the cell made and its writer's pipe, if it made one (then
+    ours no more)."""
+    handed = take_sealed()
+    if handed is None:
         sock.sendall(encode_frame(reply))
         return
     try:
-        send_with_fd(sock, encode_frame(reply), fd)
+        send_with_fds(sock, encode_frame(reply), list(handed))
     finally:
-        os.close(fd)
+        for fd in handed:
+            os.close(fd)
 
 
 def run_executor(sock: socket.socket) -> None:

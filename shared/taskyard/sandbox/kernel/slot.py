@@ -4,8 +4,11 @@ its working directory.
 A cell can write any frame on the executor's socket, so each reply's caps are applied here
 (`replies.py`), never trusted from the frame; the reply's id and nonce are the call's own, and
 only data the kernel vouches the executor sent (SCM_CREDENTIALS) is read. A descriptor the
-executor sends (SCM_RIGHTS) is kept only while a hand-over call runs (a live fork's sealed
-snapshot, `handover.py`), one per call; every other is closed as it arrives. A slot that
+executor sends (SCM_RIGHTS) is kept only while a hand-over call runs (a live fork's snapshot
+and its writer's pipe, `handover.py`), two per call; every other is closed as it arrives. A
+session loading a snapshot (a call of the supervisor's own) holds the worker's next call
+until it is done, and its source does not stop its processes before the snapshot's writer,
+one of them, finished. A slot that
 breaks its protocol raises `SlotBroken`; the supervisor decides what that ends (the container,
 or only this session).
 """
@@ -16,6 +19,7 @@ import base64
 import binascii
 import contextlib
 import os
+import select
 import signal
 import socket
 import struct
@@ -24,16 +28,18 @@ from typing import Any
 
 from . import INTERRUPTED
 from .files import FileRefused, WorkDir
-from .handover import passed_fds, rights_space, send_with_fd
+from .handover import passed_fds, rights_space, send_with_fds
 from .processes import inner_pids, stop_tree
 from .replies import Malformed, cell_reply
 from .wire import FrameBuffer, TooLong, encode_frame
 
-__all__ = ["Handed", "Slot", "SlotBroken", "socket_pair"]
+__all__ = ["Handed", "Slot", "SlotBroken", "close_all", "socket_pair"]
 
 _MAX_FRAME_BYTES = 16 << 20  # an honest reply is at most about 5 MB of JSON
 _SEND_TIMEOUT_S = 5.0  # an executor that does not take its request in this long is broken
 _CREDS = struct.Struct("iII")  # struct ucred: pid, uid, gid
+_HANDED_FDS = 2  # a hand-over's: the snapshot's memfd, its writer's pipe
+_WRITER_WAIT_S = 10.0  # for a snapshot's writer: a whole share's copy takes well under that
 BROKEN = 70  # exit status when an executor broke its channel
 
 
@@ -53,15 +59,16 @@ class _Call:
     started: bool = False  # the executor runs it: a SIGINT now stops the cell
     killed: set[int] = field(default_factory=set)
     hand_to: Any = None  # a hand-over's call: the session its snapshot goes to
-    fd: int | None = None  # the descriptor the executor sent during a hand-over's call
+    fds: list[int] = field(default_factory=list)  # what the executor sent during a hand-over
+    internal: bool = False  # the supervisor's own (a snapshot's load): nobody waits for it
 
 
 @dataclass(frozen=True)
 class Handed:
-    """What a hand-over call's reply brought: the descriptor (None if none came), for whom."""
+    """What a hand-over call's reply brought: the descriptors (as many as came), for whom."""
 
     to: Any
-    fd: int | None
+    fds: tuple[int, ...]
 
 
 def socket_pair() -> tuple[socket.socket, socket.socket]:
@@ -98,10 +105,17 @@ class Slot:
         self._frames = FrameBuffer(_MAX_FRAME_BYTES)
         self._call: _Call | None = None
         self._handed: Handed | None = None  # a hand-over's reply, until the supervisor takes it
-        self._snapshot: int | None = None  # a snapshot handed to this session, until it loads
+        self._snapshot: tuple[int, ...] = ()  # a snapshot handed to this session, until it loads
+        self.queued: dict[str, Any] | None = None  # the worker's call held while a load runs
+        self._writing: int | None = None  # the pipe of a snapshot's writer this session forked
 
     def fileno(self) -> int:
         return self.sock.fileno()
+
+    @property
+    def loading(self) -> bool:
+        """Whether the supervisor's own call (a snapshot's load) runs."""
+        return self._call is not None and self._call.internal
 
     def start_call(
         self,
@@ -109,15 +123,16 @@ class Slot:
         nonce: Any,
         request: dict[str, Any],
         hand_to: Any = None,
-        fd: int | None = None,
+        fds: tuple[int, ...] = (),
+        internal: bool = False,
     ) -> dict[str, Any] | None:
-        """Send a cell's request to the executor (with the descriptor `fd`, if given); a
-        refusal to answer at once, if busy. `hand_to`: the call hands its session's snapshot
-        to that session (`take_handed` once it replied)."""
+        """Send a cell's request to the executor (with the descriptors `fds`); a refusal to
+        answer at once, if busy. `hand_to`: the call hands its session's snapshot to that
+        session (`take_handed` once it replied). `internal`: the supervisor's own call."""
         if self._call is not None:
             return {"id": call_id, "nonce": nonce, "error": "busy: one call at a time"}
-        self._call = _Call(call_id, nonce, hand_to=hand_to)
-        self.send(request, fd)
+        self._call = _Call(call_id, nonce, hand_to=hand_to, internal=internal)
+        self.send(request, fds)
         return None
 
     def take_handed(self) -> Handed | None:
@@ -125,19 +140,30 @@ class Slot:
         handed, self._handed = self._handed, None
         return handed
 
-    def give_snapshot(self, fd: int) -> None:
-        """Keep a sealed snapshot for this session's next load (replacing an older one)."""
-        self.drop_snapshot()
-        self._snapshot = fd
+    def give_snapshot(self, fds: tuple[int, ...]) -> None:
+        """Keep a snapshot (its memfd, its writer's pipe) for this session to load next."""
+        close_all(self._snapshot)
+        self._snapshot = fds
 
-    def take_snapshot(self) -> int | None:
-        fd, self._snapshot = self._snapshot, None
-        return fd
+    def take_snapshot(self) -> tuple[int, ...]:
+        """The snapshot kept for this session, now the caller's to close; () if none."""
+        fds, self._snapshot = self._snapshot, ()
+        return fds
 
-    def drop_snapshot(self) -> None:
-        if self._snapshot is not None:
-            os.close(self._snapshot)
-            self._snapshot = None
+    def watch_writer(self, done: int) -> None:
+        """Keep `done`, a copy of the pipe of a snapshot's writer this session forked, so that
+        its processes are not stopped before the writer finished (replacing an older one)."""
+        self._await_writer(0.0)
+        self._writing = done
+
+    def _await_writer(self, within_s: float = _WRITER_WAIT_S) -> None:
+        """Wait (a bounded while) until the writer said it is done or ended."""
+        if self._writing is None:
+            return
+        with contextlib.suppress(OSError):
+            select.select([self._writing], [], [], within_s)
+        os.close(self._writing)
+        self._writing = None
 
     def file_op(self, request: dict[str, Any]) -> dict[str, Any]:
         """A file request's answer (never user code's: the executor takes no part)."""
@@ -170,29 +196,31 @@ class Slot:
         """SIGKILL every process the session's cells started; the executor stays."""
         if self.executor is None:
             return set()
+        self._await_writer()
         return stop_tree(keep=self.executor, root=self.executor if self._own_tree else None)
 
     def kill(self) -> None:
         """End the session: the executor, and with it (as its pid namespace's init) the rest;
         the descriptors held for it are closed."""
+        self._await_writer()
         if self.executor is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.executor, signal.SIGKILL)
         self.sock.close()
-        self.drop_snapshot()
+        close_all(self.take_snapshot())
         handed, self._handed = self._handed, None
-        if handed is not None and handed.fd is not None:
-            os.close(handed.fd)
-        if self._call is not None and self._call.fd is not None:
-            os.close(self._call.fd)
-            self._call.fd = None
+        if handed is not None:
+            close_all(handed.fds)
+        if self._call is not None:
+            close_all(self._call.fds)
+            self._call.fds.clear()
 
-    def send(self, message: dict[str, Any], fd: int | None = None) -> None:
+    def send(self, message: dict[str, Any], fds: tuple[int, ...] = ()) -> None:
         try:
-            if fd is None:
+            if not fds:
                 self.sock.sendall(encode_frame(message))
             else:
-                send_with_fd(self.sock, encode_frame(message), fd)
+                send_with_fds(self.sock, encode_frame(message), list(fds))
         except OSError:  # a timeout too: it has not read for _SEND_TIMEOUT_S
             raise SlotBroken("the interpreter stopped taking requests") from None
 
@@ -218,12 +246,14 @@ class Slot:
         return frames
 
     def _keep_fd(self, fds: list[int], sender: int | None) -> None:
-        """Keep the first descriptor the executor sends during a hand-over's call; close the
-        rest unread (a cell can send any descriptor on its socket: none reaches anyone)."""
+        """Keep the first two descriptors the executor sends during a hand-over's call; close
+        the rest unread (a cell can send any descriptor on its socket: none reaches anyone)."""
         call = self._call
-        waits = call is not None and call.hand_to is not None and call.fd is None
-        if fds and waits and call is not None and sender is not None and sender == self.executor:
-            call.fd = fds.pop(0)
+        ours = sender is not None and sender == self.executor
+        if call is not None and call.hand_to is not None and ours:
+            room = _HANDED_FDS - len(call.fds)
+            call.fds += fds[:room]
+            fds = fds[room:]
         for fd in fds:
             os.close(fd)
 
@@ -251,7 +281,7 @@ class Slot:
             return None
         self._call = None
         if call.hand_to is not None:
-            self._handed = Handed(call.hand_to, call.fd)
+            self._handed = Handed(call.hand_to, tuple(call.fds))
         if call.interrupted:
             call.killed |= self.stop_cells()  # what the cell started meanwhile
             if call.killed:
@@ -265,12 +295,19 @@ class Slot:
         except Malformed as exc:
             raise SlotBroken(f"the interpreter sent a malformed reply ({exc})") from None
         interrupted = call.interrupted and reply["error"] == INTERRUPTED
-        return {"id": call.id, "nonce": call.nonce, **reply, "interrupted": interrupted}
+        reply = {"id": call.id, "nonce": call.nonce, **reply, "interrupted": interrupted}
+        return {**reply, "internal": True} if call.internal else reply
 
     def _sigint(self) -> None:
         if self.executor is not None:
             with contextlib.suppress(ProcessLookupError):  # it died; the reap says how
                 os.kill(self.executor, signal.SIGINT)
+
+
+def close_all(fds: list[int] | tuple[int, ...]) -> None:
+    """Close every descriptor of `fds`."""
+    for fd in fds:
+        os.close(fd)
 
 
 def _decoded(data: Any) -> bytes:

@@ -14,8 +14,9 @@ entries the cells added to `sys.path` are added again, so that modules imported 
 The files are parts of at most `PART_BYTES`, so that each fits one file request of the kernel
 protocol (`MAX_REQUEST_BYTES`, in base64). Between two sessions of one fork server the
 snapshot skips the files: it is one sealed memory file (`save_sealed`, `handover.py`) that the
-executor hands to the supervisor, and the new session maps it copy-on-write
-(`load_sealed`), its buffers views of that mapping: the bytes are copied once in all.
+executor hands to the supervisor, written behind the save's answer by a copy-on-write child of
+the source, and the new session maps it copy-on-write once written (`load_sealed`), its
+buffers views of that mapping: the bytes are copied once in all.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import struct
 import sys
 from typing import Any
 
-from .handover import sealed_file
+from .handover import await_written, written_behind
 
 __all__ = [
     "PART_BYTES", "SKIPPED_NAME", "discard", "load", "load_sealed", "save", "save_sealed",
@@ -46,7 +47,8 @@ _OWN = {"__builtins__", "__name__", "__doc__", "__loader__", "__spec__", "__pack
 # Maps what a read of each page would, so the pages count in the new session's memory at once
 # (`memory.py`), without the copy a populate of a writable private mapping makes (Linux 5.14).
 _MADV_POPULATE_READ = 22
-_sealed: list[int] = []  # the memfd `save_sealed` made, until the executor takes it
+_sealed: list[tuple[int, int]] = []  # what `save_sealed` made, until the executor takes it
+_WRITE_WAIT_S = 120.0  # for the source's writer: a whole share's copy takes seconds at most
 _REOPENED = {"r": "r", "w": "r+", "x": "r+", "a": "a", "r+": "r+", "w+": "r+", "x+": "r+",
              "a+": "a+"}  # fmt: skip  # never truncate what was copied
 
@@ -66,18 +68,20 @@ def save(namespace: dict[str, Any], directory: str) -> None:
 
 
 def save_sealed(namespace: dict[str, Any], most: int) -> None:
-    """Write the namespace's snapshot into a sealed memfd for the executor to hand over
-    (`take_sealed`); print what was left out as one JSON line. A snapshot over `most` bytes
+    """Take the namespace's snapshot into a memfd for the executor to hand over with its
+    writer's pipe (`take_sealed`); print what was left out as one JSON line. Returns once the
+    snapshot is taken, not written (`handover.written_behind`). A snapshot over `most` bytes
     (the new session's memory share) is refused before a byte of it is written."""
     pieces, size, skipped = _snapshot(namespace)
     if size > most:
         raise MemoryError(f"the snapshot is {size} bytes, over the session's share of {most}")
-    _sealed.append(sealed_file(pieces))
+    _sealed.append(written_behind(pieces, size))
     print(json.dumps({"skipped": skipped, "bytes": size, "parts": 0}))
 
 
-def take_sealed() -> int | None:
-    """The memfd `save_sealed` made, now the caller's to send and close; None if none."""
+def take_sealed() -> tuple[int, int] | None:
+    """The memfd `save_sealed` made and its writer's pipe, now the caller's to send and close;
+    None if none."""
     return _sealed.pop() if _sealed else None
 
 
@@ -88,11 +92,13 @@ def load(namespace: dict[str, Any], directory: str) -> None:
     _load(namespace, memoryview(blob))
 
 
-def load_sealed(namespace: dict[str, Any], fd: int) -> None:
-    """Load the snapshot in the sealed memfd `fd` (closed here) into the namespace. Its
-    mapping is private: what this session writes to its arrays is copied on write and stays
-    its own; it lives as long as an object loaded from it does."""
+def load_sealed(namespace: dict[str, Any], fd: int, done: int) -> None:
+    """Load the snapshot in the memfd `fd` into the namespace once its writer said so on
+    `done` and it is sealed (both closed here). Its mapping is private: what this session
+    writes to its arrays is copied on write and stays its own; it lives as long as an object
+    loaded from it does."""
     try:
+        await_written(fd, done, _WRITE_WAIT_S)
         mapping = mmap.mmap(fd, os.fstat(fd).st_size, flags=mmap.MAP_PRIVATE,
                             prot=mmap.PROT_READ | mmap.PROT_WRITE)  # fmt: skip
     finally:

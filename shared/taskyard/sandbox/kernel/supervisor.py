@@ -12,8 +12,11 @@ stands between them and the files. Two shapes:
   (``{"session": k, "gone": why}``), and the container goes on. One file request is theirs
   alone: ``copy_from`` copies another session's working directory into the session's (a
   fork's files, `files.WorkDir.copy_into`). A live fork's interpreter goes the same way, in
-  memory: ``snapshot_to`` saves a session's namespace into a sealed memfd the supervisor
-  checks and keeps for the other session, whose ``load_snapshot`` maps it (`handover.py`).
+  memory: ``snapshot_to`` takes a session's snapshot into a memfd, written behind the answer
+  by a copy-on-write child of the source; the supervisor checks it and keeps it for the other
+  session, which loads it (a call of the supervisor's own, which that session's next call
+  waits for) once its ``copy_from`` copied the files, or before its next call if none comes;
+  it maps the memfd once written and sealed (`handover.py`).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from . import MAX_REQUEST_BYTES
+from . import INTERRUPTED, MAX_REQUEST_BYTES
 from .executor import run_executor
 from .files import FileRefused, WorkDir
 from .handover import Refused
@@ -40,9 +43,9 @@ from .handover import check as check_sealed
 from .isolation import SessionLimits
 from .memory import MemoryWatch, proportional
 from .processes import stop_tree
-from .replies import fit_line
+from .replies import cell_reply, fit_line
 from .seccomp import set_child_subreaper, set_dumpable
-from .slot import BROKEN, Handed, Slot, SlotBroken, socket_pair
+from .slot import BROKEN, Handed, Slot, SlotBroken, close_all, socket_pair
 from .spares import Spares
 from .wire import LineBuffer, TooLong, encode_line
 
@@ -187,15 +190,16 @@ class Supervisor:
             return
         try:
             if "interrupt" in request:
-                slot.interrupt(request["interrupt"])
+                self._interrupt(key, slot, request["interrupt"])
+            elif "file_op" not in request and (slot.loading or self._load(slot)):
+                self._hold(key, slot, request)
             elif "snapshot_to" in request:
                 self._hand_over(key, slot, request)
-            elif "load_snapshot" in request:
-                self._load_snapshot(key, slot, request)
             elif request.get("file_op") == "copy_from":
                 reply = {"id": request["id"], "nonce": request.get("nonce"),
                          **self._copy_from(request.get("from"), slot)}  # fmt: skip
                 self._answer(key, reply)
+                self._load(slot)  # a fork's files are in: its snapshot may load
             elif "file_op" in request:
                 reply = {"id": request["id"], "nonce": request.get("nonce"),
                          **slot.file_op(request)}  # fmt: skip
@@ -221,49 +225,77 @@ class Supervisor:
         if busy is not None:
             self._answer(key, busy)
 
-    def _load_snapshot(self, key: Any, slot: Slot, request: dict[str, Any]) -> None:
-        """Load the snapshot handed to this session, as a cell (its reply is the cell's)."""
-        fd = slot.take_snapshot()
-        if fd is None:
-            self._answer(key, {"id": request["id"], "nonce": request.get("nonce"),
-                               "error": "no snapshot was handed to this session"})  # fmt: skip
+    def _interrupt(self, key: Any, slot: Slot, call_id: Any) -> None:
+        """Interrupt call `call_id`: the running one, or one held back (then it never runs)."""
+        held = slot.queued
+        if held is None or held.get("id") != call_id:
+            slot.interrupt(call_id)
             return
+        slot.queued = None
+        reply = cell_reply({"error": INTERRUPTED})
+        self._answer(key, {"id": call_id, "nonce": held.get("nonce"), **reply,
+                           "interrupted": True})  # fmt: skip
+
+    @staticmethod
+    def _load(slot: Slot) -> bool:
+        """Start loading the snapshot handed to the session, if one waits: whether it did.
+        Raises `SlotBroken`."""
+        fds = slot.take_snapshot()
+        if not fds:
+            return False
         try:
-            busy = slot.start_call(request["id"], request.get("nonce"), {"load_snapshot": True},
-                                   fd=fd)  # fmt: skip
+            slot.start_call(None, None, {"load_snapshot": True}, fds=fds, internal=True)
         finally:
-            os.close(fd)  # the executor has its own copy now (or the slot broke)
-        if busy is not None:
-            self._answer(key, busy)
+            close_all(fds)  # the executor has its own copies now (or the slot broke)
+        return True
+
+    def _hold(self, key: Any, slot: Slot, request: dict[str, Any]) -> None:
+        """The worker's call to a session still loading its snapshot: run it once loaded."""
+        if slot.queued is not None:
+            self._answer(key, {"id": request.get("id"), "nonce": request.get("nonce"),
+                               "error": "busy: one call at a time"})  # fmt: skip
+            return
+        slot.queued = request
+
+    def _loaded(self, key: Any, slot: Slot, reply: dict[str, Any]) -> None:
+        """A snapshot's load ended: the session goes on with the call it held, or, if the
+        load failed, ends saying why (its next call says its state was lost)."""
+        if reply.get("error"):
+            why = reply["error"].strip().splitlines()[-1]
+            self._end_session(key, f"its fork's state could not be loaded: {why}")
+            return
+        held, slot.queued = slot.queued, None
+        if held is not None:
+            self._session_request(held)
 
     def _handed_on(self, slot: Slot, reply: dict[str, Any]) -> dict[str, Any]:
-        """A reply, and if it ends a hand-over call, its snapshot kept for the session it is
+        """A reply, and if it ends a hand-over call, its snapshot loaded by the session it is
         for; else the reply says why not."""
         handed = slot.take_handed()
         if handed is None:
             return reply
         if reply.get("error"):  # the save failed: whatever came with it goes
-            if handed.fd is not None:
-                os.close(handed.fd)
+            close_all(handed.fds)
             return reply
-        why = self._hand_on(handed)
+        why = self._hand_on(slot, handed)
         return reply if why is None else {**reply, "error": f"the snapshot was refused: {why}"}
 
-    def _hand_on(self, handed: Handed) -> str | None:
-        """Keep the snapshot for its session if it is a sealed memfd within the share; else
-        close it, and say why."""
-        if handed.fd is None:
-            return "the interpreter sent none"
+    def _hand_on(self, source: Slot, handed: Handed) -> str | None:
+        """Keep the snapshot for its session if it is a memfd sealed in size within the
+        share, with its writer's pipe; else close them, and say why."""
         target = self._slots.get(handed.to)
         try:
-            if target is None or not target.ready:
+            if len(handed.fds) < 2:
+                raise Refused("the interpreter sent no memory file with its writer's pipe")
+            if target is None or not target.ready or target.loading:
                 raise Refused(f"no running session {handed.to!r}")
             assert self._memory is not None  # a hand-over call starts on a fork server only
-            check_sealed(handed.fd, self._memory.share)
+            check_sealed(handed.fds[0], handed.fds[1], self._memory.share)
         except Refused as refused:
-            os.close(handed.fd)
+            close_all(handed.fds)
             return str(refused)
-        target.give_snapshot(handed.fd)
+        source.watch_writer(os.dup(handed.fds[1]))
+        target.give_snapshot(handed.fds)
         return None
 
     def _copy_from(self, source_key: Any, slot: Slot) -> dict[str, Any]:
@@ -358,7 +390,11 @@ class Supervisor:
             for frame in slot.receive():
                 if not slot.ready:
                     self._ready(key, slot, frame)
-                elif (reply := slot.on_frame(frame)) is not None:
+                elif (reply := slot.on_frame(frame)) is None:
+                    continue
+                elif reply.pop("internal", False):
+                    self._loaded(key, slot, reply)
+                else:
                     self._answer(key, self._handed_on(slot, reply))
         except SlotBroken as broken:
             self._broken(key, slot, broken)
