@@ -343,3 +343,16 @@ def test_a_handed_snapshot_loads_before_the_new_sessions_next_call_if_no_files_c
     handed = source.hand_over(new, TIMEOUT)
     assert handed is not None and handed.error is None, handed
     assert _out(new, "print(a.sum())") == _SUM
+
+
+def test_a_fork_forks_again_at_once_and_a_source_forks_twice(
+    forks: KernelSandboxProvider,
+) -> None:
+    """A fork whose snapshot is still being written or loaded can be forked (its hand-over
+    waits for its load), and a source can fork again while its first writer may still run."""
+    source, first = _forked(forks, _ARRAYS)
+    assert forks.fork(NEW, "acme:grandchild") is not None
+    assert forks.fork(SOURCE, "acme:second") is not None
+    _out(source, "a[:] = 0")
+    for key in (NEW, "acme:grandchild", "acme:second"):
+        assert _out(forks.get(key), "print(a.sum())") == _SUM, key

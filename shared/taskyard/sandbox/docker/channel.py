@@ -25,7 +25,7 @@ from typing import Any
 
 import docker
 import requests
-from docker.errors import DockerException, NotFound
+from docker.errors import APIError, DockerException, NotFound
 
 from taskyard.sandbox.channel import (
     OutputTail,
@@ -132,7 +132,7 @@ class DockerChannel:
             channel.wait_ready(START_TIMEOUT_S)
         except (DockerException, KernelGone) as exc:
             said = channel.stderr() if channel is not None else ""
-            api.remove_container(container, force=True)
+            _remove(api, container)
             detail = f"; it said: {said}" if said else ""
             raise SandboxUnavailable(f"the sandbox kernel did not start: {exc}{detail}") from exc
         return channel
@@ -219,13 +219,23 @@ class DockerChannel:
             return
         self._closed = True
         self._sock.close()
-        try:
-            self._api.remove_container(self._container, force=True)
-        except NotFound:
-            pass  # already gone: that is the goal
-        except (DockerException, requests.RequestException):
-            # Closing must not fail a call; the labels let an operator find what is left.
-            log.warning("could not remove sandbox container %s", self._container, exc_info=True)
+        _remove(self._api, self._container)
+
+
+def _remove(api: docker.APIClient, container: str) -> None:
+    """Remove the container; never raises: a close must not fail a call, nor a failed start
+    hide why it failed. Someone else may be removing it too (a provider closing while a host
+    starts ahead): gone, or its removal under way, is the goal."""
+    try:
+        api.remove_container(container, force=True)
+    except NotFound:
+        pass
+    except APIError as exc:
+        if exc.status_code != 409:  # 409: "removal ... is already in progress"
+            log.warning("could not remove sandbox container %s", container, exc_info=True)
+    except (DockerException, requests.RequestException):
+        # The labels let an operator find what is left.
+        log.warning("could not remove sandbox container %s", container, exc_info=True)
 
 
 class Leases:
