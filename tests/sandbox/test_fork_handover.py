@@ -350,7 +350,7 @@ def test_a_fork_forks_again_at_once_and_a_source_forks_twice(
 ) -> None:
     """A fork whose snapshot is still being written or loaded can be forked (its hand-over
     waits for its load), and a source can fork again while its first writer may still run."""
-    source, first = _forked(forks, _ARRAYS)
+    source, _ = _forked(forks, _ARRAYS)
     assert forks.fork(NEW, "acme:grandchild") is not None
     assert forks.fork(SOURCE, "acme:second") is not None
     _out(source, "a[:] = 0")
