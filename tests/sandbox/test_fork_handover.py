@@ -311,7 +311,7 @@ _attack()
 del _attack
 """
 _SPOILS = {
-    "killed": {"fill": "slow_fill", "after": "os.kill(handover._writers[-1], signal.SIGKILL)"},
+    "killed": {"fill": "slow_fill", "after": "os.kill(max(handover._writers), signal.SIGKILL)"},
     "kept from sealing": {"fill": "mapped_fill", "after": "pass"},
 }
 

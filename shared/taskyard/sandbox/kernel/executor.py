@@ -27,6 +27,7 @@ from typing import Any
 from . import INTERRUPTED, OUTPUT_LIMIT
 from .display import CellOutputs, Publisher, install, setup_matplotlib
 from .handover import passed_fds, reap_writers, rights_space, send_with_fds
+from .processes import collected
 from .seccomp import install_filter
 from .snapshot import take_sealed
 from .wire import FrameBuffer, encode_frame
@@ -233,13 +234,7 @@ def _reap(pids: list[int]) -> None:
     deadline = time.monotonic() + _CLEANUP_WAIT_S
     waiting = set(pids)
     while waiting and time.monotonic() < deadline:
-        for pid in list(waiting):
-            try:
-                if os.waitpid(pid, os.WNOHANG)[0] == 0:
-                    continue
-            except ChildProcessError:
-                pass
-            waiting.discard(pid)
+        waiting -= collected(waiting)
         if waiting:
             time.sleep(0.005)
 

@@ -29,6 +29,8 @@ import socket
 import stat
 from typing import NoReturn
 
+from .processes import collected
+
 __all__ = [
     "DONE", "MOST_FDS", "SEALS", "SIZE_SEALS", "Refused", "await_written", "check",
     "passed_fds", "reap_writers", "rights_space", "send_with_fds", "written_behind",
@@ -39,7 +41,7 @@ SEALS = SIZE_SEALS | fcntl.F_SEAL_SEAL | fcntl.F_SEAL_WRITE  # set once it is
 DONE = b"1"  # what the writer says on its pipe once the memfd holds the copy, sealed
 MOST_FDS = 4  # descriptors one receive takes; the kernel discards any beyond (MSG_CTRUNC)
 _FD = array.array("i").itemsize  # bytes of one descriptor in SCM_RIGHTS (a C int)
-_writers: list[int] = []  # the writers this process forked, until reaped
+_writers: set[int] = set()  # the writers this process forked, until reaped
 
 
 class Refused(Exception):
@@ -71,7 +73,7 @@ def written_behind(pieces: list[bytes | memoryview], size: int) -> tuple[int, in
             _fill(fd, pieces)
             os.write(said, DONE)
         else:
-            _writers.append(pid)
+            _writers.add(pid)
     except BaseException:
         os.close(fd)
         os.close(done)
@@ -105,14 +107,8 @@ def _fill(fd: int, pieces: list[bytes | memoryview]) -> None:
 
 
 def reap_writers() -> None:
-    """Collect the writers that ended (user code may have collected some: that is fine)."""
-    for pid in list(_writers):
-        try:
-            if os.waitpid(pid, os.WNOHANG)[0] == 0:
-                continue
-        except ChildProcessError:
-            pass
-        _writers.remove(pid)
+    """Collect the writers that ended."""
+    _writers.difference_update(collected(_writers))
 
 
 def await_written(fd: int, done: int, within_s: float) -> None:

@@ -15,7 +15,21 @@ import signal
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["descendants", "inner_pids", "stop_tree"]
+__all__ = ["collected", "descendants", "inner_pids", "stop_tree"]
+
+
+def collected(pids: Iterable[int]) -> set[int]:
+    """Those of `pids` (children of ours) that ended and are collected now, or were before (by
+    anyone: user code may wait for them too). Never waits."""
+    done = set()
+    for pid in pids:
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                continue
+        except ChildProcessError:
+            pass
+        done.add(pid)
+    return done
 
 
 def _stat(pid: str) -> tuple[int, str] | None:
