@@ -356,3 +356,31 @@ def test_a_fork_forks_again_at_once_and_a_source_forks_twice(
     _out(source, "a[:] = 0")
     for key in (NEW, "acme:grandchild", "acme:second"):
         assert _out(forks.get(key), "print(a.sum())") == _SUM, key
+
+
+# In the source: children that sleep until the session has no process to spare (EAGAIN).
+_FILL_PIDS = """
+import os, time
+held = []
+while True:
+    try:
+        pid = os.fork()
+    except BlockingIOError:
+        break
+    if pid == 0:
+        time.sleep(120)
+        os._exit(0)
+    held.append(pid)
+"""
+
+
+def test_a_source_with_no_process_to_spare_writes_its_snapshot_before_answering(
+    forks: KernelSandboxProvider,
+) -> None:
+    """The writer is a process of the source's session: where its process limit leaves none,
+    the source writes the copy itself, and the fork is the same."""
+    source, new = _forked(forks, _ARRAYS + _FILL_PIDS)
+    assert _out(new, "print(a.sum(), len(held) > 0)") == f"{_SUM} True"
+    assert _out(
+        source, "import os\ntry:\n    os.fork()\nexcept BlockingIOError:\n    print('full')"
+    ) == ("full")
