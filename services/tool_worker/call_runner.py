@@ -17,6 +17,7 @@ import asyncio
 import logging
 import threading
 import time
+from functools import partial
 
 from celery import Celery
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -39,7 +40,7 @@ from taskyard.plumbing.logs import bind_job
 from taskyard.plumbing.loop import LoopThread
 from taskyard.plumbing.redis_clients import async_client
 from taskyard.plumbing.settings import ToolWorkerSettings
-from taskyard.runtime.cancel import CancelWatch
+from taskyard.runtime.cancel import CancelWatch, Heard
 from taskyard.runtime.forks import ForkExchange
 from taskyard.runtime.jobs import (
     AgentStepJob,
@@ -126,7 +127,16 @@ class ToolCallRunner:
     def run_call(self, job: ToolRunJob, may_retry: bool = False) -> None:
         """Run one tool call of a task's step; the result that completes the step pushes the
         next step's job with it. Raises `CallFailed` when the worker could not run the call
-        and `may_retry`; without, the model reads why."""
+        and `may_retry`; without, the model reads why.
+
+        A cancel of the task stops it: one from before its claim, the claim sees (the call is
+        not run); one from then on is heard, and stops the session's cell, as soon as it has
+        started if it had not (its result is then refused)."""
+        stop = partial(self.tools.interrupt, job.session_key)
+        with self.cancels.watch_until_stopped(job.task_id, stop) as heard:
+            self._claim_and_run(job, may_retry, heard)
+
+    def _claim_and_run(self, job: ToolRunJob, may_retry: bool, heard: Heard) -> None:
         session_key = job.session_key if sticky_session(job) else None
         call = call_claim(job.task_id, job.step, job.call.id, self.me.node, self._claim_ttl_s())
         session, claimed = self.loop.run(self.placement.ask(session_key, call))  # one trip
@@ -135,6 +145,11 @@ class ToolCallRunner:
         if claimed is None:  # the session's live holder runs it
             assert session is not None
             self._forward(job, session)
+            return
+        if claimed == "ended" or heard.cancelled:
+            log.info("the task ended before its tool call ran: not run")
+            if claimed == "claimed":
+                self._release(job)
             return
         next_step = envelope(self.celery, AgentStepJob.after_tools(job))
         if claimed == "busy":  # a duplicate of this job runs it now, and will store its result
@@ -145,7 +160,7 @@ class ToolCallRunner:
             return
         try:
             with self.cells.held(job.session_key) as cells:
-                message = self._run_claimed(job, may_retry)
+                message = self.keep_artifacts(job, self._timed_call(job, may_retry))
                 claim = self._claim_of(job, cells)
                 # Its claim is freed with its result: until then a duplicate must not run it.
                 self.store_result(job, message, next_step, claim)
@@ -191,11 +206,6 @@ class ToolCallRunner:
             self.loop.run(release)
         except (RedisConnectionError, RedisTimeoutError):  # it lapses on its own
             log.warning("could not release a tool-call claim")
-
-    def _run_claimed(self, job: ToolRunJob, may_retry: bool) -> AgentMessage:
-        # A cancel of the task stops the session's running cell (its result is then refused).
-        with self.cancels.watch(job.task_id, lambda: self.tools.interrupt(job.session_key)):
-            return self.keep_artifacts(job, self._timed_call(job, may_retry))
 
     def _timed_call(self, job: ToolRunJob, may_retry: bool) -> AgentMessage:
         started, outcome = time.perf_counter(), "crashed"

@@ -4,6 +4,8 @@ task that was waiting its turn."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from e2e_support import wait_status
 
@@ -46,3 +48,21 @@ def test_cancelling_a_task_waiting_its_turn_does_not_block_the_session(
     assert wait_status(client, first)["status"] == "succeeded"
     assert wait_status(client, last)["status"] == "succeeded"  # not stuck behind `waiting`
     assert client.get(waiting)["status"] == "cancelled"
+
+
+@pytest.mark.parametrize("delay_s", [0.0, 0.03, 0.1])
+def test_a_cancel_as_the_tool_call_starts_still_stops_its_cell(
+    client: TaskyardClient, delay_s: float
+) -> None:
+    """A cancel racing the call: its job still queued, claimed but its cell not yet under
+    way, or just started. Each way the cell is stopped, and the session's next task runs."""
+    session = f"c-race-{delay_s}"
+    sleeper = client.submit(FOREVER, session_id=session)["id"]
+    while client.get(sleeper)["status"] == "queued":
+        time.sleep(0.002)
+    time.sleep(delay_s)
+    _cancel(client, sleeper)
+    after = client.submit("```python\nprint('next')\n```", session_id=session)["id"]
+    done = wait_status(client, after, timeout=60)
+    assert done["status"] == "succeeded" and "next" in done["result"], done
+    assert client.get(sleeper)["status"] == "cancelled"

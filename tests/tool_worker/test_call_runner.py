@@ -6,6 +6,7 @@ a call the worker could not run is tried again, then the model told."""
 from __future__ import annotations
 
 import asyncio
+from multiprocessing import pool
 
 import pytest
 import redis
@@ -170,3 +171,42 @@ def test_a_calls_cells_are_recorded_by_its_results_write(
     cells = keys.session_cells(job.session_key)
     assert redis_client.lrange(cells, 0, -1) == ["print(1)"]
     assert redis_client.ttl(cells) > 0
+
+
+def test_a_call_whose_task_ended_while_it_waited_is_not_run(
+    runner: ToolCallRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cancel announced while the job waited in its queue reached no watch: its claim sees
+    the task ended, and the call is not run (nor claimed)."""
+    job = _waiting_for(runner, CALL)
+    record = runner.loop.run(runner.store.get(job.task_id))
+    assert record is not None
+    assert runner.loop.run(runner.store.end(record, TaskStatus.CANCELLED, error="by test"))[0]
+    ran: list[ToolRunJob] = []
+    monkeypatch.setattr(runner.tools, "run_job", ran.append)
+    runner.run_call(job)
+    assert ran == []
+    assert not runner.loop.run(runner.store.r.exists(keys.tool_call_claim(job.task_id, 0, "c1")))
+
+
+def test_a_cancel_heard_before_the_cell_started_stops_it_once_it_has(
+    runner: ToolCallRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The announcement comes after the claim, before the session's cell is under way (no
+    interrupt can reach it yet): the watch tries again until the cell has started, then
+    stops it, instead of letting it run to its end."""
+    sleeper = ToolCall(id="c1", name="IPythonInterpreter",
+                       parameters={"command": "import time\ntime.sleep(60)"})  # fmt: skip
+    job = _waiting_for(runner, sleeper)
+    run_job = runner.tools.run_job
+
+    def announced_first(job: ToolRunJob) -> AgentMessage:
+        runner.cancels.cancelled(job.task_id)  # heard now: nothing to interrupt yet
+        return run_job(job)
+
+    monkeypatch.setattr(runner.tools, "run_job", announced_first)
+    ended = pool.ThreadPool(1).apply_async(runner.run_call, (job,))
+    ended.get(timeout=20)  # not the cell's 60 s
+    (result,) = runner.loop.run(runner.store.tool_results(job.task_id, 0, [sleeper]))
+    assert isinstance(result.content, ActionReturn)
+    assert "Cancelled" in (result.content.errmsg or ""), result.content

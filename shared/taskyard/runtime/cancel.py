@@ -3,15 +3,19 @@ channel, and every worker process stops what it runs for that task at once.
 
 `cancel` ends a task and announces it; `CancelWatch` is the receiving side: one
 subscription per process, fanning out to the work registered with `watch`. A forgotten
-session is announced the same way, so the tool worker stops its interpreter.
+session is announced the same way, so the tool worker stops its interpreter. Work that may
+not have started what a cancel stops (a tool call between its claim and its cell) registers
+with `watch_until_stopped`, which tries again until it has.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import redis.asyncio as aioredis
 from celery import Celery
@@ -20,11 +24,22 @@ from taskyard.plumbing import keys
 from taskyard.runtime.store import TaskStore
 from taskyard.runtime.task import TaskRecord, TaskStatus
 
-__all__ = ["CancelWatch", "announce", "announce_forgotten", "cancel", "cancel_children", "stop"]
+__all__ = [
+    "CancelWatch", "Heard", "announce", "announce_forgotten", "cancel", "cancel_children", "stop",
+]  # fmt: skip
 
 log = logging.getLogger("taskyard.cancel")
 
 OnCancel = Callable[[], object]  # what it returns is not used
+_AGAIN_S = 0.02  # how often `watch_until_stopped` tries again
+_TRY_FOR_S = 2.0  # and for how long: its work starts what a cancel stops within that
+
+
+@dataclass
+class Heard:
+    """Whether a cancel of the watched task was heard."""
+
+    cancelled: bool = False
 
 
 async def announce(client: aioredis.Redis, task_id: str) -> None:
@@ -75,6 +90,7 @@ class CancelWatch:
         self.client = client
         self.on_forgotten = on_forgotten  # called with a forgotten session's key
         self._watchers: dict[str, list[OnCancel]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None  # the one `listen` runs on
         self.ready = asyncio.Event()
 
     @contextmanager
@@ -89,6 +105,32 @@ class CancelWatch:
             if not callbacks:
                 self._watchers.pop(task_id, None)
 
+    @contextmanager
+    def watch_until_stopped(
+        self, task_id: str, stop: Callable[[], bool], within_s: float = _TRY_FOR_S
+    ) -> Iterator[Heard]:
+        """Like `watch`, for work that may not have started yet what `stop` stops: on a cancel,
+        `stop` is called, then again every few milliseconds until it says it stopped
+        something, the block ends, or `within_s` passed. The block reads whether a cancel was
+        heard (it then starts nothing more)."""
+        heard, running = Heard(), [True]
+
+        def attempt(deadline: float) -> None:
+            loop = self._loop
+            if running[0] and not stop() and time.monotonic() < deadline and loop is not None:
+                # From any thread (`cancelled` may be called from one): the loop's own timer.
+                loop.call_soon_threadsafe(loop.call_later, _AGAIN_S, attempt, deadline)
+
+        def on_cancel() -> None:
+            heard.cancelled = True
+            attempt(time.monotonic() + within_s)
+
+        with self.watch(task_id, on_cancel):
+            try:
+                yield heard
+            finally:
+                running[0] = False
+
     def cancelled(self, task_id: str) -> None:
         """Run what was registered for `task_id` (also the entry point for tests)."""
         for on_cancel in list(self._watchers.get(task_id, ())):
@@ -96,6 +138,7 @@ class CancelWatch:
 
     async def listen(self) -> None:
         """Receive announcements until cancelled, resubscribing after connection errors."""
+        self._loop = asyncio.get_running_loop()
         while True:
             try:
                 await self._subscribed()

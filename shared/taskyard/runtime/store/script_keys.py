@@ -123,12 +123,14 @@ class ClaimCallKeys(NamedTuple):
     results: str
     claim: str
     worker_claims: str
+    task: str  # the task's record: an ended task's call is not run
 
 
 class ClaimRunKeys(NamedTuple):
     results: str
     claim: str
     worker_claims: str
+    task: str
     session: tuple[str, ...]  # the session's sandbox record, for a call that uses it; else none
 
 

@@ -181,7 +181,7 @@ class ClaimRunReply(_Reply):
     verdict: Literal["new", "mine", "forward", "lost", "adopt", ""]  # '': no session asked
     detail: str
     handle: str
-    call: Literal["claimed", "done", "busy", ""]  # '': forwarded, not claimed
+    call: Literal["claimed", "done", "busy", "ended", ""]  # '': forwarded, not claimed
 
 
 CLAIM_RUN = TypeAdapter(ClaimRunReply)

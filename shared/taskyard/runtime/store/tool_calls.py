@@ -26,7 +26,7 @@ from taskyard.runtime.store.script_replies import RESULT_STORED, decode
 
 __all__ = ["CallClaim", "CallClaimed", "ToolCalls", "ToolResultStored", "call_claim"]
 
-CallClaimed = Literal["claimed", "done", "busy"]
+CallClaimed = Literal["claimed", "done", "busy", "ended"]
 """Whether a worker runs a call: `claimed` it does, `busy` another holds it, `done` its result
 is in."""
 
@@ -108,9 +108,10 @@ class ToolCalls(ScriptedStore):
     async def claim_call(
         self, task_id: str, step: int, call_id: str, worker: str, ttl_s: float
     ) -> CallClaimed:
-        """Claim a tool call for `worker` (its label) to run, in one round trip: `done` if its
-        result is in, `busy` while another holds it (a claim lapses after `ttl_s`, when that
-        worker starts again, or as its result is stored)."""
+        """Claim a tool call for `worker` (its label) to run, in one round trip: `ended` if its
+        task has (a cancel while the job waited), `done` if its result is in, `busy` while
+        another holds it (a claim lapses after `ttl_s`, when that worker starts again, or as
+        its result is stored)."""
         keys_, doc = call_claim(task_id, step, call_id, worker, ttl_s)
         claimed: CallClaimed = await self.script("tool_calls/claim_call", keys_, doc)
         return claimed
@@ -138,5 +139,5 @@ def call_claim(
     session's claim: `SandboxDirectory.claim_run`)."""
     keys_ = ClaimCallKeys(keys.task_tool_results(task_id, step),
                           keys.tool_call_claim(task_id, step, call_id),
-                          keys.tool_worker_claims(worker))  # fmt: skip
+                          keys.tool_worker_claims(worker), keys.task(task_id))  # fmt: skip
     return keys_, ClaimCallDoc(call_id=call_id, worker=worker, ttl_ms=int(ttl_s * 1000))

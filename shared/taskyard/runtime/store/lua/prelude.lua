@@ -345,7 +345,9 @@ end
 -- The call, for the worker `d` (ClaimCallDoc) to run, unless its result is in ('done') or
 -- another worker holds it ('busy'): 'claimed'. A claim of a tool worker whose heartbeat lapsed
 -- (killed, host gone) holds nothing back.
-local function claim_call(results, claim, worker_claims, d)
+local function claim_call(task, results, claim, worker_claims, d)
+  -- A task that ended (cancelled while the job waited in its queue) runs no more calls.
+  if TERMINAL[redis.call('HGET', task, 'status')] then return 'ended' end
   if redis.call('HEXISTS', results, d.call_id) == 1 then return 'done' end
   -- Taken at once unless held.
   if not redis.call('SET', claim, d.worker, 'NX', 'PX', d.ttl_ms) then

@@ -1,6 +1,6 @@
--- Claim a tool call for a worker to run, unless its result is in or another worker holds it
--- (prelude's `claim_call`).
+-- Claim a tool call for a worker to run, unless its task ended, its result is in or another
+-- worker holds it (prelude's `claim_call`).
 -- KEY: ClaimCallKeys
 -- doc: ClaimCallDoc
--- Returns 'done', 'busy' or 'claimed'.
-return claim_call(KEY.results, KEY.claim, KEY.worker_claims, doc)
+-- Returns 'ended', 'done', 'busy' or 'claimed'.
+return claim_call(KEY.task, KEY.results, KEY.claim, KEY.worker_claims, doc)
