@@ -115,7 +115,9 @@ def await_written(fd: int, done: int, within_s: float) -> None:
     """Wait until the writer said `DONE` on `done` (closed here), then check `fd` has every
     seal; raises `Refused` saying why not. Interruptible (a signal's handler may raise)."""
     try:
-        ready = select.select([done], [], [], within_s)[0]
+        wait = select.poll()
+        wait.register(done, select.POLLIN)
+        ready = wait.poll(within_s * 1000)
         said = os.read(done, 1) if ready else b""
     finally:
         os.close(done)

@@ -8,9 +8,8 @@ executor sends (SCM_RIGHTS) is kept only while a hand-over call runs (a live for
 and its writer's pipe, `handover.py`), two per call; every other is closed as it arrives. A
 session loading a snapshot (a call of the supervisor's own) holds the worker's next call
 until it is done, and its source does not stop its processes before the snapshot's writer,
-one of them, finished. A slot that
-breaks its protocol raises `SlotBroken`; the supervisor decides what that ends (the container,
-or only this session).
+one of them, finished. A slot that breaks its protocol raises `SlotBroken`; the supervisor
+decides what that ends (the container, or only this session).
 """
 
 from __future__ import annotations
@@ -160,8 +159,10 @@ class Slot:
         """Wait (a bounded while) until the writer said it is done or ended."""
         if self._writing is None:
             return
+        wait = select.poll()  # not select(): a supervisor may hold descriptors past 1024
+        wait.register(self._writing, select.POLLIN)
         with contextlib.suppress(OSError):
-            select.select([self._writing], [], [], within_s)
+            wait.poll(within_s * 1000)
         os.close(self._writing)
         self._writing = None
 
