@@ -340,6 +340,8 @@ def test_memory_limit_holds_for_the_sandbox_as_a_whole(
     provider: KernelSandboxProvider, shape: str
 ) -> None:
     sandbox = provider.get("t:mem")  # 128 MB for the sandbox: three children of 80 MB each
+    # Held past two of the fork server's memory samples (at most 1 s apart, by design: how
+    # long a session may hold more than its share); a container's cgroup acts at once.
     code = (
         "import os, time\n"
         "pids = []\n"
@@ -347,7 +349,7 @@ def test_memory_limit_holds_for_the_sandbox_as_a_whole(
         "    pid = os.fork()\n"
         "    if pid == 0:\n"
         "        blob = b'x' * (80 << 20)\n"
-        "        time.sleep(0.5)\n"
+        "        time.sleep(2.5)\n"
         "        os._exit(0)\n"
         "    pids.append(pid)\n"
         "sum(os.waitpid(pid, 0)[1] == 0 for pid in pids)"
