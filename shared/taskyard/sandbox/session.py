@@ -108,9 +108,8 @@ class KernelSandbox:
         """Save this session's interpreter for `target`, inside their kernel, when one serves
         both (a fork server's: a sealed snapshot in memory, never on disk, which `target`'s
         kernel then loads on its own, its next call waiting for that); None, with nothing run,
-        when they are apart. Starts `target`'s kernel where it
-        could be beside this session's; a cell's result otherwise, as `run` gives it (and
-        raises)."""
+        when they are apart. Starts `target`'s kernel where it could be beside this session's;
+        a cell's result otherwise, as `run` gives it (and raises)."""
         key = target.key_beside(self) if isinstance(self._channel, SharedKernel) else None
         if key is None:
             return None

@@ -28,7 +28,7 @@ __all__ = ["CallClaim", "CallClaimed", "ToolCalls", "ToolResultStored", "call_cl
 
 CallClaimed = Literal["claimed", "done", "busy", "ended"]
 """Whether a worker runs a call: `claimed` it does, `busy` another holds it, `done` its result
-is in."""
+is in, `ended` its task has (it is not run)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,7 +38,7 @@ from taskyard.sandbox.channel import (
 from taskyard.sandbox.docker.spec import ContainerSpec, create_failed
 from taskyard.sandbox.errors import KernelGone, SandboxError, SandboxUnavailable
 
-__all__ = ["START_TIMEOUT_S", "DockerChannel", "Leases"]
+__all__ = ["START_TIMEOUT_S", "DockerChannel", "Leases", "remove_container"]
 
 START_TIMEOUT_S = 30.0
 _RENEW_WRITE_S = 2.0  # a lease line a kernel does not take in this long: it is stuck or gone
@@ -222,19 +222,24 @@ class DockerChannel:
         _remove(self._api, self._container)
 
 
-def _remove(api: docker.APIClient, container: str) -> None:
-    """Remove the container; never raises: a close must not fail a call, nor a failed start
-    hide why it failed. Someone else may be removing it too (a provider closing while a host
-    starts ahead): gone, or its removal under way, is the goal."""
+def remove_container(api: docker.APIClient, container: str) -> None:
+    """Remove a container that someone else may be removing too (a provider closing while a
+    host starts ahead): gone (404), or its removal under way (409), is the goal."""
     try:
         api.remove_container(container, force=True)
     except NotFound:
         pass
     except APIError as exc:
         if exc.status_code != 409:  # 409: "removal ... is already in progress"
-            log.warning("could not remove sandbox container %s", container, exc_info=True)
+            raise
+
+
+def _remove(api: docker.APIClient, container: str) -> None:
+    """`remove_container`, never raising: a close must not fail a call, nor a failed start
+    hide why it failed. The labels let an operator find what is left."""
+    try:
+        remove_container(api, container)
     except (DockerException, requests.RequestException):
-        # The labels let an operator find what is left.
         log.warning("could not remove sandbox container %s", container, exc_info=True)
 
 

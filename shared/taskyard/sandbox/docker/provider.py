@@ -24,12 +24,12 @@ from typing import Any
 
 import docker
 import requests
-from docker.errors import APIError, DockerException, NotFound
+from docker.errors import DockerException, NotFound
 
 from taskyard.plumbing.settings import SandboxSettings
 from taskyard.sandbox.channel import KernelChannel
 from taskyard.sandbox.demand import PoolBounds, pool_bounds
-from taskyard.sandbox.docker.channel import DockerChannel, Leases
+from taskyard.sandbox.docker.channel import DockerChannel, Leases, remove_container
 from taskyard.sandbox.docker.hosts import HostedChannel, SessionHost, SessionHosts
 from taskyard.sandbox.docker.spec import ContainerSpec, missing_runtime, runtimes
 from taskyard.sandbox.errors import KernelGone, SandboxError, SandboxUnavailable
@@ -247,7 +247,7 @@ class DockerSandboxProvider(KernelSandboxProvider):
             and not _handed_off(labelled)
         ]
         for container_id in leftovers:
-            self._remove_quietly(container_id)
+            remove_container(self._client.api, container_id)
         return len(leftovers)
 
     def close_all(self) -> None:
@@ -259,7 +259,7 @@ class DockerSandboxProvider(KernelSandboxProvider):
             self._hosts.close()
         for labelled in self._labelled(f"{OWNER_LABEL}={self.owner}"):
             if not _handed_off(labelled):
-                self._remove_quietly(labelled["Id"])
+                remove_container(self._client.api, labelled["Id"])
 
     def _labelled(self, label: str) -> list[dict[str, Any]]:
         # The engine's list as it is, labels included: the SDK's `containers.list` fetches
@@ -268,16 +268,6 @@ class DockerSandboxProvider(KernelSandboxProvider):
             all=True, filters={"label": label}
         )
         return found
-
-    def _remove_quietly(self, container_id: str) -> None:
-        """Remove a container that someone else may be removing too (404 or 409 then)."""
-        try:
-            self._client.api.remove_container(container_id, force=True)
-        except NotFound:
-            pass
-        except APIError as exc:
-            if exc.status_code != 409:  # 409: "removal ... is already in progress"
-                raise
 
 
 def _handed_off(listed: dict[str, Any]) -> bool:

@@ -26,7 +26,7 @@ from typing import Any
 
 from . import INTERRUPTED, OUTPUT_LIMIT
 from .display import CellOutputs, Publisher, install, setup_matplotlib
-from .handover import passed_fds, reap_writers, rights_space, send_with_fds
+from .handover import close_all, passed_fds, reap_writers, rights_space, send_with_fds
 from .processes import collected
 from .seccomp import install_filter
 from .snapshot import take_sealed
@@ -298,8 +298,7 @@ def _send_reply(sock: socket.socket, reply: dict[str, Any]) -> None:
     try:
         send_with_fds(sock, encode_frame(reply), list(handed))
     finally:
-        for fd in handed:
-            os.close(fd)
+        close_all(handed)
 
 
 def run_executor(sock: socket.socket) -> None:

@@ -32,7 +32,7 @@ from typing import NoReturn
 from .processes import collected
 
 __all__ = [
-    "DONE", "MOST_FDS", "SEALS", "SIZE_SEALS", "Refused", "await_written", "check",
+    "DONE", "MOST_FDS", "SEALS", "SIZE_SEALS", "Refused", "await_written", "check", "close_all",
     "passed_fds", "reap_writers", "rights_space", "send_with_fds", "written_behind",
 ]  # fmt: skip
 
@@ -147,6 +147,12 @@ def check(fd: int, done: int, most: int) -> None:
         raise Refused(f"it is {st.st_size} bytes, over the session's memory share of {most}")
     if not stat.S_ISFIFO(os.fstat(done).st_mode):
         raise Refused("it came without its writer's pipe")
+
+
+def close_all(fds: list[int] | tuple[int, ...]) -> None:
+    """Close every descriptor of `fds` (what one hand-over carries)."""
+    for fd in fds:
+        os.close(fd)
 
 
 def passed_fds(ancillary: list[tuple[int, int, bytes]]) -> list[int]:

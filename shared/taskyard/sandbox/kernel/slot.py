@@ -27,12 +27,12 @@ from typing import Any
 
 from . import INTERRUPTED
 from .files import FileRefused, WorkDir
-from .handover import passed_fds, rights_space, send_with_fds
+from .handover import close_all, passed_fds, rights_space, send_with_fds
 from .processes import inner_pids, stop_tree
 from .replies import Malformed, cell_reply
 from .wire import FrameBuffer, TooLong, encode_frame
 
-__all__ = ["Handed", "Slot", "SlotBroken", "close_all", "socket_pair"]
+__all__ = ["Handed", "Slot", "SlotBroken", "socket_pair"]
 
 _MAX_FRAME_BYTES = 16 << 20  # an honest reply is at most about 5 MB of JSON
 _SEND_TIMEOUT_S = 5.0  # an executor that does not take its request in this long is broken
@@ -303,12 +303,6 @@ class Slot:
         if self.executor is not None:
             with contextlib.suppress(ProcessLookupError):  # it died; the reap says how
                 os.kill(self.executor, signal.SIGINT)
-
-
-def close_all(fds: list[int] | tuple[int, ...]) -> None:
-    """Close every descriptor of `fds`."""
-    for fd in fds:
-        os.close(fd)
 
 
 def _decoded(data: Any) -> bytes:

@@ -38,14 +38,14 @@ from typing import Any, NoReturn
 from . import INTERRUPTED, MAX_REQUEST_BYTES
 from .executor import run_executor
 from .files import FileRefused, WorkDir
-from .handover import Refused
-from .handover import check as check_sealed
+from .handover import Refused, close_all
+from .handover import check as check_handed
 from .isolation import SessionLimits
 from .memory import MemoryWatch, proportional
 from .processes import stop_tree
 from .replies import cell_reply, fit_line
 from .seccomp import set_child_subreaper, set_dumpable
-from .slot import BROKEN, Handed, Slot, SlotBroken, close_all, socket_pair
+from .slot import BROKEN, Handed, Slot, SlotBroken, socket_pair
 from .spares import Spares
 from .wire import LineBuffer, TooLong, encode_line
 
@@ -191,7 +191,7 @@ class Supervisor:
         try:
             if "interrupt" in request:
                 self._interrupt(key, slot, request["interrupt"])
-            elif "file_op" not in request and (slot.loading or self._load(slot)):
+            elif "file_op" not in request and (slot.loading or self._start_load(slot)):
                 self._hold(key, slot, request)
             elif "snapshot_to" in request:
                 self._hand_over(key, slot, request)
@@ -199,7 +199,7 @@ class Supervisor:
                 reply = {"id": request["id"], "nonce": request.get("nonce"),
                          **self._copy_from(request.get("from"), slot)}  # fmt: skip
                 self._answer(key, reply)
-                self._load(slot)  # a fork's files are in: its snapshot may load
+                self._start_load(slot)  # a fork's files are in: its snapshot may load
             elif "file_op" in request:
                 reply = {"id": request["id"], "nonce": request.get("nonce"),
                          **slot.file_op(request)}  # fmt: skip
@@ -237,7 +237,7 @@ class Supervisor:
                            "interrupted": True})  # fmt: skip
 
     @staticmethod
-    def _load(slot: Slot) -> bool:
+    def _start_load(slot: Slot) -> bool:
         """Start loading the snapshot handed to the session, if one waits: whether it did.
         Raises `SlotBroken`."""
         fds = slot.take_snapshot()
@@ -290,7 +290,7 @@ class Supervisor:
             if target is None or not target.ready or target.loading:
                 raise Refused(f"no running session {handed.to!r}")
             assert self._memory is not None  # a hand-over call starts on a fork server only
-            check_sealed(handed.fds[0], handed.fds[1], self._memory.share)
+            check_handed(handed.fds[0], handed.fds[1], self._memory.share)
         except Refused as refused:
             close_all(handed.fds)
             return str(refused)

@@ -342,11 +342,11 @@ local function claim_session(record, d)
               'its host is gone')
 end
 
--- The call, for the worker `d` (ClaimCallDoc) to run, unless its result is in ('done') or
--- another worker holds it ('busy'): 'claimed'. A claim of a tool worker whose heartbeat lapsed
--- (killed, host gone) holds nothing back.
+-- The call, for the worker `d` (ClaimCallDoc) to run, unless its task ended ('ended'), its
+-- result is in ('done') or another worker holds it ('busy'): 'claimed'. A claim of a tool
+-- worker whose heartbeat lapsed (killed, host gone) holds nothing back.
 local function claim_call(task, results, claim, worker_claims, d)
-  -- A task that ended (cancelled while the job waited in its queue) runs no more calls.
+  -- Cancelled while the job waited in its queue, say.
   if TERMINAL[redis.call('HGET', task, 'status')] then return 'ended' end
   if redis.call('HEXISTS', results, d.call_id) == 1 then return 'done' end
   -- Taken at once unless held.
