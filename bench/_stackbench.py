@@ -80,23 +80,36 @@ def submit_burst(stack: LocalStack, bodies: list[dict], connections: int = 32) -
 
 
 def wait_ended(stack: LocalStack, ids: list[str], timeout_s: float) -> dict[str, Any]:
-    """Poll the task hashes until every task has ended; when the last one did and how."""
+    """Wait until every task has ended; when the last one did and how.
+
+    While tasks run, one `ZCARD` of the live index every 20 ms (a task is in it from its
+    create to its end): polling each task's status instead cost the benchmark about 0.9
+    CPU-ms a task on the very cores it measures (1,000 `HGET`s every 20 ms). The statuses
+    are then read once (and polled, should one not have ended)."""
     client = redis.Redis.from_url(f"{stack.redis_url}/0", decode_responses=True)
-    waiting, statuses = set(ids), {}
     deadline = time.perf_counter() + timeout_s
     try:
-        while waiting and time.perf_counter() < deadline:
-            pipe = client.pipeline(transaction=False)
-            batch = list(waiting)
-            for task_id in batch:
-                pipe.hget(keys.task(task_id), "status")
-            for task_id, status in zip(batch, pipe.execute(), strict=True):
-                if status in _ENDED:
-                    statuses[task_id] = status
-                    waiting.discard(task_id)
+        while client.zcard(keys.LIVE_TASKS) and time.perf_counter() < deadline:
             time.sleep(0.02)
+        return _ended(client, ids, deadline)
     finally:
         client.close()
+
+
+def _ended(client: redis.Redis, ids: list[str], deadline: float) -> dict[str, Any]:
+    waiting, statuses = set(ids), {}
+    while waiting:
+        pipe = client.pipeline(transaction=False)
+        batch = list(waiting)
+        for task_id in batch:
+            pipe.hget(keys.task(task_id), "status")
+        for task_id, status in zip(batch, pipe.execute(), strict=True):
+            if status in _ENDED:
+                statuses[task_id] = status
+                waiting.discard(task_id)
+        if not waiting or time.perf_counter() >= deadline:
+            break
+        time.sleep(0.02)
     counts: dict[str, int] = {}
     for status in statuses.values():
         counts[status] = counts.get(status, 0) + 1
