@@ -58,6 +58,8 @@ TARGET_COMMANDS = 40.0
 TARGET_CALL_MS = 1.0
 TARGET_TASKS_S = 100.0  # two-step tasks on this machine
 JOBS_PER_STEP = 1.5  # Celery jobs: the step's own, and half a tool call's (one per two steps)
+# Bare jobs the floor is measured over: /proc counts CPU in 10 ms ticks (0.01 ms a job here).
+FLOOR_JOBS = 1000
 
 
 @dataclass(frozen=True)
@@ -204,12 +206,12 @@ def capacity_section(quick: bool) -> None:
         results = [_round(stack, tasks, clients, idle) for _ in range(rounds)]
         mix = {n: c - before.get(n, 0) for n, c in _commands(client).items()}
         client.close()
-        floor = _celery_floor(stack, tasks * STEPS_PER_TASK)
+        floor = _celery_floor(stack, FLOOR_JOBS)
     finally:
         stack.stop()
     print(
         f"the floor, a bare no-op Celery job as the agent worker runs its jobs (taskyard's "
-        f"Celery configuration, gevent -c 1000; {tasks * STEPS_PER_TASK} jobs): "
+        f"Celery configuration, gevent -c 1000; {FLOOR_JOBS} jobs): "
         f"{floor.cpu_ms:.3f} CPU-ms in its worker, Redis {floor.calls:.1f} commands and "
         f"{floor.redis_us:.0f} CPU-us (the sends included); a step is {JOBS_PER_STEP} jobs "
         "(its own, half a tool call's)"
