@@ -25,14 +25,17 @@ class Spending:
 
 
 class RateLimiter:
-    """Fixed windows (a minute by default) per tenant: remote totals seen plus local unsynced
-    spending."""
+    """Fixed windows (a minute by default) per tenant: remote totals seen, plus spending handed
+    to a sync whose totals have not come back yet, plus local unsynced spending. (Without the
+    middle term a request admitted during a sync's round trip saw neither its instance's
+    spending nor the totals holding it: a spent budget let it through.)"""
 
     def __init__(self, window_s: float = 60.0) -> None:
         self.window_s = window_s
         self.window = self._current_window()
         self._remote: dict[str, Spending] = {}
         self._local: dict[str, Spending] = {}
+        self._syncing: dict[str, Spending] = {}  # handed to a sync, not in `_remote` yet
         self._seen: set[str] = set()  # limited tenants active this window, synced each time
 
     def _current_window(self) -> int:
@@ -43,14 +46,17 @@ class RateLimiter:
         if not tenant.rpm and not tenant.tpm:
             return
         self._roll()
-        remote = self._remote.get(tenant.name) or Spending()
-        local = self._local.setdefault(tenant.name, Spending())
+        spent = self._spent_so_far(tenant.name)
         self._seen.add(tenant.name)
-        if tenant.rpm and remote.requests + local.requests >= tenant.rpm:
+        if tenant.rpm and spent.requests >= tenant.rpm:
             raise self._spent(tenant, f"request rate limit ({tenant.rpm} requests")
-        if tenant.tpm and remote.tokens + local.tokens >= tenant.tpm:
+        if tenant.tpm and spent.tokens >= tenant.tpm:
             raise self._spent(tenant, f"token rate limit ({tenant.tpm} tokens")
-        local.requests += 1
+        self._local.setdefault(tenant.name, Spending()).requests += 1
+
+    def _spent_so_far(self, name: str) -> Spending:
+        parts = (self._remote.get(name), self._syncing.get(name), self._local.get(name))
+        return Spending(sum(p.requests for p in parts if p), sum(p.tokens for p in parts if p))
 
     def charge(self, tenant: Tenant, tokens: int) -> None:
         """Count tokens a finished request used."""
@@ -60,15 +66,22 @@ class RateLimiter:
 
     def take_local(self) -> tuple[int, dict[str, Spending]]:
         """Hand the unsynced spending of every tenant active this window (zero included, so
-        the sync reads back what other instances spent) to the sync; forget it locally."""
+        the sync reads back what other instances spent) to the sync; it counts as syncing
+        until the sync's totals (`set_remote`) or its failure (`give_back`) come back."""
         self._roll()
         local, self._local = self._local, {}
-        return self.window, {name: local.get(name) or Spending() for name in self._seen}
+        handed = {name: local.get(name) or Spending() for name in self._seen}
+        for name, spent in handed.items():
+            syncing = self._syncing.setdefault(name, Spending())
+            syncing.requests += spent.requests
+            syncing.tokens += spent.tokens
+        return self.window, handed
 
     def give_back(self, window: int, spending: Mapping[str, Spending]) -> None:
         """Take back spending a failed sync could not deliver."""
         if window != self.window:
             return
+        self._syncing.clear()
         for name, spent in spending.items():
             local = self._local.setdefault(name, Spending())
             local.requests += spent.requests
@@ -77,13 +90,15 @@ class RateLimiter:
     def set_remote(self, window: int, totals: Mapping[str, Spending]) -> None:
         """Record every instance's totals as read back from Redis."""
         if window == self.window:
-            self._remote.update(totals)
+            self._remote.update(totals)  # they hold what was syncing
+            self._syncing.clear()
 
     def _roll(self) -> None:
         window = self._current_window()
         if window != self.window:
             self.window = window
             self._remote.clear()
+            self._syncing.clear()
             self._local.clear()
             self._seen.clear()
 
