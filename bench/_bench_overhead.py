@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 import httpx
 import redis
+from _bench_capacity import JOBS_PER_STEP, TARGET_TASKS_S
 from _celery_floor import measure as celery_floor
 
 from devstack.procs import ROOT
@@ -32,9 +33,7 @@ __all__ = ["overhead_section"]
 
 TASK = "```python\nprint(1)\n```"
 CLIENTS = 8  # the saturation's clients, each a session of its own (issue 30's measure)
-HOPS_PER_STEP = 1.5  # Celery jobs a step: its own, and half a tool call's
 TARGET_HOPS = 2.25  # issue 30: the overhead per step, in bare hops (1.5x the floor)
-TARGET_TASKS_S = 100.0  # issue 30: two-step tasks/s from 8 clients
 
 
 class _Run(NamedTuple):
@@ -152,7 +151,7 @@ def overhead_section(quick: bool) -> None:
     print(f"| task, one client ({tasks} tasks) | {task_s * 1e3:.1f} ms | |")
     hops = overhead_ms / floor["p50_ms"]
     print(f"| **taskyard overhead per agent step** | **{overhead_ms:.2f} ms = {hops:.2f} bare "
-          f"hops** (floor {HOPS_PER_STEP:g}, target <= {TARGET_HOPS:g}) | |")  # fmt: skip
+          f"hops** (floor {JOBS_PER_STEP:g}, target <= {TARGET_HOPS:g}) | |")  # fmt: skip
     print(f"| saturation ({CLIENTS} clients, own sessions; target >= {TARGET_TASKS_S:.0f}) | | "
           f"**{rate:.0f}** |")  # fmt: skip
     print(f"| model call, straight | {model_s * 1e3:.2f} ms | |")

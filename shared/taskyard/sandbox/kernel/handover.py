@@ -33,7 +33,8 @@ from .processes import collected
 
 __all__ = [
     "DONE", "MOST_FDS", "SEALS", "SIZE_SEALS", "Refused", "await_written", "check", "close_all",
-    "passed_fds", "reap_writers", "rights_space", "send_with_fds", "written_behind",
+    "passed_fds", "readable_within", "reap_writers", "rights_space", "send_with_fds",
+    "written_behind",
 ]  # fmt: skip
 
 SIZE_SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW  # set before the copy is written
@@ -115,9 +116,7 @@ def await_written(fd: int, done: int, within_s: float) -> None:
     """Wait until the writer said `DONE` on `done` (closed here), then check `fd` has every
     seal; raises `Refused` saying why not. Interruptible (a signal's handler may raise)."""
     try:
-        wait = select.poll()
-        wait.register(done, select.POLLIN)
-        ready = wait.poll(within_s * 1000)
+        ready = readable_within(done, within_s)
         said = os.read(done, 1) if ready else b""
     finally:
         os.close(done)
@@ -147,6 +146,14 @@ def check(fd: int, done: int, most: int) -> None:
         raise Refused(f"it is {st.st_size} bytes, over the session's memory share of {most}")
     if not stat.S_ISFIFO(os.fstat(done).st_mode):
         raise Refused("it came without its writer's pipe")
+
+
+def readable_within(fd: int, within_s: float) -> bool:
+    """Whether `fd` turns readable (or its other end closes) within `within_s`. poll, not
+    select: a supervisor may hold descriptors past FD_SETSIZE."""
+    wait = select.poll()
+    wait.register(fd, select.POLLIN)
+    return bool(wait.poll(within_s * 1000))
 
 
 def close_all(fds: list[int] | tuple[int, ...]) -> None:

@@ -18,7 +18,6 @@ import base64
 import binascii
 import contextlib
 import os
-import select
 import signal
 import socket
 import struct
@@ -27,7 +26,7 @@ from typing import Any
 
 from . import INTERRUPTED
 from .files import FileRefused, WorkDir
-from .handover import close_all, passed_fds, rights_space, send_with_fds
+from .handover import close_all, passed_fds, readable_within, rights_space, send_with_fds
 from .processes import inner_pids, stop_tree
 from .replies import Malformed, cell_reply
 from .wire import FrameBuffer, TooLong, encode_frame
@@ -159,10 +158,8 @@ class Slot:
         """Wait (a bounded while) until the writer said it is done or ended."""
         if self._writing is None:
             return
-        wait = select.poll()  # not select(): a supervisor may hold descriptors past 1024
-        wait.register(self._writing, select.POLLIN)
         with contextlib.suppress(OSError):
-            wait.poll(within_s * 1000)
+            readable_within(self._writing, within_s)
         os.close(self._writing)
         self._writing = None
 
