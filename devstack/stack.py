@@ -187,7 +187,7 @@ class LocalStack:
             **os.environ,
             "PYTHONUNBUFFERED": "1",
             "TASKYARD_REDIS_URL": f"{self.redis_url}/0",
-            "TASKYARD_BROKER_URL": f"{self.redis_url}/1",
+            "TASKYARD_BROKER_URL": f"{self.redis_url}/0",
             "TASKYARD_RESULT_BACKEND": f"{self.redis_url}/2",
             "TASKYARD_API_KEYS": self.api_keys,
             "TASKYARD_LLM_BASE_URL": f"{self.proxy_url}/v1",

@@ -145,7 +145,7 @@ def test_without_sentinels_celery_keeps_the_plain_urls() -> None:
     assert settings.sentinel is None
     conf = make_celery(settings).conf
     assert (conf.broker_url, conf.broker_transport) == (
-        "redis://r:6379/1",
+        "redis://r:6379/0",  # the store's own database: a commit pushes with no SELECT
         "taskyard.plumbing.broker:Transport",
     )
 

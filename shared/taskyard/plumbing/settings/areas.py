@@ -141,13 +141,14 @@ class RedisSettings(RedisSentinelSettings):
 class BrokerSettings(RedisSettings):
     """Celery's broker.
 
-    The broker and results, on databases of the store's Redis server (a step's commit and the
-    jobs it starts are one atomic write): unset, they follow `redis_url` onto its databases 1
-    and 2.
+    The broker and results, on the store's Redis server (a step's commit and the jobs it
+    starts are one atomic write): unset, the broker shares the store's database (a commit
+    pushes its jobs with no SELECT) and results go to its database 2.
     """
 
     broker_url: RedisUrl = ""
-    """Celery's broker; empty: database 1 of `REDIS_URL`. Must be on the store's server."""
+    """Celery's broker; empty: `REDIS_URL` itself. Must be on the store's server (another
+    database costs a SELECT a commit)."""
     result_backend: RedisUrl = ""
     """Celery's result backend; empty: database 2 of `REDIS_URL`."""
     visibility_timeout_s: int = Field(default=600, ge=1)
@@ -164,9 +165,8 @@ class BrokerSettings(RedisSettings):
     def _celery_beside_the_store(cls, data: Any) -> Any:
         if isinstance(data, dict):
             store = str(data.get("redis_url") or cls.model_fields["redis_url"].default)
-            for name, db in (("broker_url", 1), ("result_backend", 2)):
-                if not data.get(name):
-                    data[name] = on_db(store, db)
+            data["broker_url"] = data.get("broker_url") or store
+            data["result_backend"] = data.get("result_backend") or on_db(store, 2)
         return data
 
     @model_validator(mode="after")

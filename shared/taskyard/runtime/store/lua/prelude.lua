@@ -88,8 +88,9 @@ end
 
 -- Push jobs ({queue = list, sticky = session key or '', message = kombu's JSON}) onto the
 -- broker's database as the script ends (`flush_jobs`, run after every script's body: one
--- SELECT for all its jobs, none back, as the store is not touched after): the commit and the
--- jobs it starts are one atomic write. A job bound to a session's interpreter goes to the
+-- SELECT for all its jobs, none back, as the store is not touched after; none at all with
+-- the broker on the store's database, the default): the commit and the jobs it starts are
+-- one atomic write. A job bound to a session's interpreter goes to the
 -- queue of the worker holding it, if one does; its message keeps the pool queue as routing
 -- key, where kombu restores it should it be taken and not acknowledged.
 local pushes, broker = {}, nil
@@ -102,7 +103,7 @@ end
 
 local function flush_jobs()
   if #pushes == 0 then return end
-  redis.call('SELECT', broker)
+  if broker ~= doc.store_db then redis.call('SELECT', broker) end
   for _, push in ipairs(pushes) do redis.call('LPUSH', push[1], push[2]) end
 end
 
