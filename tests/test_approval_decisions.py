@@ -82,7 +82,7 @@ async def test_a_denial_is_the_calls_result_and_can_complete_the_step(
     record = await _held(store, celery)
     nxt = envelope(celery, AgentStepJob(task_id=record.id, step=1, tenant="t", session_id="s"))
     stored = await store.put_tool_result(record.id, 0, "c2", _result(SEARCH), nxt)
-    assert not stored.complete  # the held call has no result yet
+    assert not stored.advance  # the held call has no result yet
     denied = Decision(decision="deny", reason="not on a Friday")
     assert await decide(store, celery, record, "c1", denied) == Outcome.DENIED
     [result] = await store.tool_results(record.id, 0, [CODE])

@@ -52,7 +52,7 @@ from taskyard.runtime.jobs import (
     envelope,
     sticky_session,
 )
-from taskyard.runtime.store import CallClaim, TaskStore, ToolResultStored
+from taskyard.runtime.store import InterpreterUse, TaskStore, ToolResultStored
 from taskyard.runtime.store.sandboxes import SandboxDirectory, SessionClaim, ToolWorkerId
 from taskyard.runtime.store.tool_calls import CallClaimed, call_claim
 
@@ -138,7 +138,8 @@ class ToolCallRunner:
 
     def _claim_and_run(self, job: ToolRunJob, may_retry: bool, heard: Heard) -> None:
         session_key = job.session_key if sticky_session(job) else None
-        call = call_claim(job.task_id, job.step, job.call.id, self.me.node, self._claim_ttl_s())
+        call = call_claim(job.task_id, job.step, job.call.id, self.me.node, self.me.incarnation,
+                          self._claim_ttl_s())  # fmt: skip
         session, claimed = self.loop.run(self.placement.ask(session_key, call))  # one trip
         if session is not None:
             self.placement.settle(job.session_key, session)
@@ -161,10 +162,9 @@ class ToolCallRunner:
         try:
             with self.cells.held(job.session_key) as cells:
                 message = self.keep_artifacts(job, self._timed_call(job, may_retry))
-                claim = self._claim_of(job, cells)
-                # Its claim is freed with its result: until then a duplicate must not run it.
-                self.store_result(job, message, next_step, claim)
-                if claim.cells is not None:
+                used = self._use_of(job, cells)
+                self.store_result(job, message, next_step, used)
+                if used is not None and used.cells is not None:
                     cells.codes.clear()  # recorded with the result
         except BaseException:
             self._release(job)  # its retry (or a re-send) may run it
@@ -184,24 +184,23 @@ class ToolCallRunner:
 
     def claim(self, job: ToolRunJob) -> CallClaimed:
         """Whether this job runs the call (see `CallClaimed`): a duplicate running it would
-        run it twice in the session's interpreter. A claim outlives the longest call; a dead
-        worker's lapses then, or at once when the worker starts again."""
-        claim = self.store.claim_call(
-            job.task_id, job.step, job.call.id, self.me.node, self._claim_ttl_s()
-        )
+        run it twice in the session's interpreter. A claim outlives the longest call, and
+        holds nothing back once its worker's heartbeat lapses or the worker starts again."""
+        claim = self.store.claim_call(job.task_id, job.step, job.call.id, self.me.node,
+                                      self.me.incarnation, self._claim_ttl_s())  # fmt: skip
         return self.loop.run(claim)
 
     def _claim_ttl_s(self) -> float:
         return self.settings.stall_s + self.settings.sandbox_timeout_s
 
-    def _claim_of(self, job: ToolRunJob, cells: HeldCells) -> CallClaim:
+    def _use_of(self, job: ToolRunJob, cells: HeldCells) -> InterpreterUse | None:
         if not self.tools.has_sandbox(job.session_key):
-            return CallClaim(self.me.node, None, record_ttl_s(self.settings))
+            return None
         held = self.cells.document(cells)
-        return CallClaim(self.me.node, job.session_key, record_ttl_s(self.settings), held)
+        return InterpreterUse(job.session_key, record_ttl_s(self.settings), held)
 
     def _release(self, job: ToolRunJob) -> None:
-        release = self.store.release_call(job.task_id, job.step, job.call.id, self.me.node)
+        release = self.store.release_call(job.task_id, job.step, job.call.id)
         try:
             self.loop.run(release)
         except (RedisConnectionError, RedisTimeoutError):  # it lapses on its own
@@ -248,7 +247,7 @@ class ToolCallRunner:
         job: ToolRunJob,
         message: AgentMessage | None,
         next_step: Envelope,
-        claim: CallClaim | None = None,
+        used: InterpreterUse | None = None,
     ) -> ToolResultStored:
         """Store the call's result (None: only check the step's results), with the next
         step's job if it completes the step. A result that cannot be stored (a value no JSON
@@ -257,7 +256,7 @@ class ToolCallRunner:
 
         def put(result: AgentMessage | None) -> ToolResultStored:
             stored = self.store.put_tool_result(
-                job.task_id, job.step, job.call.id, result, next_step, claim
+                job.task_id, job.step, job.call.id, result, next_step, used
             )
             return self.loop.run(stored)
 
@@ -332,14 +331,12 @@ class ToolCallRunner:
     # -- the worker's life ----------------------------------------------------------------
 
     def start(self) -> None:
-        """Make the sandboxes, removing what an earlier run of this worker left, and free the
-        tool-call claims that run held. Raises `SandboxError` (or `ValueError`) saying why
-        the configured backend cannot run here."""
+        """Make the sandboxes, removing what an earlier run of this worker left (its
+        tool-call claims name that run: they hold nothing back). Raises `SandboxError` (or
+        `ValueError`) saying why the configured backend cannot run here."""
         removed = self.tools.start(self.me.node)
         backend = self.settings.sandbox_backend
         log.info("sandboxes (%s) ready; removed %d left by an earlier run", backend, removed)
-        freed = self.loop.run(self.store.release_worker_claims(self.me.node))
-        log.info("freed %d tool-call claims held by an earlier run", freed)
 
     def say_artifact_expiry(self) -> None:
         """Say how artifacts expire; loudly where nothing will (an S3 bucket without the

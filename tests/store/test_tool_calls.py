@@ -18,11 +18,13 @@ async def test_tool_results_complete_the_step_once(store: TaskStore) -> None:
                         fields={"pending_calls": call_dicts})  # fmt: skip
     assert (await store.commit_step(commit))[0]
     first = await store.put_tool_result(record.id, 0, "b", tool_result("b"))
-    assert not first.complete and not first.advance
+    assert not first.advance
     second = await store.put_tool_result(record.id, 0, "a", tool_result("a"))
-    assert second.complete and second.advance
+    assert second.advance
     again = await store.put_tool_result(record.id, 0, "a", tool_result("a", "other"))
-    assert again.complete and not again.advance  # exactly one caller advances
+    assert not again.advance  # exactly one caller advances
+    looked = await store.put_tool_result(record.id, 0, "b", None)
+    assert not looked.advance and looked.live  # nor does one that only looks, after it
     assert await store.tool_results(record.id, 0, calls) == [tool_result("a"), tool_result("b")]
     start = await store.begin_step(record.id, 1, "acme", "s1", {"memory": 0}, "0")
     assert start is not None and start.inputs() == [tool_result("a"), tool_result("b")]

@@ -5,7 +5,6 @@ a call the worker could not run is tried again, then the model told."""
 
 from __future__ import annotations
 
-import asyncio
 from multiprocessing import pool
 
 import pytest
@@ -16,7 +15,7 @@ from services.tool_worker.errors import CallFailed
 from taskyard.agentkit.schema import ActionReturn, ActionStatusCode, AgentMessage, ToolCall
 from taskyard.plumbing import keys
 from taskyard.runtime.jobs import Envelope, ToolRunJob
-from taskyard.runtime.store import CallClaim, StepCommit
+from taskyard.runtime.store import InterpreterUse, StepCommit
 from taskyard.runtime.task import TaskRecord, TaskStatus
 
 CALL = ToolCall(id="c1", name="IPythonInterpreter", parameters={"command": "print(1)"})
@@ -53,7 +52,7 @@ def test_a_result_that_cannot_be_stored_reaches_the_model_as_an_error(
         CALL, ActionReturn(type=CALL.name, result=[{"type": "text", "content": content}])
     )
     stored = runner.store_result(job, unstorable, NEXT)
-    assert stored.complete and stored.advance  # the next step starts
+    assert stored.advance  # the next step starts
     (result,) = runner.loop.run(runner.store.tool_results(job.task_id, 0, [CALL]))
     assert isinstance(result.content, ActionReturn)
     assert result.content.state == ActionStatusCode.API_ERROR
@@ -74,36 +73,32 @@ def test_a_call_another_copy_runs_is_not_run_again(runner: ToolCallRunner) -> No
     job = _waiting_for(runner, CALL)
     store, run = runner.store, runner.loop.run
     _alive(runner, "elsewhere")
-    assert run(store.claim_call(job.task_id, 0, CALL.id, "elsewhere", 60)) == "claimed"
+    assert run(store.claim_call(job.task_id, 0, CALL.id, "elsewhere", "run", 60)) == "claimed"
     assert runner.claim(job) == "busy"  # a duplicate while the first copy runs
-    run(store.release_call(job.task_id, 0, CALL.id, "elsewhere"))
+    run(store.release_call(job.task_id, 0, CALL.id))
     assert runner.claim(job) == "claimed"  # the first copy failed: a retry may run it
     fine = AgentMessage.tool_result(
         CALL, ActionReturn(type=CALL.name, result=[{"type": "text", "content": "1"}])
     )
     assert runner.placement.claim("t:s").verdict == "new"  # this worker holds the session now
-    claim = CallClaim(runner.me.node, "t:s", 60)
-    assert runner.store_result(job, fine, NEXT, claim).advance
-    assert runner.claim(job) == "done"  # its result is in
-    claim_key = keys.tool_call_claim(job.task_id, 0, CALL.id)
-    assert not run(store.r.exists(claim_key))  # freed with the result
+    assert runner.store_result(job, fine, NEXT, InterpreterUse("t:s", 60)).advance
+    assert runner.claim(job) == "done"  # its result is in, its claim held or not
     record = keys.session_sandbox("t:s")
     assert 0 < run(store.r.ttl(record)) <= 60  # the interpreter's record kept with its use
     assert float(run(store.r.hget(record, "last_used"))) > 0
 
 
-def test_a_restarted_worker_frees_only_the_claims_it_still_holds(runner: ToolCallRunner) -> None:
+def test_a_restarted_worker_holds_back_no_call_its_earlier_run_claimed(
+    runner: ToolCallRunner,
+) -> None:
     store, run = runner.store, runner.loop.run
-    _alive(runner, "w1", "w2", "w3")
-    assert run(store.claim_call("task_a", 0, "c1", "w1", 60)) == "claimed"
-    assert run(store.claim_call("task_b", 0, "c1", "w1", 0.05)) == "claimed"
-    redis_ = runner.store.r
-    run(asyncio.sleep(0.1))  # task_b's claim lapsed ...
-    assert run(store.claim_call("task_b", 0, "c1", "w2", 60)) == "claimed"  # ... w2 took it
-    assert run(store.release_worker_claims("w1")) == 1
-    assert run(store.claim_call("task_a", 0, "c1", "w3", 60)) == "claimed"  # free at once
-    assert run(store.claim_call("task_b", 0, "c1", "w3", 60)) == "busy"  # still w2's
-    assert run(redis_.exists(keys.tool_worker_claims("w1"))) == 0
+    _alive(runner, "w1", "w2")  # w1's heartbeat names its run "run"
+    assert run(store.claim_call("task_a", 0, "c1", "w1", "before", 60)) == "claimed"
+    assert run(store.claim_call("task_b", 0, "c1", "w1", "run", 60)) == "claimed"
+    # w1 started again as "run": its earlier run's claim is free at once, not its own.
+    assert run(store.claim_call("task_a", 0, "c1", "w2", "run", 60)) == "claimed"
+    assert run(store.claim_call("task_b", 0, "c1", "w2", "run", 60)) == "busy"
+    assert run(store.claim_call("task_a", 0, "c1", "w1", "run", 60)) == "busy"  # w2's now
 
 
 def test_a_claim_of_a_worker_whose_heartbeat_lapsed_holds_nothing_back(
@@ -111,9 +106,9 @@ def test_a_claim_of_a_worker_whose_heartbeat_lapsed_holds_nothing_back(
 ) -> None:
     store, run = runner.store, runner.loop.run
     _alive(runner, "w2")
-    assert run(store.claim_call("task_a", 0, "c1", "w1", 60)) == "claimed"  # w1 never beat
-    assert run(store.claim_call("task_a", 0, "c1", "w2", 60)) == "claimed"  # taken at once
-    assert run(store.claim_call("task_a", 0, "c1", "w1", 60)) == "busy"  # w2 lives
+    assert run(store.claim_call("task_a", 0, "c1", "w1", "run", 60)) == "claimed"  # no beat
+    assert run(store.claim_call("task_a", 0, "c1", "w2", "run", 60)) == "claimed"  # at once
+    assert run(store.claim_call("task_a", 0, "c1", "w1", "run", 60)) == "busy"  # w2 lives
 
 
 def test_a_call_runs_once_and_its_result_starts_the_next_step(
@@ -127,7 +122,6 @@ def test_a_call_runs_once_and_its_result_starts_the_next_step(
     (result,) = run(store.tool_results(job.task_id, 0, [CALL]))
     assert isinstance(result.content, ActionReturn) and not result.content.errmsg
     assert "1" in result.content.format_result()
-    assert not run(store.r.exists(keys.tool_call_claim(job.task_id, 0, CALL.id)))
     assert runner.tools.has_sandbox("t:s")  # the session's interpreter lives here now
     runner.run_call(job)  # a copy of the job sent again: its result is in, nothing runs
     assert broker.llen(keys.AGENT_QUEUE) == queued + 1  # the next step's job, pushed once

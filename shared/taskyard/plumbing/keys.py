@@ -59,7 +59,6 @@ __all__ = [
     "session_values",
     "session_waiting",
     "task",
-    "task_advanced",
     "task_approvals",
     "task_artifact_bytes",
     "task_artifacts",
@@ -76,7 +75,6 @@ __all__ = [
     "tool_call_claim",
     "tool_queue",
     "tool_worker_alive",
-    "tool_worker_claims",
     "tool_worker_place",
     "tool_worker_queue",
     "webhook_secret",
@@ -145,12 +143,6 @@ def tool_call_claim(task_id: str, step: int, call_id: str) -> str:
     return f"task:{task_id}:step:{step}:call:{call_id}:claim"
 
 
-def tool_worker_claims(worker: str) -> str:
-    """The calls a tool worker (by its node name) holds claims on: a restarted worker frees its
-    predecessor's at once instead of waiting out their expiry."""
-    return f"tool_worker:{worker}:claims"
-
-
 # The node names of the tool workers that have their own queue (the sweep re-drives the queue
 # of one that is gone).
 TOOL_WORKERS = "tool_workers"
@@ -212,11 +204,6 @@ def task_artifacts(task_id: str) -> str:
 def task_artifact_bytes(task_id: str) -> str:
     """How many bytes the task's artifacts take in the Redis artifact store (its budget)."""
     return f"task:{task_id}:artifacts:bytes"
-
-
-def task_advanced(task_id: str, step: int | str) -> str:
-    """Set by the one tool result that completes a step (and so starts the next one)."""
-    return f"task:{task_id}:step:{step}:advanced"
 
 
 def idempotency(tenant: str, key: str) -> str:

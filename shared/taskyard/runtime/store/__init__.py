@@ -5,11 +5,11 @@ from taskyard.runtime.store.base import NotReplicated
 from taskyard.runtime.store.steps import MemoryTail, StepCommit, StepStart
 from taskyard.runtime.store.store import TaskStore
 from taskyard.runtime.store.tasks import Created
-from taskyard.runtime.store.tool_calls import CallClaim, ToolResultStored
+from taskyard.runtime.store.tool_calls import InterpreterUse, ToolResultStored
 
 __all__ = [
-    "CallClaim",
     "Created",
+    "InterpreterUse",
     "MemoryTail",
     "NotReplicated",
     "StepCommit",

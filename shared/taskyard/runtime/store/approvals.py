@@ -57,7 +57,6 @@ class Approvals(ScriptedStore):
             task=keys.task(record.id), events=keys.task_events(record.id),
             approvals=keys.task_approvals(record.id, step),
             results=keys.task_tool_results(record.id, step),
-            advanced=keys.task_advanced(record.id, step),
         )  # fmt: skip
         event = {"call_id": call.id, **{k: v for k, v in decided.items() if k != "call"}}
         doc = DecideApprovalDoc(

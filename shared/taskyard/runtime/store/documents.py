@@ -30,14 +30,13 @@ __all__ = [
     "ForkSessionDoc",
     "HandOverDoc",
     "HeirDoc",
+    "InterpreterUseDoc",
     "JobDoc",
     "PublishDoc",
     "PushJobsDoc",
     "PutToolResultDoc",
     "RedriveQueueDoc",
-    "ReleaseClaimsDoc",
     "ReleaseSessionDoc",
-    "ResultClaimDoc",
     "SaveCompactionDoc",
     "jobs",
 ]
@@ -142,12 +141,11 @@ class SaveCompactionDoc(TypedDict):
 # -- tool calls and claims -------------------------------------------------------------------
 
 
-class ResultClaimDoc(TypedDict):
-    """The claim a result frees: its worker, when the call used the session's interpreter
-    ('' if it used none) and how long its record is kept."""
+class InterpreterUseDoc(TypedDict):
+    """A call's use of its session's interpreter, stamped with its result: when it ended,
+    and how long the session's sandbox record is kept from then."""
 
-    worker: str
-    used: str
+    at: str
     record_ttl_s: int
 
 
@@ -166,18 +164,15 @@ class PutToolResultDoc(DatabasesDoc):
     message: str  # '' only to look whether the step is complete
     ttl_s: int
     next_step: list[JobDoc]  # pushed by the caller that completes the step
-    claim: NotRequired[ResultClaimDoc]
-    cells: NotRequired[CellsDoc]  # with a claim of a call that used the session's interpreter
+    used: NotRequired[InterpreterUseDoc]  # for a call run in the session's interpreter
+    cells: NotRequired[CellsDoc]  # the cells that call ran
 
 
 class ClaimCallDoc(TypedDict):
     call_id: str
-    worker: str
+    worker: str  # the tool worker's node name
+    incarnation: str  # this run of it
     ttl_ms: int
-
-
-class ReleaseClaimsDoc(TypedDict):
-    worker: str
 
 
 class ClaimRunDoc(TypedDict):
@@ -223,6 +218,7 @@ class ClaimSessionDoc(TypedDict):
     queue: str
     record_ttl_s: int
     place: str
+    keep_alive: bool  # whether 'mine' keeps the record `record_ttl_s` longer
 
 
 class HeirDoc(TypedDict):

@@ -96,7 +96,7 @@ class SandboxDirectory:
     ) -> SessionClaim:
         """See `claim_session.lua`; `place`: where the worker's sandboxes run (None: it can
         take no interpreter over)."""
-        record, doc = keys.session_sandbox(session_key), self._claim_doc(worker, place)
+        record, doc = keys.session_sandbox(session_key), self._claim_doc(worker, place, True)
         raw = await self.store.script("sandboxes/claim_session", SandboxKeys(record), doc)
         reply = decode(SESSION_CLAIM, raw)
         return SessionClaim(reply.verdict, reply.detail, reply.handle)
@@ -115,7 +115,8 @@ class SandboxDirectory:
         doc = ClaimRunDoc(call=call_doc)
         records: tuple[str, ...] = ()
         if session_key is not None:
-            doc["session"] = self._claim_doc(worker, place)
+            # The call's result keeps the record alive, so its claim need not.
+            doc["session"] = self._claim_doc(worker, place, False)
             records = (keys.session_sandbox(session_key),)
         keys_ = ClaimRunKeys(*call_keys, session=records)
         reply = decode(CLAIM_RUN, await self.store.script("tool_calls/claim_run", keys_, doc))
@@ -124,10 +125,12 @@ class SandboxDirectory:
             session = SessionClaim(reply.verdict, reply.detail, reply.handle)
         return session, reply.call or None
 
-    def _claim_doc(self, worker: ToolWorkerId, place: str | None) -> ClaimSessionDoc:
+    def _claim_doc(
+        self, worker: ToolWorkerId, place: str | None, keep_alive: bool
+    ) -> ClaimSessionDoc:
         return ClaimSessionDoc(node=worker.node, incarnation=worker.incarnation,
                                queue=worker.queue, record_ttl_s=self.record_ttl_s,
-                               place=place or "")  # fmt: skip
+                               place=place or "", keep_alive=keep_alive)  # fmt: skip
 
     async def place_fork(self, worker: ToolWorkerId, source_key: str, new_key: str) -> None:
         """The worker holds `new_key`'s interpreter now, a fork of `source_key`'s (with its

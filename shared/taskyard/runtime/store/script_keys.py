@@ -29,7 +29,6 @@ __all__ = [
     "ScriptKeys",
     "SessionKeys",
     "TaskKeys",
-    "WorkerClaimsKeys",
     "WorkerQueueKeys",
     "flat",
     "lua_binding",
@@ -113,29 +112,22 @@ class PutToolResultKeys(NamedTuple):
     results: str
     task: str
     events: str
-    advanced: str  # the step's advance claim
-    # With a claim (else none): the call's claim, the worker's claims set, the session's
-    # sandbox record and its interpreter cells.
-    claim: tuple[str, ...]
+    # For a call run in the session's interpreter (else none): the session's sandbox record
+    # and its interpreter cells.
+    interpreter: tuple[str, ...]
 
 
 class ClaimCallKeys(NamedTuple):
     results: str
     claim: str
-    worker_claims: str
     task: str  # the task's record: an ended task's call is not run
 
 
 class ClaimRunKeys(NamedTuple):
     results: str
     claim: str
-    worker_claims: str
     task: str
     session: tuple[str, ...]  # the session's sandbox record, for a call that uses it; else none
-
-
-class WorkerClaimsKeys(NamedTuple):
-    worker_claims: str
 
 
 class DecideApprovalKeys(NamedTuple):
@@ -143,7 +135,6 @@ class DecideApprovalKeys(NamedTuple):
     events: str
     approvals: str
     results: str
-    advanced: str
 
 
 # -- sessions --------------------------------------------------------------------------------
@@ -223,7 +214,6 @@ _SCRIPTS: dict[str, type[ScriptKeys]] = {
     "tool_calls/claim_call": ClaimCallKeys,
     "tool_calls/claim_run": ClaimRunKeys,
     "tool_calls/put_tool_result": PutToolResultKeys,
-    "tool_calls/release_claims": WorkerClaimsKeys,
 }  # a script not here (push_jobs) takes no keys
 
 

@@ -136,8 +136,7 @@ COMMIT_STEP = TypeAdapter(StepCommitReply)
 
 
 class ResultStoredReply(_Reply):
-    outcome: Literal["ended", "stored", "complete"]
-    advance: bool  # this caller completed the step and pushed the next
+    outcome: Literal["ended", "stored", "advanced"]  # advanced: completed the step, pushed the next
 
 
 RESULT_STORED = TypeAdapter(ResultStoredReply)

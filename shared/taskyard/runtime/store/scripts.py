@@ -46,7 +46,6 @@ _NAMES = {
     "{task_prefix}": keys.TASK_PREFIX,
     "{approval_deadlines}": keys.APPROVAL_DEADLINES,
     "{results_key}": keys.task_tool_results("%s", "%s"),
-    "{advanced_key}": keys.task_advanced("%s", "%s"),
     "{events_key}": keys.task_events("%s"),
     "{children_key}": keys.task_children("%s"),
     "{webhooks_due}": keys.WEBHOOKS_DUE,

@@ -10,7 +10,7 @@ local TERMINAL = {succeeded = true, failed = true, cancelled = true, timed_out =
 -- by their deadline; names filled in from shared/taskyard/plumbing/keys.py when the scripts load.
 local LIVE, DEADLINES, TASK_PREFIX = '{live}', '{deadlines}', '{task_prefix}'
 local APPROVAL_DEADLINES = '{approval_deadlines}'
-local RESULTS_KEY, ADVANCED_KEY = '{results_key}', '{advanced_key}'
+local RESULTS_KEY = '{results_key}'
 local EVENTS_KEY, CHILDREN_KEY = '{events_key}', '{children_key}'
 local WEBHOOKS_DUE = '{webhooks_due}'
 local SANDBOX_KEY, WORKER_ALIVE_KEY = '{sandbox_key}', '{worker_alive_key}'
@@ -138,38 +138,6 @@ local function release_session(lock, waiting, task_id, broker_db)
   return ''
 end
 
--- Store one tool call's result (the first write wins) with its message event, and say whether
--- it completed the step's calls; the one caller that completes the step pushes `next_jobs`.
--- Answers (named) its outcome: 'ended' (the task is over), 'stored' or 'complete'; and
--- `advance`, 1 for that caller.
-local WAITING = {waiting_tools = true, waiting_approval = true}
-
-local function store_result(results, task, events, advanced, step, call_id, message, ttl,
-                            broker_db, next_jobs)
-  local f = hmget(task, {'status', 'step', 'pending_calls'})
-  local status = f.status
-  if not status or TERMINAL[status] then return named{outcome = 'ended', advance = 0} end
-  if message ~= '' and redis.call('HSETNX', results, call_id, message) == 1 then
-    redis.call('EXPIRE', results, ttl)
-    add_event(events, 'message', message)
-    moved(task)
-  end
-  if not WAITING[status] or f.step ~= tostring(tonumber(step) + 1) then
-    return named{outcome = 'stored', advance = 0}
-  end
-  for _, call in ipairs(cjson.decode(f.pending_calls or '[]')) do
-    local given = message ~= '' and call['id'] == call_id  -- in: stored now, or before
-    if not given and redis.call('HEXISTS', results, call['id']) == 0 then
-      return named{outcome = 'stored', advance = 0}
-    end
-  end
-  if redis.call('SET', advanced, '1', 'NX', 'EX', ttl) then
-    push_jobs(broker_db, next_jobs)
-    return named{outcome = 'complete', advance = 1}
-  end
-  return named{outcome = 'complete', advance = 0}
-end
-
 -- A child task (an agent offered as a tool) tells its parent (`parent`: its id, nil for a
 -- task that is no child) how it stands.
 local function tell_parent(task_key, status, parent)
@@ -177,25 +145,6 @@ local function tell_parent(task_key, status, parent)
     local data = cjson.encode({task_id = task_id_of(task_key), status = status})
     add_event(string.format(EVENTS_KEY, parent), 'child', data)
   end
-end
-
--- A child task that ended hands its answer (or why it has none) to its parent's call, as
--- that call's result; the result completing the parent's step pushes its next step.
-local function deliver_to_parent(task_key, broker_db, answer, failure)
-  local f = redis.call('HMGET', task_key, 'parent_id', 'parent_step', 'parent_call_id',
-                       'parent_result', 'parent_next_queue', 'parent_next_message')
-  if not f[1] then return end
-  local message = cjson.decode(f[4])
-  if failure then
-    message['content']['errmsg'] = failure
-    message['content']['state'] = -1002
-  else
-    message['content']['result'] = {{type = 'text', content = answer}}
-  end
-  store_result(string.format(RESULTS_KEY, f[1], f[2]), TASK_PREFIX .. f[1],
-               string.format(EVENTS_KEY, f[1]), string.format(ADVANCED_KEY, f[1], f[2]),
-               f[2], f[3], cjson.encode(message), 604800, broker_db,
-               {one_job(f[5], f[6])})
 end
 
 -- Tell the task's webhook of a state change it subscribed to (`subscribed`: the task's
@@ -214,6 +163,58 @@ local function notify(task_key, status, broker_db, subscribed)
   message['properties']['correlation_id'] = tag
   message['properties']['delivery_tag'] = tag
   push_jobs(broker_db, {one_job(f[1], cjson.encode(message))})
+end
+
+-- Store one tool call's result (the first write wins) with its message event; the one caller
+-- whose result completes the step's calls moves the task to running (its status event, its
+-- parent and webhook told, as a step's begin would) and pushes `next_jobs`: a task no longer
+-- waiting is completed by nobody again. Answers (named) its outcome: 'ended' (the task is
+-- over), 'stored' or 'advanced' (that caller).
+local WAITING = {waiting_tools = true, waiting_approval = true}
+
+local function store_result(results, task, events, step, call_id, message, ttl, broker_db,
+                            next_jobs)
+  local f = hmget(task, {'status', 'step', 'pending_calls', 'parent_id', 'webhook_events'})
+  local status = f.status
+  if not status or TERMINAL[status] then return named{outcome = 'ended'} end
+  if message ~= '' and redis.call('HSETNX', results, call_id, message) == 1 then
+    redis.call('EXPIRE', results, ttl)
+    add_event(events, 'message', message)
+    moved(task)
+  end
+  if not WAITING[status] or f.step ~= tostring(tonumber(step) + 1) then
+    return named{outcome = 'stored'}
+  end
+  for _, call in ipairs(cjson.decode(f.pending_calls or '[]')) do
+    local given = message ~= '' and call['id'] == call_id  -- in: stored now, or before
+    if not given and redis.call('HEXISTS', results, call['id']) == 0 then
+      return named{outcome = 'stored'}
+    end
+  end
+  redis.call('HSET', task, 'status', 'running', 'updated_at', string.format('%.6f', NOW))
+  add_event(events, 'status', cjson.encode({status = 'running'}))
+  tell_parent(task, 'running', f.parent_id)
+  notify(task, 'running', broker_db, f.webhook_events)
+  push_jobs(broker_db, next_jobs)
+  return named{outcome = 'advanced'}
+end
+
+-- A child task that ended hands its answer (or why it has none) to its parent's call, as
+-- that call's result; the result completing the parent's step pushes its next step.
+local function deliver_to_parent(task_key, broker_db, answer, failure)
+  local f = redis.call('HMGET', task_key, 'parent_id', 'parent_step', 'parent_call_id',
+                       'parent_result', 'parent_next_queue', 'parent_next_message')
+  if not f[1] then return end
+  local message = cjson.decode(f[4])
+  if failure then
+    message['content']['errmsg'] = failure
+    message['content']['state'] = -1002
+  else
+    message['content']['result'] = {{type = 'text', content = answer}}
+  end
+  store_result(string.format(RESULTS_KEY, f[1], f[2]), TASK_PREFIX .. f[1],
+               string.format(EVENTS_KEY, f[1]), f[2], f[3], cjson.encode(message), 604800,
+               broker_db, {one_job(f[5], f[6])})
 end
 
 -- Close a task whose status was just set to a final one: its status event, out of the
@@ -318,7 +319,7 @@ local function claim_session(record, d)
   if not f[1] then return take('new', '') end
   local same_node, same_run = f[1] == d.node, f[2] == d.incarnation
   if same_node and same_run and f[3] == 'live' then
-    redis.call('EXPIRE', record, d.record_ttl_s)
+    if d.keep_alive then redis.call('EXPIRE', record, d.record_ttl_s) end
     return {verdict = 'mine', detail = '', handle = ''}
   end
   -- Read only past 'mine', every call's case: a worker asking is alive.
@@ -343,21 +344,23 @@ local function claim_session(record, d)
               'its host is gone')
 end
 
--- The call, for the worker `d` (ClaimCallDoc) to run, unless its task ended ('ended'), its
--- result is in ('done') or another worker holds it ('busy'): 'claimed'. A claim of a tool
--- worker whose heartbeat lapsed (killed, host gone) holds nothing back.
-local function claim_call(task, results, claim, worker_claims, d)
+-- The call, for the worker `d` (ClaimCallDoc: its node and this run of it) to run, unless its
+-- task ended ('ended'), its result is in ('done') or a live worker holds it ('busy'):
+-- 'claimed'. A claim names the run that took it, so one of a worker whose heartbeat lapsed
+-- (killed, host gone) or that started again since holds nothing back. A stored result does not
+-- free its call's claim: 'done' is answered first, and the claim lapses on its own.
+local function claim_call(task, results, claim, d)
   -- Cancelled while the job waited in its queue, say.
   if TERMINAL[redis.call('HGET', task, 'status')] then return 'ended' end
   if redis.call('HEXISTS', results, d.call_id) == 1 then return 'done' end
-  -- Taken at once unless held.
-  if not redis.call('SET', claim, d.worker, 'NX', 'PX', d.ttl_ms) then
-    local holder = redis.call('GET', claim)
-    if redis.call('EXISTS', string.format(WORKER_ALIVE_KEY, holder)) == 1 then
-      return 'busy'
-    end
-    redis.call('SET', claim, d.worker, 'PX', d.ttl_ms)
+  -- Taken at once unless held (SET ... NX GET answers the holder, setting nothing then).
+  local held = redis.call('SET', claim, d.worker .. ' ' .. d.incarnation, 'NX', 'GET',
+                          'PX', d.ttl_ms)
+  if not held then return 'claimed' end
+  local node, run = string.match(held, '^(.*) (%S*)$')
+  if node and redis.call('GET', string.format(WORKER_ALIVE_KEY, node)) == run then
+    return 'busy'
   end
-  redis.call('SADD', worker_claims, claim)
+  redis.call('SET', claim, d.worker .. ' ' .. d.incarnation, 'PX', d.ttl_ms)
   return 'claimed'
 end

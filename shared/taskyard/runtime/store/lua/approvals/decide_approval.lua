@@ -33,6 +33,6 @@ if #doc.tool_job > 0 then
   push_jobs(doc.broker_db, doc.tool_job)
   return answer('approved')
 end
-store_result(KEY.results, KEY.task, KEY.events, KEY.advanced, doc.step, doc.call_id, doc.denial,
-             doc.ttl_s, doc.broker_db, doc.next_step)
+store_result(KEY.results, KEY.task, KEY.events, doc.step, doc.call_id, doc.denial, doc.ttl_s,
+             doc.broker_db, doc.next_step)
 return answer('denied')

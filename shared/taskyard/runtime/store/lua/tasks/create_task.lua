@@ -36,7 +36,10 @@ if parent ~= '' then  -- a child task: only while its parent lives, and the pare
   add_event(string.format(EVENTS_KEY, parent), 'child',
             cjson.encode({task_id = doc.task_id, status = 'queued'}))
 end
-local holder, policy = redis.call('GET', KEY.lock), doc.busy
+-- The session is this task's if nobody holds it (SET ... NX GET answers the holder, setting
+-- nothing then).
+local holder, policy = redis.call('SET', KEY.lock, doc.task_id, 'NX', 'GET'), doc.busy
+local taken = not holder
 if policy == 'reject' and holder and holder ~= doc.task_id then
   return named{outcome = 'busy', task_id = holder}
 end
@@ -83,7 +86,7 @@ if doc.fingerprint ~= '' then
   redis.call('SET', KEY.idempotency, doc.task_id .. ' ' .. doc.fingerprint, 'EX', doc.key_ttl_s)
 end
 if not holder then
-  redis.call('SET', KEY.lock, doc.task_id)
+  if not taken then redis.call('SET', KEY.lock, doc.task_id) end
   push_jobs(doc.broker_db, doc.first_step)
   return named{outcome = 'created', holds_session = 1, displaced = displaced}
 end

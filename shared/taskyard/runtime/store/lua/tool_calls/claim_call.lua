@@ -3,4 +3,4 @@
 -- KEY: ClaimCallKeys
 -- doc: ClaimCallDoc
 -- Returns 'ended', 'done', 'busy' or 'claimed'.
-return claim_call(KEY.task, KEY.results, KEY.claim, KEY.worker_claims, doc)
+return claim_call(KEY.task, KEY.results, KEY.claim, doc)

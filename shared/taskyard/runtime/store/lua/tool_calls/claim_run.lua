@@ -11,6 +11,6 @@ if doc.session then
 end
 session.call = ''
 if session.verdict ~= 'forward' then
-  session.call = claim_call(KEY.task, KEY.results, KEY.claim, KEY.worker_claims, doc.call)
+  session.call = claim_call(KEY.task, KEY.results, KEY.claim, doc.call)
 end
 return named(session)

@@ -1,22 +1,19 @@
--- Store one tool call's result (the first write wins) and its message event, and say whether
--- this result completed the step's calls; exactly one caller gets the advance claim (and
--- pushes the next step's job). A worker that claimed the call (claim_call.lua) frees its
--- claim in the same write, stamps the last use on its session's sandbox record
--- (claim_session.lua) and records the interpreter cells the call ran (`doc.cells`: the
--- session keeps its last `keep`, services/tool_worker/cells.py).
+-- Store one tool call's result (the first write wins) and its message event; the one caller
+-- whose result completes the step's calls moves the task on and pushes the next step's job
+-- (prelude's `store_result`). A worker that ran the call in a session's interpreter stamps
+-- the last use on its sandbox record in the same write, keeping the record alive
+-- (claim_session.lua), and records the interpreter cells the call ran (`doc.cells`: the
+-- session keeps its last `keep`, services/tool_worker/cells.py). The call's claim is left to
+-- lapse: the stored result answers any later claim first (claim_call.lua).
 -- KEY: PutToolResultKeys
 -- doc: PutToolResultDoc
 -- Answers as `store_result` does (script_replies.ResultStoredReply).
-local claim = doc.claim
-if claim then
-  local call_claim, worker_claims, sandbox, cells = unpack(KEY.claim)
-  if redis.call('GET', call_claim) == claim.worker then
-    redis.call('DEL', call_claim)
-    redis.call('SREM', worker_claims, call_claim)
-  end
+local used = doc.used
+if used then
+  local sandbox, cells = unpack(KEY.interpreter)
   -- EXPIRE answers whether the record exists: a gone one is not made again.
-  if claim.used ~= '' and redis.call('EXPIRE', sandbox, claim.record_ttl_s) == 1 then
-    redis.call('HSET', sandbox, 'last_used', claim.used)
+  if redis.call('EXPIRE', sandbox, used.record_ttl_s) == 1 then
+    redis.call('HSET', sandbox, 'last_used', used.at)
   end
   if doc.cells then
     -- RPUSH answers the length: trimmed only once past what the session keeps.
@@ -26,5 +23,5 @@ if claim then
     redis.call('EXPIRE', cells, doc.cells.ttl_s)
   end
 end
-return store_result(KEY.results, KEY.task, KEY.events, KEY.advanced, doc.step, doc.call_id,
-                    doc.message, doc.ttl_s, doc.broker_db, doc.next_step)
+return store_result(KEY.results, KEY.task, KEY.events, doc.step, doc.call_id, doc.message,
+                    doc.ttl_s, doc.broker_db, doc.next_step)
