@@ -74,7 +74,6 @@ async def _raw_begin(store: TaskStore, task_id: str) -> list[object]:
         results=keys.task_tool_results(task_id, -1), epoch=keys.session_epoch("acme", "s1"),
         compaction=keys.session_compaction("acme", "s1"),
         values=keys.session_values("acme", "s1"), paths=keys.session_paths("acme", "s1"),
-        session_before=keys.task_session_before(task_id),
         memories=(keys.session_memory("acme", "s1", "memory"),),
     )  # fmt: skip
     doc = BeginStepDoc(store_db=store.db, broker_db=store.broker_db, step="0", running="{}",
