@@ -47,6 +47,16 @@ async def test_begin_steps_answer_decodes_by_name(store: TaskStore) -> None:
     assert isinstance(reply, StepBegun) and reply.memories == [(0, [])] and not reply.began
 
 
+async def test_begin_steps_answer_leaves_out_the_rollback_mark(store: TaskStore) -> None:
+    # The first step marks the session in the task's hash; the step is not shown the mark.
+    record = await created(store)
+    raw = await _raw_begin(store, record.id)
+    task = dict(zip(raw[::2], raw[1::2], strict=True))["task"]
+    assert isinstance(task, list)
+    assert "id" in task[::2] and not [f for f in task[::2] if f.startswith("before:")]
+    assert await store.r.hget(keys.task(record.id), "before:marked") == "1"
+
+
 @pytest.mark.parametrize(
     ("change", "why"),
     [
