@@ -5,6 +5,7 @@ the compaction), and nothing of the displaced task lands afterwards."""
 
 from __future__ import annotations
 
+import pytest
 import redis
 
 from taskyard.agentkit.schema import ActionReturn, AgentMessage, ToolCall
@@ -25,8 +26,11 @@ def _said(*texts: str) -> list[AgentMessage]:
     return [AgentMessage(sender="assistant", content=t) for t in texts]
 
 
-async def _begin(store: TaskStore, record: TaskRecord, step: int = 0) -> TaskRecord:
-    start = await store.begin_step(record.id, step, T, S, {"memory": 0}, "0")
+async def _begin(
+    store: TaskStore, record: TaskRecord, step: int = 0, held: int = 0, epoch: str = "0"
+) -> TaskRecord:
+    """Begin the step, as a worker holding the session's first `held` messages of the epoch."""
+    start = await store.begin_step(record.id, step, T, S, {"memory": held}, epoch)
     assert start is not None and start.current
     return start.record
 
@@ -124,7 +128,6 @@ async def test_rollback_puts_every_memory_value_and_the_compaction_back(
     ended = await store.get(doomed.id)
     assert ended is not None and ended.error == f"rolled back for task {new.id}"
     assert (await store.events(new.id))[0].data == {"status": "queued", "rolled_back": doomed.id}
-    assert not await store.r.exists(keys.task_session_before(doomed.id))
     # What the rolled-back task still had in flight changes nothing any more.
     assert not await store.save_compaction(ended, 9, AgentMessage(sender="system", content="y"))
     late = StepCommit(ended, TaskStatus.SUCCEEDED, {"memory": _said("late")})
@@ -144,6 +147,37 @@ async def test_a_rollback_of_a_task_that_never_began_changes_nothing(store: Task
     assert await _session(store) == before
     late = await store.begin_step(queued.id, 0, T, S, {"memory": 0}, "0")
     assert late is not None and not late.current  # its step, when it comes, does nothing
+
+
+@pytest.mark.parametrize("held", [0, 2, 3, 5])  # none, some, all, more than left (rewritten)
+async def test_a_rollback_counts_a_list_as_the_first_step_read_it(
+    store: TaskStore, held: int
+) -> None:
+    # The mark takes a memory's length from the first step's read of it, from `held` on.
+    earlier = _record()
+    await store.create(earlier)
+    await _step(store, earlier, {"memory": _said("m1", "m2", "m3")}, status=TaskStatus.SUCCEEDED)
+    before = await _session(store)
+    doomed = _record()
+    await store.create(doomed)
+    epoch = await store.r.get(keys.session_epoch(T, S)) or "0"
+    running = await _begin(store, doomed, held=held, epoch=epoch)
+    commit = StepCommit(running, TaskStatus.WAITING_TOOLS, {"memory": _said("d1")})
+    assert (await store.commit_step(commit))[0]
+    await store.create(_record(), busy="rollback")
+    assert await _session(store) == before
+
+
+async def test_an_ended_holder_leaves_nothing_to_roll_back(store: TaskStore) -> None:
+    holder = _record()
+    await store.create(holder)
+    await _step(store, holder, {"memory": _said("kept")})
+    # It ended between two steps and still holds the lock: what it did stays.
+    await store.r.hset(keys.task(holder.id), "status", TaskStatus.SUCCEEDED.value)
+    before = await _session(store)
+    over = await store.create(_record(), busy="rollback")
+    assert over.holds_session and over.displaced is None
+    assert await _session(store) == before
 
 
 async def test_the_new_tasks_own_steps_are_what_a_later_rollback_removes(

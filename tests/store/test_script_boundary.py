@@ -47,6 +47,16 @@ async def test_begin_steps_answer_decodes_by_name(store: TaskStore) -> None:
     assert isinstance(reply, StepBegun) and reply.memories == [(0, [])] and not reply.began
 
 
+async def test_begin_steps_answer_leaves_out_the_rollback_mark(store: TaskStore) -> None:
+    # The first step marks the session in the task's hash; the step is not shown the mark.
+    record = await created(store)
+    raw = await _raw_begin(store, record.id)
+    task = dict(zip(raw[::2], raw[1::2], strict=True))["task"]
+    assert isinstance(task, list)
+    assert "id" in task[::2] and not [f for f in task[::2] if f.startswith("before:")]
+    assert await store.r.hget(keys.task(record.id), "before:marked") == "1"
+
+
 @pytest.mark.parametrize(
     ("change", "why"),
     [
@@ -74,7 +84,6 @@ async def _raw_begin(store: TaskStore, task_id: str) -> list[object]:
         results=keys.task_tool_results(task_id, -1), epoch=keys.session_epoch("acme", "s1"),
         compaction=keys.session_compaction("acme", "s1"),
         values=keys.session_values("acme", "s1"), paths=keys.session_paths("acme", "s1"),
-        session_before=keys.task_session_before(task_id),
         memories=(keys.session_memory("acme", "s1", "memory"),),
     )  # fmt: skip
     doc = BeginStepDoc(store_db=store.db, broker_db=store.broker_db, step="0", running="{}",

@@ -64,7 +64,6 @@ __all__ = [
     "task_artifacts",
     "task_children",
     "task_events",
-    "task_session_before",
     "task_tool_results",
     "task_webhook_cursor",
     "task_webhook_deliveries",
@@ -126,6 +125,9 @@ def tool_queue(tool_name: str) -> str:
 
 
 def task(task_id: str) -> str:
+    """The task's hash: its record (`TaskRecord`'s fields) and fields only the store's scripts
+    read, which the record leaves out (`before:*`: what its session held as it began, for a
+    rollback)."""
     return f"{TASK_PREFIX}{task_id}"
 
 
@@ -163,12 +165,6 @@ def tool_worker_queue(node: str) -> str:
     """A tool worker's own queue, named after its Celery node name: the jobs of the sessions
     whose interpreters it holds."""
     return f"worker.{node}"
-
-
-def task_session_before(task_id: str) -> str:
-    """What the session held as the task began (each memory list's length, its values, its
-    compaction): a rollback puts the session back to it. Gone when the task ends."""
-    return f"task:{task_id}:session:before"
 
 
 def task_children(task_id: str) -> str:

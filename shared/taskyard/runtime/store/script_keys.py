@@ -85,7 +85,6 @@ class BeginStepKeys(NamedTuple):
     compaction: str
     values: str
     paths: str
-    session_before: str  # what the session held before the task (for a rollback)
     memories: tuple[str, ...]  # in the order of the document's offsets
 
 

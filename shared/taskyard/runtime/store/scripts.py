@@ -52,7 +52,6 @@ _NAMES = {
     "{sandbox_key}": keys.session_sandbox("%s"),
     "{worker_alive_key}": keys.tool_worker_alive("%s"),
     "{sandbox_host_key}": keys.sandbox_host("%s"),
-    "{session_before_key}": keys.task_session_before("%s"),
 }
 
 

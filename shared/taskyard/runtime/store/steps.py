@@ -123,7 +123,6 @@ class Steps(ScriptedStore):
             compaction=keys.session_compaction(tenant, session_id),
             values=keys.session_values(tenant, session_id),
             paths=keys.session_paths(tenant, session_id),
-            session_before=keys.task_session_before(task_id),
             memories=tuple(keys.session_memory(tenant, session_id, p) for p in paths),
         )  # fmt: skip
         doc = BeginStepDoc(

@@ -15,7 +15,6 @@ local EVENTS_KEY, CHILDREN_KEY = '{events_key}', '{children_key}'
 local WEBHOOKS_DUE = '{webhooks_due}'
 local SANDBOX_KEY, WORKER_ALIVE_KEY = '{sandbox_key}', '{worker_alive_key}'
 local SANDBOX_HOST_KEY = '{sandbox_host_key}'
-local SESSION_BEFORE_KEY = '{session_before_key}'
 
 -- An answer {name = value, ...} as a flat name, value list (a Lua table with names reaches the
 -- client empty), decoded by name in script_replies.py. No value may be nil or false: Redis
@@ -46,7 +45,6 @@ local function ended(task_key)
   local task_id = task_id_of(task_key)
   redis.call('ZREM', LIVE, task_id)
   redis.call('ZREM', DEADLINES, task_id)
-  redis.call('DEL', string.format(SESSION_BEFORE_KEY, task_id))  -- nothing left to roll back
 end
 
 -- Set a hash's fields from a document's {name = value} object, after the `first` name,
@@ -228,41 +226,48 @@ local function close_ended(task_key, status, data, broker_db, why)
   if told.parent_id then deliver_to_parent(task_key, broker_db, nil, why) end
 end
 
--- What a task found in its session as it began, for a rollback: each memory list's length,
--- the session's values and its compaction (`values`, `compaction`: those hashes as the caller
--- read them, HGETALL's flat lists) (fields 'len:<list>', 'value:<path>',
--- 'compaction:<field>'). A task only appends to the lists and rewrites the values and the
--- compaction, so these are enough to put the session back.
-local function mark_session(before, paths, values, compaction)
-  if redis.call('EXISTS', before) == 1 then return end
-  local marks = {'marked', '1'}
+-- What a task found in its session as it began, for a rollback, kept as fields of the task's
+-- own hash under a prefix no other field uses (BEFORE): 'before:marked', each memory list's
+-- length ('before:len:<list>'), the session's values and compaction ('before:value:<path>',
+-- 'before:compaction:<field>'; `values`, `compaction`: those hashes as the caller read them,
+-- HGETALL's flat lists). A task only appends to the lists and rewrites the values and the
+-- compaction, so these are enough to put the session back. The fields go onto `fields`, for
+-- the caller's one HSET of the task; `lengths` ({list = length}) are those the caller read
+-- anyway, any other list of the session's is counted here.
+local BEFORE = 'before:'
+
+local function mark_session(fields, paths, lengths, values, compaction)
+  fields[#fields + 1] = BEFORE .. 'marked'
+  fields[#fields + 1] = '1'
   for _, list in ipairs(redis.call('SMEMBERS', paths)) do
-    marks[#marks + 1] = 'len:' .. list
-    marks[#marks + 1] = redis.call('LLEN', list)
+    fields[#fields + 1] = BEFORE .. 'len:' .. list
+    fields[#fields + 1] = lengths[list] or redis.call('LLEN', list)
   end
-  for prefix, found in pairs({['value:'] = values, ['compaction:'] = compaction}) do
+  for kind, found in pairs({value = values, compaction = compaction}) do
     for j = 1, #found, 2 do
-      marks[#marks + 1] = prefix .. found[j]
-      marks[#marks + 1] = found[j + 1]
+      fields[#fields + 1] = BEFORE .. kind .. ':' .. found[j]
+      fields[#fields + 1] = found[j + 1]
     end
   end
-  redis.call('HSET', before, unpack(marks))
 end
 
--- Put the session back as `mark_session` found it: each memory list cut to its length then
--- (a list made since, gone), the values and the compaction as they were; the epoch moves on,
--- so workers holding a warm copy read it afresh. A task that never began changed nothing.
-local function roll_back(before, paths, values, compaction, epoch)
-  local saved = redis.call('HGETALL', before)
-  if #saved == 0 then return end
-  local lengths, restored = {}, {[values] = {}, [compaction] = {}}
-  for j = 1, #saved, 2 do
-    local kind, name = string.match(saved[j], '^(%a+):(.*)$')
+-- Put the session back as `mark_session` found it (the mark read from the task's hash,
+-- `task_key`): each memory list cut to its length then (a list made since, gone), the values
+-- and the compaction as they were; the epoch moves on, so workers holding a warm copy read it
+-- afresh. A task that never began changed nothing. Only a live task is rolled back: an ended
+-- one's mark, left in its hash, is never read again.
+local function roll_back(task_key, paths, values, compaction, epoch)
+  local task = redis.call('HGETALL', task_key)
+  local marked, lengths, restored = false, {}, {[values] = {}, [compaction] = {}}
+  for j = 1, #task, 2 do
+    local kind, name = string.match(task[j], '^' .. BEFORE .. '(%a+):(.*)$')
     local into = (kind == 'value' and restored[values]) or
                  (kind == 'compaction' and restored[compaction]) or nil
-    if kind == 'len' then lengths[name] = tonumber(saved[j + 1]) end
-    if into then into[#into + 1] = name; into[#into + 1] = saved[j + 1] end
+    if kind == 'len' then lengths[name] = tonumber(task[j + 1]) end
+    if into then into[#into + 1] = name; into[#into + 1] = task[j + 1] end
+    marked = marked or task[j] == BEFORE .. 'marked'
   end
+  if not marked then return end
   for _, list in ipairs(redis.call('SMEMBERS', paths)) do
     local length = lengths[list]
     if not length then redis.call('SREM', paths, list) end

@@ -45,15 +45,12 @@ if policy == 'reject' and holder and holder ~= doc.task_id then
 end
 
 -- The live holder ends cancelled, saying for which task (a rollback first puts the session
--- back: the mark it reads goes with the task's end).
+-- back, by the mark in the holder's hash; ended, it is never rolled back again).
 local function displace(holder_id)
   local reason = (policy == 'rollback' and 'rolled back for task ' or 'interrupted by task ')
                  .. doc.task_id
-  if policy == 'rollback' then
-    roll_back(string.format(SESSION_BEFORE_KEY, holder_id), KEY.paths, KEY.values, KEY.compaction,
-              KEY.epoch)
-  end
   local key = TASK_PREFIX .. holder_id
+  if policy == 'rollback' then roll_back(key, KEY.paths, KEY.values, KEY.compaction, KEY.epoch) end
   redis.call('HSET', key, 'status', 'cancelled', 'error', reason,
              'updated_at', string.format('%.6f', NOW))
   close_ended(key, 'cancelled', cjson.encode({status = 'cancelled', error = reason}),
