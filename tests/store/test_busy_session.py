@@ -118,6 +118,8 @@ async def test_rollback_puts_every_memory_value_and_the_compaction_back(
     compacted = await store.get(doomed.id)
     assert compacted is not None
     assert await store.save_compaction(compacted, 3, AgentMessage(sender="system", content="x"))
+    # Only the first compaction marks what it replaced: the second's would be the first's.
+    assert await store.save_compaction(compacted, 4, AgentMessage(sender="system", content="z"))
     assert await _session(store) != before
 
     new = _record("instead")
@@ -133,6 +135,40 @@ async def test_rollback_puts_every_memory_value_and_the_compaction_back(
     late = StepCommit(ended, TaskStatus.SUCCEEDED, {"memory": _said("late")})
     assert await store.commit_step(late) == (False, None)
     assert await _session(store) == before
+
+
+async def test_a_rollback_drops_the_compaction_of_a_session_that_had_none(
+    store: TaskStore,
+) -> None:
+    earlier = _record("earlier")
+    await store.create(earlier)
+    await _step(store, earlier, {"memory": _said("m1")}, status=TaskStatus.SUCCEEDED)
+    before = await _session(store)
+    assert before["compaction"] is None
+    doomed = _record("doomed")
+    await store.create(doomed)
+    await _step(store, doomed, {"memory": _said("d1")})
+    compacting = await store.get(doomed.id)
+    assert compacting is not None
+    assert await store.save_compaction(compacting, 1, AgentMessage(sender="system", content="x"))
+    await store.create(_record("instead"), busy="rollback")
+    assert await _session(store) == before
+
+
+async def test_a_rollback_leaves_a_compaction_the_task_did_not_replace(store: TaskStore) -> None:
+    earlier = _record("earlier")
+    await store.create(earlier)
+    await _step(store, earlier, {"memory": _said("m1", "m2")}, status=TaskStatus.SUCCEEDED)
+    summary = AgentMessage(sender="system", content="summary of m1")
+    await store.r.hset(
+        keys.session_compaction(T, S), mapping={"upto": "1", "summary": summary.model_dump_json()}
+    )
+    before = await _session(store)
+    doomed = _record("doomed")
+    await store.create(doomed)
+    await _step(store, doomed, {"memory": _said("d1")}, {"counter": '{"n": 2}'})
+    await store.create(_record("instead"), busy="rollback")
+    assert await _session(store) == before  # its compaction too, never marked
 
 
 async def test_a_rollback_of_a_task_that_never_began_changes_nothing(store: TaskStore) -> None:

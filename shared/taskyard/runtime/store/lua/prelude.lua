@@ -228,37 +228,49 @@ end
 
 -- What a task found in its session as it began, for a rollback, kept as fields of the task's
 -- own hash under a prefix no other field uses (BEFORE): 'before:marked', each memory list's
--- length ('before:len:<list>'), the session's values and compaction ('before:value:<path>',
--- 'before:compaction:<field>'; `values`, `compaction`: those hashes as the caller read them,
--- HGETALL's flat lists). A task only appends to the lists and rewrites the values and the
--- compaction, so these are enough to put the session back. The fields go onto `fields`, for
--- the caller's one HSET of the task; `lengths` ({list = length}) are those the caller read
--- anyway, any other list of the session's is counted here.
+-- length ('before:len:<list>') and the session's values ('before:value:<path>'; `values`:
+-- that hash as the caller read it, HGETALL's flat list). A task only appends to the lists and
+-- rewrites the values and the compaction, so these are enough to put the session back, with
+-- the compaction marked as the task first replaces it (`mark_compaction`): most tasks never
+-- do. The fields go onto `fields`, for the caller's one HSET of the task; `lengths`
+-- ({list = length}) are those the caller read anyway, any other list of the session's is
+-- counted here.
 local BEFORE = 'before:'
 
-local function mark_session(fields, paths, lengths, values, compaction)
+local function add_marks(fields, kind, found)
+  for j = 1, #found, 2 do
+    fields[#fields + 1] = BEFORE .. kind .. ':' .. found[j]
+    fields[#fields + 1] = found[j + 1]
+  end
+end
+
+local function mark_session(fields, paths, lengths, values)
   fields[#fields + 1] = BEFORE .. 'marked'
   fields[#fields + 1] = '1'
   for _, list in ipairs(redis.call('SMEMBERS', paths)) do
     fields[#fields + 1] = BEFORE .. 'len:' .. list
     fields[#fields + 1] = lengths[list] or redis.call('LLEN', list)
   end
-  for kind, found in pairs({value = values, compaction = compaction}) do
-    for j = 1, #found, 2 do
-      fields[#fields + 1] = BEFORE .. kind .. ':' .. found[j]
-      fields[#fields + 1] = found[j + 1]
-    end
-  end
+  add_marks(fields, 'value', values)
+end
+
+-- The session's compaction as the task found it ('before:compacted', then
+-- 'before:compaction:<field>'), marked once, as the task's first compaction replaces it.
+local function mark_compaction(task_key, compaction_key)
+  local fields = {BEFORE .. 'compacted', '1'}
+  add_marks(fields, 'compaction', redis.call('HGETALL', compaction_key))
+  redis.call('HSET', task_key, unpack(fields))
 end
 
 -- Put the session back as `mark_session` found it (the mark read from the task's hash,
 -- `task_key`): each memory list cut to its length then (a list made since, gone), the values
--- and the compaction as they were; the epoch moves on, so workers holding a warm copy read it
--- afresh. A task that never began changed nothing. Only a live task is rolled back: an ended
--- one's mark, left in its hash, is never read again.
+-- and (if the task replaced it) the compaction as they were; the epoch moves on, so workers
+-- holding a warm copy read it afresh. A task that never began changed nothing. Only a live
+-- task is rolled back: an ended one's mark, left in its hash, is never read again.
 local function roll_back(task_key, paths, values, compaction, epoch)
   local task = redis.call('HGETALL', task_key)
-  local marked, lengths, restored = false, {}, {[values] = {}, [compaction] = {}}
+  local marked, compacted, lengths = false, false, {}
+  local restored = {[values] = {}, [compaction] = {}}
   for j = 1, #task, 2 do
     local kind, name = string.match(task[j], '^' .. BEFORE .. '(%a+):(.*)$')
     local into = (kind == 'value' and restored[values]) or
@@ -266,8 +278,10 @@ local function roll_back(task_key, paths, values, compaction, epoch)
     if kind == 'len' then lengths[name] = tonumber(task[j + 1]) end
     if into then into[#into + 1] = name; into[#into + 1] = task[j + 1] end
     marked = marked or task[j] == BEFORE .. 'marked'
+    compacted = compacted or task[j] == BEFORE .. 'compacted'
   end
   if not marked then return end
+  if not compacted then restored[compaction] = nil end  -- the task left it as it found it
   for _, list in ipairs(redis.call('SMEMBERS', paths)) do
     local length = lengths[list]
     if not length then redis.call('SREM', paths, list) end

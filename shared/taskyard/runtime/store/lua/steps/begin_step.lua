@@ -41,14 +41,14 @@ for i, list in ipairs(KEY.memories) do
   memories[i] = {offset, messages}
   lengths[list] = offset + #messages
 end
-local compaction = (first or whole) and redis.call('HGETALL', KEY.compaction) or {}
+local compaction = whole and redis.call('HGETALL', KEY.compaction) or {}
 local fields, began = {}, 0
 if t.status ~= 'running' then
   fields = {'status', 'running', 'updated_at', doc.updated_at}
   began = 1
 end
 if first and not t[BEFORE .. 'marked'] then
-  mark_session(fields, KEY.paths, lengths, values, compaction)
+  mark_session(fields, KEY.paths, lengths, values)
 end
 if #fields > 0 then redis.call('HSET', KEY.task, unpack(fields)) end
 if began == 1 then
@@ -59,4 +59,4 @@ end
 moved(KEY.task)
 return named{outcome = 'begun', task = shown, began = began,
              results = first and {} or redis.call('HGETALL', KEY.results), epoch = epoch,
-             memories = memories, compaction = whole and compaction or {}, values = values}
+             memories = memories, compaction = compaction, values = values}
