@@ -2,11 +2,12 @@
 
 kombu's Redis transport pops a job before it records it as unacked, so a worker killed in
 between loses that job for good (celery/celery#4354, #7950), and nothing else would ever
-move its task again. Every live task is indexed by the time it last moved (the store's
-scripts keep the index); the sweep re-sends what a task that stood still for `stall_s` is
-waiting on. Steps and tool calls are idempotent, so re-sending is always safe: at worst a
-duplicate does nothing. The same sweep ends tasks past their deadline (`timed_out`), so a task
-whose tool never comes back does not wait for its next step to notice, and denies calls held
+move its task again. Every live task is indexed by when the sweep is to look at it: once it
+stood still for its `stall_s`, or at its deadline if that comes first (the store's scripts keep
+the index as the task moves). The sweep re-sends what a stalled task is waiting on. Steps and
+tool calls are idempotent, so re-sending is always safe: at worst a duplicate does nothing. A
+task past its deadline it ends (`timed_out`), so a task whose tool never comes back does not
+wait for its next step to notice. The same sweep denies calls held
 for approval that nobody decided on within the policy's timeout, and sends a delivery job
 for each task whose webhook events are due (a retry's backoff is over, or a job was lost),
 and moves the jobs waiting on the own queue of a tool worker that is gone (its heartbeat
@@ -70,12 +71,10 @@ class Sweeper:
     async def _sweep(self) -> list[Job]:
         now = time.time()
         jobs: list[Job] = []
-        for task_id in await self.store.overdue(now):
-            await self._time_out(task_id)
         for held in await self.store.undecided(now):
             await self._deny(*held)
-        for task_id in await self.store.stalled(now - self.settings.stall_s):
-            jobs += await self._redrive(task_id)
+        for task_id in await self.store.due(now):
+            jobs += await self._look_at(task_id, now)
         jobs += [WebhookJob(task_id=task_id) for task_id in await self.webhooks.due(now)]
         await self._redrive_gone_tool_workers()
         return jobs
@@ -88,14 +87,25 @@ class Sweeper:
                 log.warning("tool worker %s is gone: %d jobs of its queue moved to the pool "
                             "(%d left for the next sweep)", node, moved, left)  # fmt: skip
 
-    async def _time_out(self, task_id: str) -> None:
+    async def _look_at(self, task_id: str, now: float) -> list[Job]:
+        """A task due: ended (forgotten), past its deadline (timed out) or stalled (what it
+        waits on, sent again)."""
         record = await self.store.get(task_id)
         if record is None or record.terminal:
             await self.store.forget(task_id)
-            return
-        reason = f"deadline of {record.deadline(self.settings.task_deadline_s):.15g}s passed"
-        log.warning("task timed out", extra={"task_id": task_id, "session_id": record.session_id})
-        await self.runner.end(record, TaskStatus.TIMED_OUT, reason)
+            if record is not None:
+                await self._heal(record)
+            return []
+        deadline_s = record.deadline(self.settings.task_deadline_s)
+        if now >= record.created_at + deadline_s:
+            reason = f"deadline of {deadline_s:.15g}s passed"
+            extra = {"task_id": task_id, "session_id": record.session_id}
+            log.warning("task timed out", extra=extra)
+            await self.runner.end(record, TaskStatus.TIMED_OUT, reason)
+            return []
+        again = min(now + self.settings.stall_s, record.created_at + deadline_s)
+        await self.store.look_again(task_id, again)
+        return await self._redrive(record)
 
     async def _deny(self, task_id: str, step: int, call_id: str) -> None:
         record = await self.store.get(task_id)
@@ -107,17 +117,10 @@ class Sweeper:
         denied = Decision(decision="deny", reason=reason)
         await decide(self.store, self.celery, record, call_id, denied)
 
-    async def _redrive(self, task_id: str) -> list[Job]:
-        record = await self.store.get(task_id)
-        if record is None or record.terminal:
-            await self.store.forget(task_id)
-            if record is not None:
-                await self._heal(record)
-            return []
-        await self.store.touch(task_id)
+    async def _redrive(self, record: TaskRecord) -> list[Job]:
         jobs = await self._waited_on(record)
         if jobs:
-            extra = {"task_id": task_id, "session_id": record.session_id, "step": record.step}
+            extra = {"task_id": record.id, "session_id": record.session_id, "step": record.step}
             log.warning("re-driving a task that stood still (%s)", record.status, extra=extra)
         return jobs
 

@@ -53,14 +53,15 @@ async def _sweep(sweeper: Sweeper) -> list[Job]:
 
 async def _task(store: TaskStore, session: str = "s", **fields: object) -> TaskRecord:
     record = TaskRecord(tenant="t", session_id=session, input="hi", **fields)
-    await store.create(record)
+    await store.create(record, deadline_s=60, stall_s=STALL_S)
     return record
 
 
 async def _queued(sweeper: Sweeper, store: TaskStore) -> TaskRecord:
     """A task queued behind the session's, its first step's job stored with it."""
     record = TaskRecord(tenant="t", session_id="s", input="hi")
-    await store.create(record, envelope(sweeper.celery, AgentStepJob.first(record)))
+    first = envelope(sweeper.celery, AgentStepJob.first(record))
+    await store.create(record, first, deadline_s=60, stall_s=STALL_S)
     return record
 
 
@@ -142,7 +143,8 @@ async def test_a_task_past_its_deadline_times_out_and_passes_its_session_on(
     late = await _task(store)
     following = await _queued(sweeper, store)
     _pushed(redis_server)
-    redis_client.zadd(keys.TASK_DEADLINES, {late.id: 1.0})  # long past
+    redis_client.hset(keys.task(late.id), "created_at", "1.0")  # its deadline long past
+    redis_client.zadd(keys.LIVE_TASKS, {late.id: 61.0})
     await _sweep(sweeper)
     ended = await store.get(late.id)
     assert ended is not None and ended.status == TaskStatus.TIMED_OUT
@@ -163,6 +165,36 @@ async def test_a_task_times_out_at_its_own_deadline(sweeper: Sweeper, store: Tas
     ended = await store.get(record.id)
     assert ended is not None and ended.status == TaskStatus.TIMED_OUT
     assert ended.error == "deadline of 2s passed"
+
+
+async def test_a_task_that_keeps_moving_still_times_out_at_its_deadline(
+    sweeper: Sweeper, store: TaskStore
+) -> None:
+    record = TaskRecord(tenant="t", session_id="busy", input="hi")
+    await store.create(record, deadline_s=1.5, stall_s=300)  # it would stall only at 300 s
+    await store.begin_step(record.id, 0, "t", "busy", {"memory": 0})
+    assert await _sweep(sweeper) == []  # it moved just now, and its deadline is ahead
+    await asyncio.sleep(max(0.0, record.created_at + 1.0 - time.time()))
+    call = ToolCall(id="c1", name="T").model_dump(mode="json")
+    running = await store.get(record.id)
+    assert running is not None
+    commit = StepCommit(running, TaskStatus.WAITING_TOOLS, fields={"pending_calls": [call]})
+    assert (await store.commit_step(commit))[0]  # it moved again
+    await asyncio.sleep(max(0.0, record.created_at + 1.6 - time.time()))
+    await _sweep(sweeper)
+    ended = await store.get(record.id)
+    assert ended is not None and ended.status == TaskStatus.TIMED_OUT
+    assert ended.error == "deadline of 1.5s passed"
+
+
+async def test_a_re_driven_task_is_looked_at_again_after_its_stall_not_at_every_sweep(
+    sweeper: Sweeper, store: TaskStore
+) -> None:
+    record = await _task(store)
+    assert await _sweep(sweeper) == [_step(record)]  # its first step's job was lost
+    await sweeper.store.r.delete(keys.SWEEP_LOCK)
+    assert await sweeper.run() == []  # sent again just now: not again at once
+    assert await _sweep(sweeper) == [_step(record)]  # stood still again since
 
 
 def test_the_sweep_is_on_celery_beats_schedule() -> None:

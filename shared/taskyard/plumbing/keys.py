@@ -23,7 +23,6 @@ __all__ = [
     "SESSION_FORK_TASK",
     "SWEEP_LOCK",
     "SWEEP_TASK",
-    "TASK_DEADLINES",
     "TOOL_RUN_TASK",
     "TOOL_WORKERS",
     "WEBHOOKS_DUE",
@@ -106,9 +105,9 @@ SWEEP_TASK = "taskyard.sweep"
 SCHEDULE_TASK = "taskyard.schedules"
 # Every tenant's schedule ids by their next run's time (what beat's job looks at).
 SCHEDULES_DUE = "schedules:due"
-# Sorted sets of live task ids: by the time each last moved, and by its deadline.
+# Live task ids by when the sweep is to look at each: once it stood still for its stall_s, or
+# at its deadline if that comes first.
 LIVE_TASKS = "tasks:live"
-TASK_DEADLINES = "tasks:deadlines"
 # Pending approvals with a timeout, "task_id|step|call_id" by when they are denied.
 APPROVAL_DEADLINES = "approvals:deadlines"
 SWEEP_LOCK = "tasks:sweep"  # one sweep at a time

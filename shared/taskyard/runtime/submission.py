@@ -130,7 +130,8 @@ async def submit(
     first = AgentStepJob.first(record)
     created = await store.create(
         record, envelope(celery, first), idempotency_key, fingerprint, busy,
-        deadline_s=deadline_s, extra=await _webhook_fields(record, celery, settings),
+        deadline_s=deadline_s, stall_s=settings.stall_s,
+        extra=await _webhook_fields(record, celery, settings),
         replicas=settings.accept_replicas, replicas_timeout_ms=settings.gateway_accept_wait_ms,
     )  # fmt: skip
     if created.displaced is not None:

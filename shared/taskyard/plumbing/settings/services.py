@@ -44,9 +44,9 @@ __all__ = [
 S = TypeVar("S", bound=Area)
 
 
-class SubmissionSettings(TaskSettings, AcceptSettings, WebhookSettings):
+class SubmissionSettings(TaskSettings, AcceptSettings, WebhookSettings, SweepSettings):
     """What a task's way in reads (`taskyard.runtime.submission`): the gateway's and the
-    schedules'."""
+    schedules' (a task is stored with the `stall_s` the sweep re-drives it after)."""
 
 
 class GatewaySettings(

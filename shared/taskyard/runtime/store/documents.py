@@ -80,9 +80,8 @@ class CreateTaskDoc(DatabasesDoc):
     busy: str
     first_step: list[JobDoc]  # none or one
     asked: str  # the user's message event data
-    deadline_s: float
     parent_id: str  # '' for none
-    fields: dict[str, str]
+    fields: dict[str, str]  # with created_at, deadline_s and stall_s
 
 
 class EndTaskDoc(DatabasesDoc):

@@ -42,7 +42,6 @@ _THEN_PUSH = "local answer = body()\nflush_jobs()\nreturn answer\n"
 
 _NAMES = {
     "{live}": keys.LIVE_TASKS,
-    "{deadlines}": keys.TASK_DEADLINES,
     "{task_prefix}": keys.TASK_PREFIX,
     "{approval_deadlines}": keys.APPROVAL_DEADLINES,
     "{results_key}": keys.task_tool_results("%s", "%s"),

@@ -12,6 +12,7 @@ from taskyard.agentkit.schema import AgentMessage
 from taskyard.agentkit.spec import BusyPolicy
 from taskyard.agentkit.text import replace_lone_surrogates
 from taskyard.plumbing import keys
+from taskyard.plumbing.settings import SweepSettings
 from taskyard.runtime.events import Event, EventKind, decode_entry, dumps
 from taskyard.runtime.jobs import Envelope
 from taskyard.runtime.store import redis_replies
@@ -42,6 +43,10 @@ __all__ = ["Created", "Tasks"]
 
 _IDEMPOTENCY_TTL_S = 24 * 3600
 
+# What a task stored by no way in (a test, a script) stands still for before the sweep
+# re-drives it: the setting's default.
+_DEFAULT_STALL_S: float = SweepSettings.model_fields["stall_s"].default
+
 
 @dataclass(frozen=True, slots=True)
 class Created:
@@ -69,7 +74,8 @@ class Tasks(ScriptedStore):
         idempotency_key: str | None = None,
         fingerprint: str = "",
         busy: BusyPolicy = "enqueue",
-        deadline_s: float = 24 * 3600,
+        deadline_s: float | None = None,
+        stall_s: float = _DEFAULT_STALL_S,
         extra: Mapping[str, str] | None = None,
         replicas: int = 0,
         replicas_timeout_ms: int = 500,
@@ -77,8 +83,10 @@ class Tasks(ScriptedStore):
         """Store a new task and claim its session, pushing `first_step` then (or, while
         another task runs the session, do as `busy` says: see `create_task.lua`; a queued
         task keeps `first_step`, pushed by the write that passes the session on), in one
-        atomic step. With `replicas`, a task made or found is answered only once that many
+        atomic step. The sweep looks at it at its deadline (fixed here: `deadline_s`, else
+        the record's own, else a day), or once it stood still for `stall_s`. With `replicas`, a task made or found is answered only once that many
         replicas hold it (`NotReplicated` if they do not within `replicas_timeout_ms`)."""
+        record.deadline_s = deadline_s or record.deadline_s or 24 * 3600.0
         idem = keys.idempotency(record.tenant, idempotency_key) if idempotency_key else ""
         tenant, session_id = record.tenant, record.session_id
         keys_ = CreateTaskKeys(
@@ -97,8 +105,9 @@ class Tasks(ScriptedStore):
             **self.databases(), task_id=record.id, queued=dumps({"status": "queued"}),
             fingerprint=(fingerprint or "-") if idem else "",  # '': there is no key
             key_ttl_s=_IDEMPOTENCY_TTL_S, busy=busy, first_step=jobs([first_step]),
-            asked=dumps(record.user_message().model_dump(mode="json")), deadline_s=deadline_s,
-            parent_id=record.parent_id or "", fields={**record.to_redis(), **(extra or {})},
+            asked=dumps(record.user_message().model_dump(mode="json")),
+            parent_id=record.parent_id or "",
+            fields={**record.to_redis(), **(extra or {}), "stall_s": dumps(stall_s)},
         )  # fmt: skip
         raw, confirmed = await self.replicated(
             "tasks/create_task", keys_, doc, replicas, replicas_timeout_ms

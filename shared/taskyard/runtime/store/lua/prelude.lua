@@ -6,9 +6,9 @@
 local doc = cjson.decode(ARGV[1])
 local TERMINAL = {succeeded = true, failed = true, cancelled = true, timed_out = true}
 
--- Live tasks by the time they last moved (the sweep re-drives those that stand still), and
--- by their deadline; names filled in from shared/taskyard/plumbing/keys.py when the scripts load.
-local LIVE, DEADLINES, TASK_PREFIX = '{live}', '{deadlines}', '{task_prefix}'
+-- Live tasks by when the sweep is to look at them (see `moved`); names filled in from
+-- shared/taskyard/plumbing/keys.py when the scripts load.
+local LIVE, TASK_PREFIX = '{live}', '{task_prefix}'
 local APPROVAL_DEADLINES = '{approval_deadlines}'
 local RESULTS_KEY = '{results_key}'
 local EVENTS_KEY, CHILDREN_KEY = '{events_key}', '{children_key}'
@@ -37,14 +37,27 @@ local function task_id_of(task_key)
   return string.sub(task_key, #TASK_PREFIX + 1)
 end
 
-local function moved(task_key)
-  redis.call('ZADD', LIVE, NOW, task_id_of(task_key))
+-- The task moved now: the sweep is to look at it once it has stood still for its `stall_s`,
+-- or at its deadline if that comes first (one index for both, so one write a move and one at
+-- the end). `t`: the task's fields created_at, deadline_s and stall_s (create_task.lua writes
+-- them; one missing counts as none).
+local MOVED = {'created_at', 'deadline_s', 'stall_s'}
+
+-- `names`, and the fields `moved` reads.
+local function and_moved(names)
+  for _, name in ipairs(MOVED) do names[#names + 1] = name end
+  return names
+end
+
+local function moved(task_key, t)
+  local look = NOW + (tonumber(t.stall_s) or 0)
+  local deadline = tonumber(t.created_at) and tonumber(t.deadline_s)
+  if deadline then look = math.min(look, tonumber(t.created_at) + deadline) end
+  redis.call('ZADD', LIVE, look, task_id_of(task_key))
 end
 
 local function ended(task_key)
-  local task_id = task_id_of(task_key)
-  redis.call('ZREM', LIVE, task_id)
-  redis.call('ZREM', DEADLINES, task_id)
+  redis.call('ZREM', LIVE, task_id_of(task_key))
 end
 
 -- Set a hash's fields from a document's {name = value} object, after the `first` name,
@@ -172,13 +185,14 @@ local WAITING = {waiting_tools = true, waiting_approval = true}
 
 local function store_result(results, task, events, step, call_id, message, ttl, broker_db,
                             next_jobs)
-  local f = hmget(task, {'status', 'step', 'pending_calls', 'parent_id', 'webhook_events'})
+  local f = hmget(task, and_moved({'status', 'step', 'pending_calls', 'parent_id',
+                                    'webhook_events'}))
   local status = f.status
   if not status or TERMINAL[status] then return named{outcome = 'ended'} end
   if message ~= '' and redis.call('HSETNX', results, call_id, message) == 1 then
     redis.call('EXPIRE', results, ttl)
     add_event(events, 'message', message)
-    moved(task)
+    moved(task, f)
   end
   if not WAITING[status] or f.step ~= tostring(tonumber(step) + 1) then
     return named{outcome = 'stored'}

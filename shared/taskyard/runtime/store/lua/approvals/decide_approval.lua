@@ -8,8 +8,8 @@
 local function answer(outcome, state)
   return named{outcome = outcome, state = state or ''}
 end
-local status = redis.call('HGET', KEY.task, 'status')
-local current = redis.call('HGET', KEY.task, 'step') == tostring(tonumber(doc.step) + 1)
+local t = hmget(KEY.task, and_moved({'status', 'step', 'webhook_events'}))
+local status, current = t.status, t.step == tostring(tonumber(doc.step) + 1)
 if not status or TERMINAL[status] or not current then return answer('unknown') end
 local entry = redis.call('HGET', KEY.approvals, doc.call_id)
 if not entry then return answer('unknown') end
@@ -26,9 +26,9 @@ end
 if not still_pending and status == 'waiting_approval' then
   redis.call('HSET', KEY.task, 'status', 'waiting_tools')
   add_event(KEY.events, 'status', doc.waiting_event)
-  notify(KEY.task, 'waiting_tools', doc.broker_db, redis.call('HGET', KEY.task, 'webhook_events'))
+  notify(KEY.task, 'waiting_tools', doc.broker_db, t.webhook_events)
 end
-moved(KEY.task)
+moved(KEY.task, t)
 if #doc.tool_job > 0 then
   push_jobs(doc.broker_db, doc.tool_job)
   return answer('approved')

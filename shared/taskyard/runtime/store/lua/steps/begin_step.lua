@@ -56,7 +56,7 @@ if began == 1 then
   tell_parent(KEY.task, 'running', t.parent_id)
   notify(KEY.task, 'running', doc.broker_db, t.webhook_events)
 end
-moved(KEY.task)
+moved(KEY.task, t)
 return named{outcome = 'begun', task = shown, began = began,
              results = first and {} or redis.call('HGETALL', KEY.results), epoch = epoch,
              memories = memories, compaction = compaction, values = values}

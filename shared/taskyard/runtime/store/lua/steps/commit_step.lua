@@ -7,8 +7,8 @@
 --      order)
 -- Answers (named: script_replies.StepCommitReply) 'conflict' or 'committed', and the task
 -- the session passed to ('' for none).
-local t = hmget(KEY.task, {'status', 'step', 'ancestors', 'parent_id', 'webhook_events',
-                           'prompt_tokens', 'completion_tokens'})
+local t = hmget(KEY.task, and_moved({'status', 'step', 'ancestors', 'parent_id',
+                                     'webhook_events', 'prompt_tokens', 'completion_tokens'}))
 if not t.status or t.step ~= doc.step or TERMINAL[t.status] then
   return named{outcome = 'conflict', following = ''}
 end
@@ -52,5 +52,5 @@ if doc.ends then
   local following = release_session(KEY.lock, KEY.waiting, task_id, doc.broker_db)
   return named{outcome = 'committed', following = following}
 end
-moved(KEY.task)
+moved(KEY.task, t)
 return named{outcome = 'committed', following = ''}
