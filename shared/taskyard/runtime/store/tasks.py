@@ -84,8 +84,9 @@ class Tasks(ScriptedStore):
         another task runs the session, do as `busy` says: see `create_task.lua`; a queued
         task keeps `first_step`, pushed by the write that passes the session on), in one
         atomic step. The sweep looks at it at its deadline (fixed here: `deadline_s`, else
-        the record's own, else a day), or once it stood still for `stall_s`. With `replicas`, a task made or found is answered only once that many
-        replicas hold it (`NotReplicated` if they do not within `replicas_timeout_ms`)."""
+        the record's own, else a day), or once it stood still for `stall_s`. With
+        `replicas`, a task made or found is answered only once that many replicas hold it
+        (`NotReplicated` if they do not within `replicas_timeout_ms`)."""
         record.deadline_s = deadline_s or record.deadline_s or 24 * 3600.0
         idem = keys.idempotency(record.tenant, idempotency_key) if idempotency_key else ""
         tenant, session_id = record.tenant, record.session_id
