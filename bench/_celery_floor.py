@@ -23,8 +23,6 @@ from taskyard.plumbing.settings import BrokerSettings
 
 __all__ = ["drain", "make_app", "measure"]
 
-_UNACKED = "unacked"  # kombu's Redis hash of the jobs taken and not acked yet
-
 
 def make_app(redis_url: str, taskyard: bool = False) -> Celery:
     if taskyard:
@@ -77,7 +75,7 @@ def drain(redis_url: str, jobs: int, timeout_s: float = 300) -> None:
     client = redis.Redis.from_url(f"{redis_url}/5")
     deadline = time.perf_counter() + timeout_s
     try:
-        while client.llen(keys.AGENT_QUEUE) or client.hlen(_UNACKED):
+        while client.llen(keys.AGENT_QUEUE) or client.zcard(keys.celery_taken()):
             assert time.perf_counter() < deadline, "the floor's worker never drained its queue"
             time.sleep(0.05)
     finally:

@@ -1,19 +1,29 @@
 """kombu's Redis transport as taskyard's workers run it, on a real Redis: the ack emulation
-still records every job taken and restores one never acked, without MULTI/EXEC around its
-writes, and what an interrupted pipeline can leave behind is dropped, not restored."""
+records every job taken as one sorted-set member and removes it on the ack, one command each
+and no MULTI/EXEC; a job never acked, rejected to be requeued, or held by a channel that closes
+goes back to its queue, once however many restore it, and never after its ack; kombu's own
+keys stay empty."""
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator
+from functools import partial
+from typing import Any, TypeVar
 
 import kombu
 import pytest
 import redis
 
+from taskyard.plumbing import keys
 from taskyard.plumbing.broker import Transport
 
 QUEUE = kombu.Queue("jobs", routing_key="jobs")
+TAKEN = keys.celery_taken()
+KOMBU_KEYS = ("unacked", "unacked_index")  # kombu's own record of the jobs taken
+T = TypeVar("T")
 
 
 @pytest.fixture
@@ -21,6 +31,7 @@ def broker(redis_server: str) -> Iterator[redis.Redis]:
     client = redis.Redis.from_url(f"{redis_server}/1")
     client.flushdb()
     yield client
+    assert client.exists(*KOMBU_KEYS) == 0
     client.close()
 
 
@@ -32,56 +43,144 @@ def connection(redis_server: str, broker: redis.Redis) -> Iterator[kombu.Connect
         yield conn
 
 
-def _calls(client: redis.Redis, *commands: str) -> int:
-    stats = client.info("commandstats")
-    return sum(stats.get(f"cmdstat_{name}", {}).get("calls", 0) for name in commands)
+def _commands(client: redis.Redis, action: Callable[[], T]) -> tuple[T, Counter[str]]:
+    """What `action` returned, and the commands Redis ran (from any client) meanwhile."""
+
+    def calls() -> Counter[str]:
+        stats = client.info("commandstats")
+        return Counter({name[len("cmdstat_") :]: stat["calls"] for name, stat in stats.items()})
+
+    before = calls()
+    result = action()
+    return result, calls() - before - Counter(info=1)
 
 
-def _publish(connection: kombu.Connection, body: dict) -> None:
+def _publish(connection: kombu.Connection, body: dict[str, int]) -> None:
     connection.Producer().publish(body, routing_key="jobs", declare=[QUEUE])
 
 
-def test_a_taken_job_is_recorded_and_its_ack_removes_it_without_transactions(
+def _take(connection: kombu.Connection) -> kombu.Message:
+    message = QUEUE(connection.channel()).get(no_ack=False)
+    assert message is not None
+    return message
+
+
+def _past_the_visibility_timeout() -> None:
+    time.sleep(1.2)
+
+
+def test_a_taken_job_is_one_write_and_its_ack_one_more(
     connection: kombu.Connection, broker: redis.Redis
 ) -> None:
+    consumer = QUEUE(connection.channel())
+    assert consumer.get() is None  # its connection made, the queue declared
     _publish(connection, {"n": 1})
-    transactions = _calls(broker, "multi", "exec")
-    message = QUEUE(connection.channel()).get(no_ack=False)
-    assert message is not None and message.payload == {"n": 1}
-    assert (broker.hlen("unacked"), broker.zcard("unacked_index")) == (1, 1)
-    message.ack()
-    assert (broker.hlen("unacked"), broker.zcard("unacked_index")) == (0, 0)
-    assert _calls(broker, "multi", "exec") == transactions
+    message, commands = _commands(broker, partial(consumer.get, no_ack=False))
+    assert commands == {"rpop": 1, "zadd": 1}
+    # The whole record, so any worker can restore the job from the set alone.
+    [member] = broker.zrange(TAKEN, 0, -1)
+    assert json.loads(member)[0]["properties"]["delivery_tag"] == message.delivery_tag
+    assert _commands(broker, message.ack)[1] == {"zrem": 1}
+    assert broker.zcard(TAKEN) == 0
 
 
-def test_a_job_taken_and_never_acked_is_restored(
+def test_a_job_taken_and_never_acked_is_restored_after_the_visibility_timeout(
     connection: kombu.Connection, broker: redis.Redis
 ) -> None:
     _publish(connection, {"n": 2})
-    channel = connection.channel()
-    assert QUEUE(channel).get(no_ack=False) is not None  # its worker dies holding it
-    assert broker.llen("jobs") == 0
-    time.sleep(1.2)  # past the visibility timeout
-    channel.qos.restore_visible(num=10)
-    assert broker.llen("jobs") == 1
-    assert (broker.hlen("unacked"), broker.zcard("unacked_index")) == (0, 0)
-    again = QUEUE(connection.channel()).get(no_ack=False)
-    assert again is not None and again.payload == {"n": 2}
+    _take(connection)  # its worker dies holding it
+    restorer = connection.channel().qos
+    restorer.restore_visible(num=10, interval=1)
+    assert (broker.llen("jobs"), broker.zcard(TAKEN)) == (0, 1)  # not overdue yet
+    _past_the_visibility_timeout()
+    restorer.restore_visible(num=10, interval=1)
+    assert (broker.llen("jobs"), broker.zcard(TAKEN)) == (1, 0)
+    again = _take(connection)
+    assert again.payload == {"n": 2} and again.delivery_info["redelivered"]
 
 
-def test_an_ack_removes_the_payload_before_the_index_entry(
-    connection: kombu.Connection,
-) -> None:
-    # Cut short after its first write, an ack leaves an index entry without a payload (the
-    # case below), never a payload no index entry finds (kept for good).
-    pipe = connection.channel().qos._remove_from_indices("tag")
-    assert [args[0] for args, _ in pipe.command_stack] == ["HDEL", "ZREM"]
-
-
-def test_an_index_entry_without_its_payload_is_dropped_not_restored(
+def test_a_job_rejected_to_be_requeued_returns_at_once(
     connection: kombu.Connection, broker: redis.Redis
 ) -> None:
-    broker.zadd("unacked_index", {"half-written": time.time() - 60})
-    connection.channel().qos.restore_visible(num=10)
-    assert broker.zcard("unacked_index") == 0
-    assert broker.llen("jobs") == 0
+    _publish(connection, {"n": 3})
+    _take(connection).reject(requeue=True)
+    assert (broker.llen("jobs"), broker.zcard(TAKEN)) == (1, 0)
+    assert _take(connection).payload == {"n": 3}
+
+
+def test_a_job_rejected_for_good_leaves_no_record(
+    connection: kombu.Connection, broker: redis.Redis
+) -> None:
+    _publish(connection, {"n": 4})
+    _take(connection).reject(requeue=False)
+    assert (broker.llen("jobs"), broker.zcard(TAKEN)) == (0, 0)
+
+
+def test_a_closing_channel_returns_the_jobs_it_holds(
+    connection: kombu.Connection, broker: redis.Redis
+) -> None:
+    for n in range(3):
+        _publish(connection, {"n": n})
+    channel = connection.channel()
+    held = [QUEUE(channel).get(no_ack=False) for _ in range(3)]
+    assert all(held) and broker.zcard(TAKEN) == 3
+    held[0].ack()
+    channel.close()  # restores the two it still holds (restore_unacked)
+    assert (broker.llen("jobs"), broker.zcard(TAKEN)) == (2, 0)
+    assert sorted(_take(connection).payload["n"] for _ in range(2)) == [1, 2]
+
+
+def _during_restore(
+    monkeypatch: pytest.MonkeyPatch, channel: Any, interloper: Callable[[], Any]
+) -> None:
+    """Run `interloper` once inside the channel's next restore transaction: after its read that
+    the record is there, before its EXEC."""
+    restore = channel._do_restore_message
+
+    def interrupted(*args: Any) -> None:
+        monkeypatch.setattr(channel, "_do_restore_message", restore)
+        interloper()
+        restore(*args)
+
+    monkeypatch.setattr(channel, "_do_restore_message", interrupted)
+
+
+def test_two_restorers_racing_restore_a_job_once(
+    connection: kombu.Connection, broker: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _publish(connection, {"n": 5})
+    holder = connection.channel()
+    assert QUEUE(holder).get(no_ack=False) is not None
+    _past_the_visibility_timeout()
+    sweeper = connection.channel()
+    # The holder, closing, restores the job while a sweep is about to.
+    _during_restore(monkeypatch, sweeper, holder.close)
+    sweeper.qos.restore_visible(num=10, interval=1)
+    assert (broker.llen("jobs"), broker.zcard(TAKEN)) == (1, 0)
+
+
+def test_a_job_acked_while_being_restored_stays_acked(
+    connection: kombu.Connection, broker: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _publish(connection, {"n": 6})
+    message = _take(connection)
+    _past_the_visibility_timeout()
+    sweeper = connection.channel()
+    _during_restore(monkeypatch, sweeper, message.ack)
+    sweeper.qos.restore_visible(num=10, interval=1)
+    assert (broker.llen("jobs"), broker.zcard(TAKEN)) == (0, 0)
+
+
+def test_a_job_acked_after_its_restore_runs_again(
+    connection: kombu.Connection, broker: redis.Redis
+) -> None:
+    # A duplicate, which taskyard's idempotent steps tolerate; never a job lost.
+    _publish(connection, {"n": 7})
+    message = _take(connection)
+    _past_the_visibility_timeout()
+    connection.channel().qos.restore_visible(num=10, interval=1)
+    again = _take(connection)
+    message.ack()  # its first worker was slow, not dead
+    assert broker.zcard(TAKEN) == 1  # the second take's record stays until its own ack
+    again.ack()
+    assert (broker.llen("jobs"), broker.zcard(TAKEN)) == (0, 0)

@@ -30,6 +30,7 @@ __all__ = [
     "WEBHOOK_TASK",
     "browser_page",
     "browser_results",
+    "celery_taken",
     "files_download",
     "files_reply",
     "files_staged",
@@ -121,6 +122,14 @@ PROXY_LOAD = "llm_proxy:load"
 def tool_queue(tool_name: str) -> str:
     """Each tool has its own queue, so each tool pool scales on its own."""
     return f"{TOOL_QUEUE_PREFIX}{tool_name}"
+
+
+def celery_taken(unacked_key: str = "unacked") -> str:
+    """The Celery jobs workers took and have not acked yet, one sorted-set member each
+    (`taskyard.plumbing.broker.QoS`). Named after kombu's ``unacked_key`` option (its default
+    here), so moving one moves both, yet not kombu's hash: a worker on kombu's own ack
+    emulation never reads these records."""
+    return f"{unacked_key}:taken"
 
 
 def task(task_id: str) -> str:
