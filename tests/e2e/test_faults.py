@@ -107,7 +107,7 @@ def test_tool_that_cannot_run_is_reported_to_the_model(sandbox_image: str) -> No
 
 def _drop_job(stack: LocalStack, queue: str, task_id: str) -> None:
     """Take the task's job off the broker, as kombu's pop-before-unacked gap can lose it."""
-    broker = redis.Redis.from_url(f"{stack.redis_url}/1")
+    broker = redis.Redis.from_url(f"{stack.redis_url}/0")  # the broker shares the store's
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         for raw in broker.lrange(queue, 0, -1):
