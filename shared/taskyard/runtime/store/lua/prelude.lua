@@ -37,18 +37,18 @@ local function task_id_of(task_key)
   return string.sub(task_key, #TASK_PREFIX + 1)
 end
 
--- The task moved now: the sweep is to look at it once it has stood still for its `stall_s`,
--- or at its deadline if that comes first (one index for both, so one write a move and one at
--- the end). `t`: the task's fields created_at, deadline_s and stall_s (create_task.lua writes
--- them; one missing counts as none).
+-- The task's fields `moved` reads (create_task.lua writes them; one missing counts as none),
+-- and `names` with them, for a script's one read of the task.
 local MOVED = {'created_at', 'deadline_s', 'stall_s'}
 
--- `names`, and the fields `moved` reads.
 local function and_moved(names)
   for _, name in ipairs(MOVED) do names[#names + 1] = name end
   return names
 end
 
+-- The task (`t`: its MOVED fields) moved now: the sweep is to look at it once it has stood
+-- still for its `stall_s`, or at its deadline if that comes first (one index for both, so one
+-- write a move and one at the end).
 local function moved(task_key, t)
   local look = NOW + (tonumber(t.stall_s) or 0)
   local deadline = tonumber(t.created_at) and tonumber(t.deadline_s)
