@@ -130,11 +130,14 @@ def test_a_closing_channel_returns_the_jobs_it_holds(
     assert sorted(_take(connection).payload["n"] for _ in range(2)) == [1, 2]
 
 
-def _during_restore(
-    monkeypatch: pytest.MonkeyPatch, channel: Any, interloper: Callable[[], Any]
+def _sweep_with(
+    monkeypatch: pytest.MonkeyPatch, connection: kombu.Connection, interloper: Callable[[], Any]
 ) -> None:
-    """Run `interloper` once inside the channel's next restore transaction: after its read that
-    the record is there, before its EXEC."""
+    """A channel of its own restores what is past the visibility timeout, `interloper` run
+    once inside its restore transaction: after its read that the record is there, before its
+    EXEC."""
+    _past_the_visibility_timeout()
+    channel = connection.channel()
     restore = channel._do_restore_message
 
     def interrupted(*args: Any) -> None:
@@ -143,6 +146,7 @@ def _during_restore(
         restore(*args)
 
     monkeypatch.setattr(channel, "_do_restore_message", interrupted)
+    channel.qos.restore_visible(num=10, interval=1)
 
 
 def test_two_restorers_racing_restore_a_job_once(
@@ -151,11 +155,8 @@ def test_two_restorers_racing_restore_a_job_once(
     _publish(connection, {"n": 5})
     holder = connection.channel()
     assert QUEUE(holder).get(no_ack=False) is not None
-    _past_the_visibility_timeout()
-    sweeper = connection.channel()
     # The holder, closing, restores the job while a sweep is about to.
-    _during_restore(monkeypatch, sweeper, holder.close)
-    sweeper.qos.restore_visible(num=10, interval=1)
+    _sweep_with(monkeypatch, connection, holder.close)
     assert (broker.llen("jobs"), broker.zcard(TAKEN)) == (1, 0)
 
 
@@ -164,10 +165,7 @@ def test_a_job_acked_while_being_restored_stays_acked(
 ) -> None:
     _publish(connection, {"n": 6})
     message = _take(connection)
-    _past_the_visibility_timeout()
-    sweeper = connection.channel()
-    _during_restore(monkeypatch, sweeper, message.ack)
-    sweeper.qos.restore_visible(num=10, interval=1)
+    _sweep_with(monkeypatch, connection, message.ack)
     assert (broker.llen("jobs"), broker.zcard(TAKEN)) == (0, 0)
 
 

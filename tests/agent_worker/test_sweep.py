@@ -77,6 +77,19 @@ def _step(record: TaskRecord, step: int = 0) -> AgentStepJob:
     return AgentStepJob(task_id=record.id, step=step, tenant="t", session_id=record.session_id)
 
 
+async def _sweep_at(sweeper: Sweeper, record: TaskRecord, after_s: float) -> None:
+    """Sweep `after_s` after the task was made."""
+    await asyncio.sleep(max(0.0, record.created_at + after_s - time.time()))
+    await sweeper.store.r.delete(keys.SWEEP_LOCK)
+    await sweeper.run()
+
+
+async def _timed_out(store: TaskStore, task_id: str, why: str) -> None:
+    ended = await store.get(task_id)
+    assert ended is not None and ended.status == TaskStatus.TIMED_OUT
+    assert ended.error == why
+
+
 async def test_a_queued_task_whose_first_step_was_lost_is_sent_again(
     sweeper: Sweeper, store: TaskStore
 ) -> None:
@@ -146,9 +159,7 @@ async def test_a_task_past_its_deadline_times_out_and_passes_its_session_on(
     redis_client.hset(keys.task(late.id), "created_at", "1.0")  # its deadline long past
     redis_client.zadd(keys.LIVE_TASKS, {late.id: 61.0})
     await _sweep(sweeper)
-    ended = await store.get(late.id)
-    assert ended is not None and ended.status == TaskStatus.TIMED_OUT
-    assert ended.error == "deadline of 60s passed"
+    await _timed_out(store, late.id, "deadline of 60s passed")
     assert _pushed(redis_server) == [_step(following)]  # pushed by the timing out
     assert redis_client.zscore(keys.LIVE_TASKS, late.id) is None
 
@@ -160,11 +171,8 @@ async def test_a_task_times_out_at_its_own_deadline(sweeper: Sweeper, store: Tas
     await _sweep(sweeper)  # some 0.6 s in: within it
     live = await store.get(record.id)
     assert live is not None and live.status == TaskStatus.QUEUED and live.deadline_s == 2
-    await asyncio.sleep(max(0.0, record.created_at + 2.1 - time.time()))
-    await _sweep(sweeper)
-    ended = await store.get(record.id)
-    assert ended is not None and ended.status == TaskStatus.TIMED_OUT
-    assert ended.error == "deadline of 2s passed"
+    await _sweep_at(sweeper, record, 2.1)
+    await _timed_out(store, record.id, "deadline of 2s passed")
 
 
 async def test_a_task_that_keeps_moving_still_times_out_at_its_deadline(
@@ -174,17 +182,14 @@ async def test_a_task_that_keeps_moving_still_times_out_at_its_deadline(
     await store.create(record, deadline_s=1.5, stall_s=300)  # it would stall only at 300 s
     await store.begin_step(record.id, 0, "t", "busy", {"memory": 0})
     assert await _sweep(sweeper) == []  # it moved just now, and its deadline is ahead
-    await asyncio.sleep(max(0.0, record.created_at + 1.0 - time.time()))
+    await asyncio.sleep(max(0.0, record.created_at + 1.0 - time.time()))  # then it moves again
     call = ToolCall(id="c1", name="T").model_dump(mode="json")
     running = await store.get(record.id)
     assert running is not None
     commit = StepCommit(running, TaskStatus.WAITING_TOOLS, fields={"pending_calls": [call]})
     assert (await store.commit_step(commit))[0]  # it moved again
-    await asyncio.sleep(max(0.0, record.created_at + 1.6 - time.time()))
-    await _sweep(sweeper)
-    ended = await store.get(record.id)
-    assert ended is not None and ended.status == TaskStatus.TIMED_OUT
-    assert ended.error == "deadline of 1.5s passed"
+    await _sweep_at(sweeper, record, 1.6)
+    await _timed_out(store, record.id, "deadline of 1.5s passed")
 
 
 async def test_a_re_driven_task_is_looked_at_again_after_its_stall_not_at_every_sweep(
