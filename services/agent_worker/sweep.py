@@ -103,8 +103,7 @@ class Sweeper:
             log.warning("task timed out", extra=extra)
             await self.runner.end(record, TaskStatus.TIMED_OUT, reason)
             return []
-        again = min(now + self.settings.stall_s, record.created_at + deadline_s)
-        await self.store.look_again(task_id, again)
+        await self.store.look_again(task_id)
         return await self._redrive(record)
 
     async def _deny(self, task_id: str, step: int, call_id: str) -> None:

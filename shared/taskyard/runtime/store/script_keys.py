@@ -22,6 +22,7 @@ __all__ = [
     "DecideApprovalKeys",
     "EndTaskKeys",
     "ForkSessionKeys",
+    "LiveTaskKeys",
     "PutToolResultKeys",
     "RecordsKeys",
     "SandboxKeys",
@@ -45,6 +46,10 @@ ScriptKeys = tuple[str | tuple[str, ...], ...]
 class TaskKeys(NamedTuple):
     task: str
     events: str
+
+
+class LiveTaskKeys(NamedTuple):
+    task: str  # the task's record (its id and the fields its place in the live index needs)
 
 
 class SessionKeys(NamedTuple):
@@ -208,6 +213,7 @@ _SCRIPTS: dict[str, type[ScriptKeys]] = {
     "tasks/create_task": CreateTaskKeys,
     "tasks/end_task": EndTaskKeys,
     "tasks/heal_session": SessionKeys,
+    "tasks/look_again": LiveTaskKeys,
     "tasks/publish_live": TaskKeys,
     "tasks/release_session": SessionKeys,
     "tool_calls/claim_call": ClaimCallKeys,

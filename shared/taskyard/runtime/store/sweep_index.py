@@ -7,6 +7,7 @@ from __future__ import annotations
 from taskyard.plumbing import keys
 from taskyard.runtime.store import redis_replies
 from taskyard.runtime.store.base import ScriptedStore
+from taskyard.runtime.store.script_keys import LiveTaskKeys
 
 __all__ = ["SweepIndex"]
 
@@ -31,9 +32,10 @@ class SweepIndex(ScriptedStore):
     async def undecided_gone(self, task_id: str, step: int, call_id: str) -> None:
         await self.r.zrem(keys.APPROVAL_DEADLINES, f"{task_id}|{step}|{call_id}")
 
-    async def look_again(self, task_id: str, at: float) -> None:
-        """Look at the task again `at` (a Unix time; after the sweep re-drove it)."""
-        await self.r.zadd(keys.LIVE_TASKS, {task_id: at}, xx=True)
+    async def look_again(self, task_id: str) -> None:
+        """Look at a re-driven task again as the scripts would had it moved now
+        (`look_again.lua`)."""
+        await self.script("tasks/look_again", LiveTaskKeys(keys.task(task_id)), {})
 
     async def forget(self, task_id: str) -> None:
         """Drop an ended (or vanished) task from the sweep's view."""
