@@ -34,6 +34,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import redis
 from _celery_floor import drain
@@ -62,14 +63,34 @@ JOBS_PER_STEP = 1.5  # Celery jobs: the step's own, and half a tool call's (one 
 FLOOR_JOBS = 1000
 
 
+class RedisTotals(NamedTuple):
+    """What Redis served: commands, CPU seconds, and round trips (the reads of clients'
+    requests it processed: a pipeline's commands are one)."""
+
+    calls: float
+    cpu_s: float
+    reads: float
+
+    def scaled(self, by: float) -> RedisTotals:
+        return RedisTotals(*(value * by for value in self))
+
+    def minus(self, other: RedisTotals) -> RedisTotals:
+        return RedisTotals(*(a - b for a, b in zip(self, other, strict=True)))
+
+
+def _served(before: RedisTotals, after: RedisTotals) -> RedisTotals:
+    """What Redis served between two totals, less the INFO that read the later one (its read
+    and, once it ran, the earlier INFO's command are in the later totals)."""
+    calls, cpu_s, reads = (a - b for a, b in zip(after, before, strict=True))
+    return RedisTotals(calls - 1, cpu_s, reads - 1)
+
+
 @dataclass(frozen=True)
 class Idle:
-    """What the stack spends per second doing nothing: CPU seconds by service, Redis's CPU
-    seconds and commands."""
+    """What the stack spends per second doing nothing: CPU seconds by service, and Redis's."""
 
     cpu_s: dict[str, float]
-    redis_s: float
-    calls: float
+    redis: RedisTotals  # per second
 
 
 @dataclass(frozen=True)
@@ -79,6 +100,7 @@ class Round:
     cpu_ms: dict[str, float]  # per step, by service, Redis included
     redis_calls: float  # per step
     redis_us: float  # Redis's own CPU per step, from INFO
+    redis_reads: float  # round trips per step
 
 
 def _commands(client: redis.Redis) -> dict[str, int]:
@@ -86,11 +108,12 @@ def _commands(client: redis.Redis) -> dict[str, int]:
             for name, v in client.info("commandstats").items()}  # fmt: skip
 
 
-def _redis_totals(client: redis.Redis) -> tuple[float, float]:
-    """(commands served, Redis CPU seconds) so far."""
-    calls = sum(_commands(client).values())
-    cpu = client.info("cpu")
-    return float(calls), float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"])
+def _redis_totals(client: redis.Redis) -> RedisTotals:
+    """What Redis served so far, read with one INFO."""
+    info = client.info("all")
+    calls = sum(int(v["calls"]) for k, v in info.items() if k.startswith("cmdstat_"))
+    cpu_s = float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
+    return RedisTotals(float(calls), cpu_s, float(info["total_reads_processed"]))
 
 
 def _cpu_by_service(stack: LocalStack) -> dict[str, float]:
@@ -98,10 +121,10 @@ def _cpu_by_service(stack: LocalStack) -> dict[str, float]:
     return cpu | {f"{name}:main": main_thread_cpu_s(stack.procs[name].pid) for name in SPLIT}
 
 
-def _wait(client: redis.Redis, ids: list[str], timeout_s: float = 300) -> tuple[float, int]:
-    """Until every task succeeded (or failed: an error); when, and the commands this cost
-    (a few polls, subtracted from Redis's count: they are the benchmark's, not taskyard's)."""
-    waiting, sent = set(ids), 0
+def _wait(client: redis.Redis, ids: list[str], timeout_s: float = 300) -> tuple[float, RedisTotals]:
+    """Until every task succeeded (or failed: an error); when, and the commands and round
+    trips this cost (a few polls, subtracted from Redis's: they are the benchmark's)."""
+    waiting, sent, polls = set(ids), 0, 0
     deadline = time.perf_counter() + timeout_s
     while waiting:
         assert time.perf_counter() < deadline, f"{len(waiting)} tasks never ended"
@@ -114,52 +137,52 @@ def _wait(client: redis.Redis, ids: list[str], timeout_s: float = 300) -> tuple[
             assert status not in (b"failed", b"cancelled", b"timed_out"), (task_id, status)
             if status == b"succeeded":
                 waiting.discard(task_id)
-        sent += len(batch)
-    return time.perf_counter(), sent
+        sent, polls = sent + len(batch), polls + 1
+    return time.perf_counter(), RedisTotals(sent, 0.0, polls)
 
 
 def _idle(stack: LocalStack, seconds: float) -> Idle:
     client = redis.Redis.from_url(f"{stack.redis_url}/0")
     try:
-        cpu_before, (calls_before, redis_before) = _cpu_by_service(stack), _redis_totals(client)
+        cpu_before, redis_before = _cpu_by_service(stack), _redis_totals(client)
         time.sleep(seconds)
-        cpu_after, (calls_after, redis_after) = _cpu_by_service(stack), _redis_totals(client)
+        cpu_after, redis_after = _cpu_by_service(stack), _redis_totals(client)
     finally:
         client.close()
     return Idle({n: (cpu_after[n] - cpu_before[n]) / seconds for n in cpu_after},
-                (redis_after - redis_before) / seconds,
-                (calls_after - calls_before - 2) / seconds)  # fmt: skip
+                _served(redis_before, redis_after).scaled(1 / seconds))  # fmt: skip
 
 
 def _round(stack: LocalStack, tasks: int, clients: int, idle: Idle) -> Round:
     client = redis.Redis.from_url(f"{stack.redis_url}/0")
     try:
-        cpu_before, (calls_before, redis_before) = _cpu_by_service(stack), _redis_totals(client)
+        cpu_before, redis_before = _cpu_by_service(stack), _redis_totals(client)
         bodies = [{**TASK, "session_id": f"capacity-{i % SESSIONS}"} for i in range(tasks)]
         burst = submit_burst(stack, bodies, connections=clients)
         ended_at, polls = _wait(client, burst.ids)
-        cpu_after, (calls_after, redis_after) = _cpu_by_service(stack), _redis_totals(client)
+        cpu_after, redis_after = _cpu_by_service(stack), _redis_totals(client)
     finally:
         client.close()
     steps, took = tasks * STEPS_PER_TASK, ended_at - burst.started
     per_step = {
         n: (cpu_after[n] - cpu_before[n] - idle.cpu_s[n] * took) * 1000 / steps for n in cpu_after
     }
-    redis_s = redis_after - redis_before - idle.redis_s * took
-    per_step["redis"] = redis_s * 1000 / steps
-    calls = calls_after - calls_before - polls - 2 - idle.calls * took  # 2: the INFOs
-    return Round(tasks, took, per_step, calls / steps, redis_s * 1e6 / steps)
+    served = _served(redis_before, redis_after).minus(polls).minus(idle.redis.scaled(took))
+    calls, redis_s, reads = served.scaled(1 / steps)
+    per_step["redis"] = redis_s * 1000
+    return Round(tasks, took, per_step, calls, redis_s * 1e6, reads)
 
 
 @dataclass(frozen=True)
 class Floor:
     """What a bare no-op Celery job costs, run as the agent worker runs its jobs (taskyard's
-    Celery configuration, gevent pool, -c 1000, no result): the worker's CPU-ms, Redis's CPU-us
-    and commands."""
+    Celery configuration, gevent pool, -c 1000, no result): the worker's CPU-ms, Redis's CPU-us,
+    commands and round trips."""
 
     cpu_ms: float
     redis_us: float
     calls: float
+    reads: float
 
 
 # The floor's worker under gevent, as `celery worker -P gevent` patches the process first.
@@ -178,16 +201,16 @@ def _celery_floor(stack: LocalStack, jobs: int) -> Floor:
     client = redis.Redis.from_url(f"{stack.redis_url}/0")
     try:
         drain(stack.redis_url, 50)  # warm: connected, consuming
-        cpu, (calls, redis_s) = tree_cpu_s(worker.pid), _redis_totals(client)
+        cpu, redis_before = tree_cpu_s(worker.pid), _redis_totals(client)
         drain(stack.redis_url, jobs)
-        cpu_after, (calls_after, redis_after) = tree_cpu_s(worker.pid), _redis_totals(client)
+        cpu_after, redis_after = tree_cpu_s(worker.pid), _redis_totals(client)
     finally:
         client.close()
         worker.terminate()
         worker.wait(timeout=30)
     # the sends are the benchmark's (a step's jobs are sent by the service before it)
-    return Floor((cpu_after - cpu) * 1000 / jobs, (redis_after - redis_s) * 1e6 / jobs,
-                 (calls_after - calls - 2) / jobs)  # fmt: skip
+    calls, redis_s, reads = _served(redis_before, redis_after).scaled(1 / jobs)
+    return Floor((cpu_after - cpu) * 1000 / jobs, redis_s * 1e6, calls, reads)
 
 
 def capacity_section(quick: bool) -> None:
@@ -212,8 +235,9 @@ def capacity_section(quick: bool) -> None:
     print(
         f"the floor, a bare no-op Celery job as the agent worker runs its jobs (taskyard's "
         f"Celery configuration, gevent -c 1000; {FLOOR_JOBS} jobs): "
-        f"{floor.cpu_ms:.3f} CPU-ms in its worker, Redis {floor.calls:.1f} commands and "
-        f"{floor.redis_us:.0f} CPU-us (the sends included); a step is {JOBS_PER_STEP} jobs "
+        f"{floor.cpu_ms:.3f} CPU-ms in its worker, Redis {floor.calls:.1f} commands in "
+        f"{floor.reads:.1f} round trips and {floor.redis_us:.0f} CPU-us (the sends included); "
+        f"a step is {JOBS_PER_STEP} jobs "
         "(its own, half a tool call's)"
     )
     _print_model(results, floor)
@@ -225,8 +249,8 @@ def capacity_section(quick: bool) -> None:
     )
     busy = ", ".join(f"{n} {idle.cpu_s[n] * 1000:.0f}" for n in SERVICES)
     print(
-        f"(taken off as idle, per second: CPU-ms {busy}, Redis {idle.redis_s * 1000:.0f} "
-        f"CPU-ms and {idle.calls:.0f} commands)"
+        f"(taken off as idle, per second: CPU-ms {busy}, Redis {idle.redis.cpu_s * 1000:.0f} "
+        f"CPU-ms and {idle.redis.calls:.0f} commands)"
     )
 
 
@@ -255,6 +279,7 @@ def _print_model(results: list[Round], floor: Floor) -> None:
               f"{_median(results, name) - main:.3f} | |")  # fmt: skip
     ours = sum(_median(results, n) for n in ("gateway", "agent_worker", "proxy", "tool_worker"))
     calls = statistics.median(r.redis_calls for r in results)
+    reads = statistics.median(r.redis_reads for r in results)
     redis_us = statistics.median(r.redis_us for r in results)
     rate = statistics.median(r.tasks / r.seconds for r in results)
     agent_ms = _median(results, "agent_worker")
@@ -266,7 +291,8 @@ def _print_model(results: list[Round], floor: Floor) -> None:
           f"{TARGET_OWN_MS})")  # fmt: skip
     floor_calls = JOBS_PER_STEP * floor.calls
     print(f"Redis: **{calls:.1f} commands per step** (target <= {TARGET_COMMANDS:.0f}; the "
-          f"floor's {floor_calls:.1f} of them) and {redis_us:.0f} CPU-us")  # fmt: skip
+          f"floor's {floor_calls:.1f} of them) in {reads:.1f} round trips (the floor's "
+          f"{JOBS_PER_STEP * floor.reads:.1f}), and {redis_us:.0f} CPU-us")  # fmt: skip
     print(f"the tool worker: {per_call:.2f} CPU-ms per call, the sandbox's kernel included; "
           f"**{per_call - floor.cpu_ms:.2f} above its job's floor** ({floor.cpu_ms:.2f}; "
           f"target <= {TARGET_CALL_MS})")  # fmt: skip

@@ -1,6 +1,7 @@
 """kombu's Redis transport as taskyard's workers run it, on a real Redis: the ack emulation
 records every job taken as one sorted-set member and removes it on the ack, one command each
-and no MULTI/EXEC; a job never acked, rejected to be requeued, or held by a channel that closes
+and no MULTI/EXEC, the ack sent with the next job's record (or before the worker waits, or as
+its channel closes); a job never acked, rejected to be requeued, or held by a channel that closes
 goes back to its queue, once however many restore it, and never after its ack; kombu's own
 keys stay empty."""
 
@@ -18,7 +19,7 @@ import pytest
 import redis
 
 from taskyard.plumbing import keys
-from taskyard.plumbing.broker import Transport
+from taskyard.plumbing.broker import ACK_LAG_S, Transport
 
 QUEUE = kombu.Queue("jobs", routing_key="jobs")
 TAKEN = keys.celery_taken()
@@ -80,8 +81,68 @@ def test_a_taken_job_is_one_write_and_its_ack_one_more(
     # The whole record, so any worker can restore the job from the set alone.
     [member] = broker.zrange(TAKEN, 0, -1)
     assert json.loads(member)[0]["properties"]["delivery_tag"] == message.delivery_tag
-    assert _commands(broker, message.ack)[1] == {"zrem": 1}
+    assert _commands(broker, message.ack)[1] == {}  # held for the next write
+    assert _commands(broker, message.channel.qos.send_acks)[1] == {"zrem": 1}
     assert broker.zcard(TAKEN) == 0
+
+
+def _round_trips(action: Callable[[], T]) -> tuple[T, int]:
+    """What `action` returned, and how many times it sent commands to Redis and waited."""
+    sent = 0
+    send = redis.connection.AbstractConnection.send_packed_command
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> None:
+        nonlocal sent
+        sent += 1
+        send(self, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(redis.connection.AbstractConnection, "send_packed_command", counted)
+        return action(), sent
+
+
+def test_an_ack_goes_out_with_the_next_jobs_record_in_one_round_trip(
+    connection: kombu.Connection, broker: redis.Redis
+) -> None:
+    consumer = QUEUE(connection.channel())
+    for n in range(3):
+        _publish(connection, {"n": n})
+    first = consumer.get(no_ack=False)
+    assert first is not None
+    first.ack()
+    take = partial(consumer.get, no_ack=False)
+    (second, sent), commands = _commands(broker, partial(_round_trips, take))
+    assert second is not None and second.payload == {"n": 1}
+    assert commands == {"rpop": 1, "zrem": 1, "zadd": 1}
+    assert sent == 2  # the RPOP, then the ZREM and the ZADD together
+    assert broker.zcard(TAKEN) == 1  # the second's record only
+
+
+def test_an_ack_held_goes_out_alone_once_no_job_came_for_a_while(
+    connection: kombu.Connection, broker: redis.Redis
+) -> None:
+    consumer = kombu.Consumer(connection.channel(), [QUEUE], callbacks=[lambda _, m: m.ack()])
+    with consumer:
+        _publish(connection, {"n": 8})
+        connection.drain_events(timeout=5)  # taken (BRPOP) and acked
+        assert broker.zcard(TAKEN) == 1  # the ack held, for the next job's record
+        poll_round = connection.transport.cycle.on_poll_start  # a hub's every tick too
+        poll_round()
+        assert broker.zcard(TAKEN) == 1  # no job yet, but the ack is young
+        time.sleep(ACK_LAG_S)
+        poll_round()
+        assert broker.zcard(TAKEN) == 0
+
+
+def test_acks_held_go_out_when_their_channel_closes(
+    connection: kombu.Connection, broker: redis.Redis
+) -> None:
+    _publish(connection, {"n": 9})
+    message = _take(connection)
+    message.ack()
+    assert broker.zcard(TAKEN) == 1
+    message.channel.close()
+    assert (broker.llen("jobs"), broker.zcard(TAKEN)) == (0, 0)  # sent, and nothing restored
 
 
 def test_a_job_taken_and_never_acked_is_restored_after_the_visibility_timeout(
@@ -165,7 +226,12 @@ def test_a_job_acked_while_being_restored_stays_acked(
 ) -> None:
     _publish(connection, {"n": 6})
     message = _take(connection)
-    _sweep_with(monkeypatch, connection, message.ack)
+
+    def ack() -> None:
+        message.ack()
+        message.channel.qos.send_acks()  # as its worker's next write would
+
+    _sweep_with(monkeypatch, connection, ack)
     assert (broker.llen("jobs"), broker.zcard(TAKEN)) == (0, 0)
 
 
@@ -179,6 +245,8 @@ def test_a_job_acked_after_its_restore_runs_again(
     connection.channel().qos.restore_visible(num=10, interval=1)
     again = _take(connection)
     message.ack()  # its first worker was slow, not dead
+    message.channel.qos.send_acks()
     assert broker.zcard(TAKEN) == 1  # the second take's record stays until its own ack
     again.ack()
+    again.channel.qos.send_acks()
     assert (broker.llen("jobs"), broker.zcard(TAKEN)) == (0, 0)

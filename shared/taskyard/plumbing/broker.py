@@ -7,14 +7,16 @@ callbacks each time: measured here, 0.47 ms of a worker's CPU per client, two pe
 unacked record and its ack), about a fifth of an agent step. A client only holds the
 channel's connection pool, and is safe to share across threads and greenlets, so these
 channels keep one. Their ack emulation (`QoS`) records a job taken with one write, and removes
-the record on the ack with another, where kombu's takes two each (see there). Everything else
-is kombu's transport as it is; Celery selects one with
+the record on the ack with another, where kombu's takes two each, and sends that removal with the
+next job's record, one round trip for both, where kombu waits on each (see there). Everything
+else is kombu's transport as it is; Celery selects one with
 ``broker_transport = "taskyard.plumbing.broker:Transport"`` (or ``SentinelTransport`` when
 Sentinel names the master; see `taskyard.plumbing.celery_app`).
 """
 
 from __future__ import annotations
 
+import logging
 import secrets
 import time
 from collections.abc import Iterator
@@ -29,7 +31,13 @@ from kombu.utils.json import dumps, loads
 from taskyard.plumbing import keys
 from taskyard.plumbing.redis_clients import MasterConnection
 
-__all__ = ["Channel", "QoS", "SentinelChannel", "SentinelTransport", "Transport"]
+__all__ = ["ACK_LAG_S", "Channel", "QoS", "SentinelChannel", "SentinelTransport", "Transport"]
+
+# How long an ack may wait for the next job's record before the poller sends it alone: under
+# load the next job comes sooner; idle, the poller wakes at least once a BRPOP timeout (1 s).
+ACK_LAG_S = 0.2
+
+log = logging.getLogger("taskyard.broker")
 
 
 class _Record(NamedTuple):
@@ -67,8 +75,8 @@ class QoS(kombu_redis.QoS):
     one sorted set (`keys.celery_taken`): the whole `_Record`, scored by the time the job was
     taken. This object keeps each tag's member until its ack, which comes from the process that
     took the job, and removes it with one ZREM. Each write is one command, so neither can be cut
-    short halfway, and neither needs MULTI/EXEC. kombu's own `ack`, `reject` and
-    `restore_unacked` run as they are, through `_remove_from_indices` and `restore_by_tag`. A
+    short halfway, and neither needs MULTI/EXEC. kombu's own `reject` and `restore_unacked` run
+    as they are, through `_remove_from_indices` and `restore_by_tag`; the ack is below. A
     worker on kombu's QoS (an older one, mid-upgrade) restores from kombu's keys, so it never
     misreads these records; the jobs it recorded there are its own workers' to restore, or the
     sweep's to send again.
@@ -77,11 +85,19 @@ class QoS(kombu_redis.QoS):
     requeued, held by a worker that closes) in one transaction: it watches the set, reads that
     the record is still there, then removes it and pushes the job in one MULTI/EXEC. An ack or
     another restorer that removes the record in between aborts it, and the retry finds nothing
-    to restore: a job is restored once, never after its ack. An ack after a restore removes
+    to restore: a job is restored once, never after its ack is sent. An ack after a restore removes
     nothing, and the job runs again, a duplicate taskyard's idempotent steps tolerate. Nothing
     removes a record but an ack, a reject, or a restore that pushes its job back in the same
     transaction, so a job recorded is never lost. Any take or ack between the read and the
-    EXEC aborts a restore too; restores are rare, so reading again is cheap."""
+    EXEC aborts a restore too; restores are rare, so reading again is cheap.
+
+    An ack's ZREM goes out with the next job's ZADD, in one pipeline: a worker under load pays
+    one round trip a job for its record and its ack, not two. The ZREMs held go out alone once
+    the oldest waited `ACK_LAG_S` (checked at every ack and every round of the poller), before
+    the worker's own restore scan, and when its channel closes; so an ack lags by at most one
+    poll of an idle worker (about a second: kombu's BRPOP timeout). A worker killed in that lag
+    leaves its last jobs recorded: another worker restores them after the visibility timeout,
+    and they run again, as a job whose worker died before its ack does."""
 
     channel: kombu_redis.Channel  # kombu's stubs say a virtual one, which has no Redis client
     _vrestore_count: int  # kombu's count of `restore_visible` calls
@@ -89,6 +105,8 @@ class QoS(kombu_redis.QoS):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._members: dict[str, str] = {}  # delivery tag -> its record, until acked or restored
+        self._acked: list[str] = []  # records of jobs acked, their ZREM not sent yet
+        self._acked_since = 0.0  # when the oldest of them was acked (monotonic)
 
     @cached_property
     def taken_key(self) -> str:
@@ -96,11 +114,45 @@ class QoS(kombu_redis.QoS):
 
     def append(self, message: Any, delivery_tag: str) -> None:
         member = _Record.of(message).member()
-        with self.channel.conn_or_acquire() as client:
-            client.zadd(self.taken_key, {member: time.time()})
+        with self._sending_acks() as acked, self.channel.conn_or_acquire() as client:
+            if acked:
+                pipe = client.pipeline(transaction=False)
+                pipe.zrem(self.taken_key, *acked).zadd(self.taken_key, {member: time.time()})
+                pipe.execute()
+            else:
+                client.zadd(self.taken_key, {member: time.time()})
         self._members[delivery_tag] = member
         # The channel's own bookkeeping (kombu's `append` would write kombu's record first).
         super(kombu_redis.QoS, self).append(message, delivery_tag)
+
+    def ack(self, delivery_tag: str) -> None:
+        """The job's record goes with the next job's (see the class)."""
+        member = self._members.pop(delivery_tag, None)
+        if member is not None:
+            if not self._acked:
+                self._acked_since = time.monotonic()
+            self._acked.append(member)
+        super(kombu_redis.QoS, self).ack(delivery_tag)
+        self.send_acks(older_than_s=ACK_LAG_S)  # a worker busy without taking jobs
+
+    def send_acks(self, older_than_s: float = 0.0) -> None:
+        """Remove the records of the jobs acked since the last write now, if the oldest was
+        acked `older_than_s` ago."""
+        if not self._acked or time.monotonic() - self._acked_since < older_than_s:
+            return
+        with self._sending_acks() as acked, self.channel.conn_or_acquire() as client:
+            client.zrem(self.taken_key, *acked)
+
+    @contextmanager
+    def _sending_acks(self) -> Iterator[list[str]]:
+        """The acks held, taken at once (another greenlet or the hub may ack meanwhile); held
+        again if the write fails, for the next one."""
+        acked, self._acked = self._acked, []
+        try:
+            yield acked
+        except BaseException:
+            self._acked[:0] = acked
+            raise
 
     @contextmanager
     def pipe_or_acquire(self, pipe: Any = None, client: Any = None) -> Iterator[Any]:
@@ -128,6 +180,7 @@ class QoS(kombu_redis.QoS):
         visibility timeout ago go back to their queues: their workers died, or run them still.
         Oldest first, at most `num` of them from the `start`th (None: all). One worker at a
         time scans, as kombu's do: its mutex, shared with theirs."""
+        self.send_acks()  # this worker's acked jobs are not overdue
         self._vrestore_count += 1
         if (self._vrestore_count - 1) % (interval or 1):
             return
@@ -169,8 +222,9 @@ class QoS(kombu_redis.QoS):
                     continue  # the set changed since the read: read again
 
 
-class _OneClient:
-    """Reuses the channel's synchronous client (kombu's async one is made once already)."""
+class _LeanChannel:
+    """What taskyard's channels change of kombu's: they reuse their synchronous client (kombu's
+    async one is made once already), and send the acks their QoS holds before they close."""
 
     _shared_client: Any = None
 
@@ -182,20 +236,57 @@ class _OneClient:
             self._shared_client = super()._create_client()  # type: ignore[misc]
         return self._shared_client
 
+    def close(self) -> None:
+        _send_acks(self)
+        super().close()  # type: ignore[misc]
 
-class Channel(_OneClient, kombu_redis.Channel):
+
+def _send_acks(channel: Any, older_than_s: float = 0.0) -> None:
+    """The acks `channel`'s QoS holds, sent (see `QoS.send_acks`); Redis gone, they are not."""
+    qos: QoS | None = getattr(channel, "_qos", None)
+    if qos is None or not isinstance(qos, QoS):
+        return
+    try:
+        qos.send_acks(older_than_s)
+    except redis.RedisError as exc:
+        log.warning("acks not sent (%s): their jobs run again after the visibility timeout", exc)
+
+
+class _Poller(kombu_redis.MultiChannelPoller):
+    """kombu's poller of the channels' BRPOPs, sending the acks each channel holds before every
+    wait for jobs (Celery's loop, or its hub's every tick, starts each round here)."""
+
+    _channels: set[Any]
+
+    def on_poll_start(self) -> None:
+        for channel in self._channels:
+            _send_acks(channel, older_than_s=ACK_LAG_S)
+        super().on_poll_start()
+
+
+class _PollsAcks:
+    """A transport whose channels share the poller above."""
+
+    cycle: Any
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.cycle = _Poller()  # kombu's __init__ made its own, used by nothing yet
+
+
+class Channel(_LeanChannel, kombu_redis.Channel):
     """kombu's Redis channel, reusing its synchronous client, with the lean `QoS`."""
 
     QoS = QoS
 
 
-class Transport(kombu_redis.Transport):
-    """kombu's Redis transport with the channel above."""
+class Transport(_PollsAcks, kombu_redis.Transport):
+    """kombu's Redis transport with the channel and poller above."""
 
     Channel = Channel
 
 
-class SentinelChannel(_OneClient, kombu_redis.SentinelChannel):
+class SentinelChannel(_LeanChannel, kombu_redis.SentinelChannel):
     """kombu's Sentinel channel (its pool connects to the master the sentinels name),
     reusing its synchronous client; its connections ask the sentinels again on every
     reconnect (`taskyard.plumbing.redis_clients.MasterConnection`); the lean `QoS`."""
@@ -204,7 +295,7 @@ class SentinelChannel(_OneClient, kombu_redis.SentinelChannel):
     connection_class = MasterConnection
 
 
-class SentinelTransport(kombu_redis.SentinelTransport):
-    """kombu's Sentinel transport with the channel above."""
+class SentinelTransport(_PollsAcks, kombu_redis.SentinelTransport):
+    """kombu's Sentinel transport with the channel and poller above."""
 
     Channel = SentinelChannel
