@@ -153,7 +153,7 @@ class BrokerSettings(RedisSettings):
     """Celery's result backend; empty: database 2 of `REDIS_URL`."""
     visibility_timeout_s: int = Field(default=600, ge=1)
     """An unacked job (its worker died) returns to its queue after this long; steps are
-    idempotent."""
+    idempotent. Keep it well above a job's run: an ack reaches Redis up to a second late."""
     broker_max_connections: int = Field(default=2048, ge=10)
     """Celery's broker connections per worker process: at least the worker's concurrency."""
     celery_job_logs: bool = False
