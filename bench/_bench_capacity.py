@@ -38,7 +38,7 @@ from typing import NamedTuple
 
 import redis
 from _celery_floor import drain
-from _cpu import main_thread_cpu_s, tree_cpu_s
+from _cpu import main_thread_cpu_s, switches, tree_cpu_s
 from _stackbench import configure_model, submit_burst
 
 from devstack.procs import ROOT
@@ -91,6 +91,7 @@ class Idle:
 
     cpu_s: dict[str, float]
     redis: RedisTotals  # per second
+    switches: dict[str, float]  # per second, by service
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,7 @@ class Round:
     tasks: int
     seconds: float
     cpu_ms: dict[str, float]  # per step, by service, Redis included
+    switches: dict[str, float]  # context switches per step, by service (its process)
     redis_calls: float  # per step
     redis_us: float  # Redis's own CPU per step, from INFO
     redis_reads: float  # round trips per step
@@ -114,6 +116,10 @@ def _redis_totals(client: redis.Redis) -> RedisTotals:
     calls = sum(int(v["calls"]) for k, v in info.items() if k.startswith("cmdstat_"))
     cpu_s = float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
     return RedisTotals(float(calls), cpu_s, float(info["total_reads_processed"]))
+
+
+def _switches(stack: LocalStack) -> dict[str, float]:
+    return {name: float(switches(stack.procs[name].pid)) for name in SERVICES}
 
 
 def _cpu_by_service(stack: LocalStack) -> dict[str, float]:
@@ -145,22 +151,27 @@ def _idle(stack: LocalStack, seconds: float) -> Idle:
     client = redis.Redis.from_url(f"{stack.redis_url}/0")
     try:
         cpu_before, redis_before = _cpu_by_service(stack), _redis_totals(client)
+        switched = _switches(stack)
         time.sleep(seconds)
         cpu_after, redis_after = _cpu_by_service(stack), _redis_totals(client)
+        switched_after = _switches(stack)
     finally:
         client.close()
     return Idle({n: (cpu_after[n] - cpu_before[n]) / seconds for n in cpu_after},
-                _served(redis_before, redis_after).scaled(1 / seconds))  # fmt: skip
+                _served(redis_before, redis_after).scaled(1 / seconds),
+                {n: (switched_after[n] - switched[n]) / seconds for n in switched})  # fmt: skip
 
 
 def _round(stack: LocalStack, tasks: int, clients: int, idle: Idle) -> Round:
     client = redis.Redis.from_url(f"{stack.redis_url}/0")
     try:
         cpu_before, redis_before = _cpu_by_service(stack), _redis_totals(client)
+        switched = _switches(stack)
         bodies = [{**TASK, "session_id": f"capacity-{i % SESSIONS}"} for i in range(tasks)]
         burst = submit_burst(stack, bodies, connections=clients)
         ended_at, polls = _wait(client, burst.ids)
         cpu_after, redis_after = _cpu_by_service(stack), _redis_totals(client)
+        switched_after = _switches(stack)
     finally:
         client.close()
     steps, took = tasks * STEPS_PER_TASK, ended_at - burst.started
@@ -170,7 +181,10 @@ def _round(stack: LocalStack, tasks: int, clients: int, idle: Idle) -> Round:
     served = _served(redis_before, redis_after).minus(polls).minus(idle.redis.scaled(took))
     calls, redis_s, reads = served.scaled(1 / steps)
     per_step["redis"] = redis_s * 1000
-    return Round(tasks, took, per_step, calls, redis_s * 1e6, reads)
+    switches_per_step = {
+        n: (switched_after[n] - switched[n] - idle.switches[n] * took) / steps for n in switched
+    }
+    return Round(tasks, took, per_step, switches_per_step, calls, redis_s * 1e6, reads)
 
 
 @dataclass(frozen=True)
@@ -183,6 +197,7 @@ class Floor:
     redis_us: float
     calls: float
     reads: float
+    switches: float  # the worker's context switches
 
 
 # The floor's worker under gevent, as `celery worker -P gevent` patches the process first.
@@ -202,15 +217,18 @@ def _celery_floor(stack: LocalStack, jobs: int) -> Floor:
     try:
         drain(stack.redis_url, 50)  # warm: connected, consuming
         cpu, redis_before = tree_cpu_s(worker.pid), _redis_totals(client)
+        switched = switches(worker.pid)
         drain(stack.redis_url, jobs)
         cpu_after, redis_after = tree_cpu_s(worker.pid), _redis_totals(client)
+        switched_after = switches(worker.pid)
     finally:
         client.close()
         worker.terminate()
         worker.wait(timeout=30)
     # the sends are the benchmark's (a step's jobs are sent by the service before it)
     calls, redis_s, reads = _served(redis_before, redis_after).scaled(1 / jobs)
-    return Floor((cpu_after - cpu) * 1000 / jobs, redis_s * 1e6, calls, reads)
+    return Floor((cpu_after - cpu) * 1000 / jobs, redis_s * 1e6, calls, reads,
+                 (switched_after - switched) / jobs)  # fmt: skip
 
 
 def capacity_section(quick: bool) -> None:
@@ -263,8 +281,9 @@ _JOBS = {"agent_worker": 1.0, "tool_worker": JOBS_PER_STEP - 1.0}
 
 
 def _print_model(results: list[Round], floor: Floor) -> None:
-    print("| service | CPU ms / step | its Celery floor | steps/s per core |")
-    print("| --- | --- | --- | --- |")
+    print("| service | CPU ms / step | its Celery floor | steps/s per core "
+          "| context switches / step (floor) |")  # fmt: skip
+    print("| --- | --- | --- | --- | --- |")
     for name in (*SERVICES, "redis"):
         ms = _median(results, name)
         label = "model (scripted stand-in)" if name == "model" else name
@@ -272,11 +291,15 @@ def _print_model(results: list[Round], floor: Floor) -> None:
         base = f"{jobs * floor.cpu_ms:.3f} ({jobs:g} job)" if jobs else "-"
         if name == "redis":
             base = f"{JOBS_PER_STEP * floor.redis_us / 1000:.3f} ({JOBS_PER_STEP:g} jobs)"
-        print(f"| {label} | {ms:.3f} | {base} | {1000 / ms:,.0f} |")
+        switched = "-"
+        if name != "redis":
+            switched = f"{statistics.median(r.switches[name] for r in results):.1f}"
+            switched += f" ({jobs * floor.switches:.1f})" if jobs else ""
+        print(f"| {label} | {ms:.3f} | {base} | {1000 / ms:,.0f} | {switched} |")
     for name in SPLIT:
         main = _median(results, f"{name}:main")
         print(f"| {name}: main thread / the others | {main:.3f} / "
-              f"{_median(results, name) - main:.3f} | |")  # fmt: skip
+              f"{_median(results, name) - main:.3f} | | | |")  # fmt: skip
     ours = sum(_median(results, n) for n in ("gateway", "agent_worker", "proxy", "tool_worker"))
     calls = statistics.median(r.redis_calls for r in results)
     reads = statistics.median(r.redis_reads for r in results)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["cpu_s", "main_thread_cpu_s", "tree_cpu_s"]
+__all__ = ["cpu_s", "main_thread_cpu_s", "switches", "tree_cpu_s"]
 
 _TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 
@@ -58,4 +58,18 @@ def tree_cpu_s(pid: int) -> float:
         current = todo.pop()
         total += cpu_s(current)
         todo += _children(current)
+    return total
+
+
+def switches(pid: int) -> int:
+    """Context switches of the process's live threads so far, voluntary (it waited: each one
+    is a later wake-up) and not (preempted)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            status = (task / "status").read_text()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        fields = (line.partition(":") for line in status.splitlines())
+        total += sum(int(value) for name, _, value in fields if name.endswith("ctxt_switches"))
     return total
