@@ -30,6 +30,7 @@ from services.tool_worker.files import FileLimits, serve
 from services.tool_worker.forks import fork
 from services.tool_worker.metrics import TOOL_CALL_SECONDS
 from services.tool_worker.placement import Placement
+from services.tool_worker.thread_stores import ThreadStores
 from services.tool_worker.toolbox import Toolbox
 from taskyard.agentkit.actions.mcp.listing import ListingExchange
 from taskyard.agentkit.schema import ActionReturn, ActionStatusCode, AgentMessage, ToolCall
@@ -71,7 +72,9 @@ def record_ttl_s(settings: ToolWorkerSettings) -> float:
 
 
 class ToolCallRunner:
-    """A tool worker's jobs on its store's loop (one for the pool's threads), as `me`."""
+    """A tool worker's jobs, as `me`: a tool call's claim and result on the pool thread's own
+    loop and store client (`stores`), the rest on the worker's store loop (one for the pool's
+    threads)."""
 
     def __init__(
         self,
@@ -87,6 +90,7 @@ class ToolCallRunner:
         cancels: CancelWatch,
         placement: Placement,
         cells: RedisCellLog,
+        stores: ThreadStores,
     ) -> None:
         self.settings = settings
         self.me = me
@@ -99,6 +103,7 @@ class ToolCallRunner:
         self.cancels = cancels  # hears a task's cancel
         self.placement = placement
         self.cells = cells  # the sessions' interpreter cells, recorded with the results
+        self.stores = stores
         self.listings = ListingExchange(store.r, settings.mcp_tools_ttl_s)
         self.forks = ForkExchange(store.r)
         self._stopped = threading.Event()
@@ -118,9 +123,10 @@ class ToolCallRunner:
         beat_s, dead_s = settings.tool_worker_beat_s, settings.tool_worker_dead_s
         placement = Placement(directory, loop, me, tools, beat_s, dead_s, settings.sandbox_idle_s)
         artifacts = ArtifactKeeper(artifact_store, store.publish)
+        stores = ThreadStores(settings, tools, record_ttl_s(settings))
         return cls(settings, me, celery, tools=tools, loop=loop, store=store, transfer=transfer,
-                   artifacts=artifacts, cancels=cancels, placement=placement,
-                   cells=cells)  # fmt: skip
+                   artifacts=artifacts, cancels=cancels, placement=placement, cells=cells,
+                   stores=stores)  # fmt: skip
 
     # -- a tool call ----------------------------------------------------------------------
 
@@ -140,7 +146,9 @@ class ToolCallRunner:
         session_key = job.session_key if sticky_session(job) else None
         call = call_claim(job.task_id, job.step, job.call.id, self.me.node, self.me.incarnation,
                           self._claim_ttl_s())  # fmt: skip
-        session, claimed = self.loop.run(self.placement.ask(session_key, call))  # one trip
+        session, claimed = self.stores.run(
+            lambda here: self.placement.ask(session_key, call, here.directory)
+        )  # one trip, from this thread
         if session is not None:
             self.placement.settle(job.session_key, session)
         if claimed is None:  # the session's live holder runs it
@@ -255,10 +263,11 @@ class ToolCallRunner:
         for good."""
 
         def put(result: AgentMessage | None) -> ToolResultStored:
-            stored = self.store.put_tool_result(
-                job.task_id, job.step, job.call.id, result, next_step, used
+            return self.stores.run(
+                lambda here: here.store.put_tool_result(
+                    job.task_id, job.step, job.call.id, result, next_step, used
+                )
             )
-            return self.loop.run(stored)
 
         try:
             return put(message)

@@ -71,13 +71,17 @@ class Placement:
         )
 
     def ask(
-        self, session_key: str | None, call: tuple[ClaimCallKeys, ClaimCallDoc]
+        self,
+        session_key: str | None,
+        call: tuple[ClaimCallKeys, ClaimCallDoc],
+        directory: SandboxDirectory,
     ) -> Coroutine[Any, Any, tuple[SessionClaim | None, CallClaimed | None]]:
-        """A tool call's claims, to await on the worker's loop: the session's (None: a call
-        using no interpreter; `settle` its answer), then the call's (`call_claim`'s; None when
-        the session's live holder is to run it), one round trip for both."""
+        """A tool call's claims, to await on the loop of `directory`'s store (the calling
+        thread's: `services.tool_worker.thread_stores`): the session's (None: a call using no
+        interpreter; `settle` its answer), then the call's (`call_claim`'s; None when the
+        session's live holder is to run it), one round trip for both."""
         place = self.tools.sandboxes().place if session_key is not None else None
-        return self.directory.claim_run(self.me, session_key, place, call)
+        return directory.claim_run(self.me, session_key, place, call)
 
     def settle(self, session_key: str, claim: SessionClaim) -> SessionClaim:
         """Act on the directory's answer to `ask`: drop a stale copy of the interpreter, take

@@ -35,7 +35,7 @@ class Toolbox:
         self._executor: ActionExecutor | None = None
         self._mcp: McpCalls | None = None
         self._cells: CellLog | None = None
-        self._loops = threading.local()  # each pool thread's event loop (`_run_here`)
+        self._loops = threading.local()  # each pool thread's event loop (`run_here`)
 
     def keep_cells(self, cells: CellLog) -> None:
         """Where the interpreter keeps sessions' cells for a replay; before the first use."""
@@ -52,13 +52,14 @@ class Toolbox:
     def run(self, call: ToolCall, session_key: str) -> AgentMessage:
         """Run the call for the session ("tenant:session_id"); failures of the tool come back
         in the `ActionReturn`, and the reply quotes the call's id."""
-        return self._run_here(self._ready().core(call, session_key))
+        return self.run_here(self._ready().core(call, session_key))
 
-    def _run_here(self, call: Coroutine[None, None, T]) -> T:
+    def run_here(self, call: Coroutine[None, None, T]) -> T:
         """`call` on this thread's own event loop, kept between calls: `asyncio.run` (what
         `ActionExecutor` does) makes and closes a loop per call, measured at 0.1 ms of CPU.
         As there, the call runs alone (in the caller's context, log ids and all) and what it
-        leaves running is cancelled when it returns."""
+        leaves running is cancelled when it returns. A tool call's claim and result run here
+        too (`services.tool_worker.thread_stores`)."""
         runner: asyncio.Runner | None = getattr(self._loops, "runner", None)
         if runner is None:
             runner = self._loops.runner = asyncio.Runner()
