@@ -118,13 +118,25 @@ def _redis_totals(client: redis.Redis) -> RedisTotals:
     return RedisTotals(float(calls), cpu_s, float(info["total_reads_processed"]))
 
 
-def _switches(stack: LocalStack) -> dict[str, float]:
-    return {name: float(switches(stack.procs[name].pid)) for name in SERVICES}
+class _Counters(NamedTuple):
+    """What the stack has spent so far: CPU seconds by service (and its main thread's), what
+    Redis served, context switches by service."""
+
+    cpu_s: dict[str, float]
+    redis: RedisTotals
+    switches: dict[str, float]
 
 
-def _cpu_by_service(stack: LocalStack) -> dict[str, float]:
-    cpu = {name: tree_cpu_s(stack.procs[name].pid) for name in SERVICES}
-    return cpu | {f"{name}:main": main_thread_cpu_s(stack.procs[name].pid) for name in SPLIT}
+def _counters(stack: LocalStack, client: redis.Redis) -> _Counters:
+    pids = {name: stack.procs[name].pid for name in SERVICES}
+    cpu = {name: tree_cpu_s(pid) for name, pid in pids.items()}
+    cpu |= {f"{name}:main": main_thread_cpu_s(pids[name]) for name in SPLIT}
+    switched = {name: float(switches(pid)) for name, pid in pids.items()}
+    return _Counters(cpu, _redis_totals(client), switched)
+
+
+def _spent(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {name: after[name] - before[name] for name in after}
 
 
 def _wait(client: redis.Redis, ids: list[str], timeout_s: float = 300) -> tuple[float, RedisTotals]:
@@ -150,40 +162,35 @@ def _wait(client: redis.Redis, ids: list[str], timeout_s: float = 300) -> tuple[
 def _idle(stack: LocalStack, seconds: float) -> Idle:
     client = redis.Redis.from_url(f"{stack.redis_url}/0")
     try:
-        cpu_before, redis_before = _cpu_by_service(stack), _redis_totals(client)
-        switched = _switches(stack)
+        before = _counters(stack, client)
         time.sleep(seconds)
-        cpu_after, redis_after = _cpu_by_service(stack), _redis_totals(client)
-        switched_after = _switches(stack)
+        after = _counters(stack, client)
     finally:
         client.close()
-    return Idle({n: (cpu_after[n] - cpu_before[n]) / seconds for n in cpu_after},
-                _served(redis_before, redis_after).scaled(1 / seconds),
-                {n: (switched_after[n] - switched[n]) / seconds for n in switched})  # fmt: skip
+    cpu, switched = _spent(before.cpu_s, after.cpu_s), _spent(before.switches, after.switches)
+    return Idle({n: spent / seconds for n, spent in cpu.items()},
+                _served(before.redis, after.redis).scaled(1 / seconds),
+                {n: spent / seconds for n, spent in switched.items()})  # fmt: skip
 
 
 def _round(stack: LocalStack, tasks: int, clients: int, idle: Idle) -> Round:
     client = redis.Redis.from_url(f"{stack.redis_url}/0")
     try:
-        cpu_before, redis_before = _cpu_by_service(stack), _redis_totals(client)
-        switched = _switches(stack)
+        before = _counters(stack, client)
         bodies = [{**TASK, "session_id": f"capacity-{i % SESSIONS}"} for i in range(tasks)]
         burst = submit_burst(stack, bodies, connections=clients)
         ended_at, polls = _wait(client, burst.ids)
-        cpu_after, redis_after = _cpu_by_service(stack), _redis_totals(client)
-        switched_after = _switches(stack)
+        after = _counters(stack, client)
     finally:
         client.close()
     steps, took = tasks * STEPS_PER_TASK, ended_at - burst.started
-    per_step = {
-        n: (cpu_after[n] - cpu_before[n] - idle.cpu_s[n] * took) * 1000 / steps for n in cpu_after
-    }
-    served = _served(redis_before, redis_after).minus(polls).minus(idle.redis.scaled(took))
+    cpu, switched = _spent(before.cpu_s, after.cpu_s), _spent(before.switches, after.switches)
+    per_step = {n: (spent - idle.cpu_s[n] * took) * 1000 / steps for n, spent in cpu.items()}
+    served = _served(before.redis, after.redis).minus(polls).minus(idle.redis.scaled(took))
     calls, redis_s, reads = served.scaled(1 / steps)
     per_step["redis"] = redis_s * 1000
-    switches_per_step = {
-        n: (switched_after[n] - switched[n] - idle.switches[n] * took) / steps for n in switched
-    }
+    switches_per_step = {n: (spent - idle.switches[n] * took) / steps
+                         for n, spent in switched.items()}  # fmt: skip
     return Round(tasks, took, per_step, switches_per_step, calls, redis_s * 1e6, reads)
 
 

@@ -6,6 +6,7 @@ a call the worker could not run is tried again, then the model told."""
 from __future__ import annotations
 
 from multiprocessing import pool
+from typing import Any
 
 import pytest
 import redis
@@ -125,6 +126,25 @@ def test_a_call_runs_once_and_its_result_starts_the_next_step(
     assert runner.tools.has_sandbox("t:s")  # the session's interpreter lives here now
     runner.run_call(job)  # a copy of the job sent again: its result is in, nothing runs
     assert broker.llen(keys.AGENT_QUEUE) == queued + 1  # the next step's job, pushed once
+
+
+def test_a_calls_claim_and_result_go_from_its_own_thread_not_through_the_store_loop(
+    runner: ToolCallRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job = _waiting_for(runner, CALL)
+    hops: list[object] = []
+    hop = runner.loop.run
+
+    def counted(coro: Any, timeout: float | None = None) -> Any:
+        hops.append(coro)
+        return hop(coro, timeout)
+
+    monkeypatch.setattr(runner.loop, "run", counted)
+    assert pool.ThreadPool(1).apply(runner.run_call, (job,)) is None  # a pool thread, as Celery's
+    assert hops == []
+    monkeypatch.undo()
+    (result,) = runner.loop.run(runner.store.tool_results(job.task_id, 0, [CALL]))
+    assert isinstance(result.content, ActionReturn) and not result.content.errmsg
 
 
 def test_a_call_the_worker_could_not_run_is_retried_then_the_model_told(

@@ -243,8 +243,8 @@ class _LeanChannel:
 
 def _send_acks(channel: Any, older_than_s: float = 0.0) -> None:
     """The acks `channel`'s QoS holds, sent (see `QoS.send_acks`); Redis gone, they are not."""
-    qos: QoS | None = getattr(channel, "_qos", None)
-    if qos is None or not isinstance(qos, QoS):
+    qos = getattr(channel, "_qos", None)  # kombu's channel makes it on first use
+    if not isinstance(qos, QoS):
         return
     try:
         qos.send_acks(older_than_s)
