@@ -8,11 +8,13 @@ does not get ready in time raises `ChildFailed`, quoting the end of its log.
 from __future__ import annotations
 
 import os
+import random
 import re
 import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -38,11 +40,41 @@ class ChildFailed(RuntimeError):
 
 
 def free_port() -> int:
-    """A loopback port free right now (a small race with other programs is accepted)."""
+    """A loopback port free right now, for a server started next. It is never one this process
+    handed out before (two stacks, or two services of one, never race for a port), and it lies
+    below the kernel's ephemeral range, so no client connection's source port and no program's
+    port 0 lands on it before its server binds it."""
+    low, high = _listening_range()
+    with _handing_out:
+        for _ in range(1000):
+            port = random.randrange(low, high)
+            if port not in _handed_out and _bindable(port):
+                _handed_out.add(port)
+                return port
+    raise RuntimeError(f"no free loopback port in {low}-{high - 1}")
+
+
+_handed_out: set[int] = set()
+_handing_out = threading.Lock()
+_LOWEST_PORT = 10000  # below: ports well-known services may own
+
+
+def _listening_range() -> tuple[int, int]:
+    """The ports below the ephemeral range (Linux's default starts at 32768)."""
+    try:
+        ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral = 32768
+    return _LOWEST_PORT, max(ephemeral, _LOWEST_PORT + 1000)
+
+
+def _bindable(port: int) -> bool:
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]  # (host, port) for AF_INET
-        return port
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
 
 
 @dataclass

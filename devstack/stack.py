@@ -41,6 +41,8 @@ _CELERY_FLAGS = ["--without-gossip", "--without-mingle", "--without-heartbeat", 
 # sandboxes run the models' code, nor to the gateway, which has no use for it.
 _TOKEN_SECRET = "TASKYARD_LLM_TOKEN_SECRET"
 _HOLD_TOKEN_SECRET = ("proxy", "agent_worker", "beat")  # names, or the start of names
+# What each HTTP service logs once its port is bound (before it answers a probe).
+_BOUND = {"model": "listening on", "proxy": "listening on", "gateway": "Uvicorn running on"}
 
 
 @dataclass
@@ -277,6 +279,9 @@ class LocalStack:
         }
         child = self.procs[name]
         if name in health:
+            # Its own line first: any server on its port would answer the probe, and a
+            # service that could not bind its port exits after it.
+            child.wait_log(_BOUND[name], after=log_offset)
             child.wait_http(health[name])
         elif name == "redis":
             self._wait_redis(child)

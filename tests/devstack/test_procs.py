@@ -84,6 +84,13 @@ def test_free_port_is_bindable() -> None:
         sock.bind(("127.0.0.1", free_port()))
 
 
+def test_free_port_never_hands_out_a_port_twice_nor_one_a_client_could_take() -> None:
+    ports = [free_port() for _ in range(300)]
+    assert len(set(ports)) == len(ports)  # two services of one stack never share one
+    ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    assert max(ports) < ephemeral  # no connection's source port, no program's port 0
+
+
 def _running(pid: int) -> bool:
     # Once its parent died it is reparented; a zombie until reaped, but no longer running.
     try:

@@ -1,10 +1,14 @@
 """The local stack (devstack/stack.py): Redis runs with the fsync policy asked for, and a
 (re)start returns only once Redis answers, so fault tests and the chaos run can use it at once;
-on hosts, every service binds its host's address and keeps its files in its host's /tmp."""
+a service whose port another server holds fails the start instead of that server answering for
+it; on hosts, every service binds its host's address and keeps its files in its host's /tmp."""
 
 from __future__ import annotations
 
+import threading
 import uuid
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import docker
@@ -12,7 +16,8 @@ import pytest
 import redis
 
 from devstack.hosts import Host
-from devstack.stack import LocalStack, remove_sandboxes
+from devstack.procs import ChildFailed, free_port
+from devstack.stack import LocalStack, StackPorts, remove_sandboxes
 from taskyard.sandbox.docker.provider import WORKER_LABEL
 
 
@@ -31,6 +36,39 @@ def test_redis_restarts_with_its_fsync_policy_and_answers_at_once(tmp_path: Path
     finally:
         client.close()
         stack.stop()
+
+
+class _AnswersEverything(BaseHTTPRequestHandler):
+    """A server answering 200 to any GET, as a metrics server does."""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def squatter() -> Iterator[int]:
+    """A port another server holds, answering 200 to every GET."""
+    server = ThreadingHTTPServer(("127.0.0.1", free_port()), _AnswersEverything)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_gateway_whose_port_another_server_holds_fails_the_start(
+    tmp_path: Path, squatter: int
+) -> None:
+    stack = LocalStack(
+        ports=StackPorts(gateway=squatter), run_dir=tmp_path, sandbox_backend="local"
+    )
+    with pytest.raises(ChildFailed, match="address already in use"):
+        stack.start()  # the other server answers /readyz: the gateway's own line is awaited
+    assert not stack.procs  # and everything it started is stopped
 
 
 def test_the_sandboxes_a_stack_leaves_are_removed_by_its_label(sandbox_image: str) -> None:
