@@ -12,6 +12,8 @@ from devstack.procs import Child, Processes
 
 __all__ = ["LOOPBACK", "argv", "binary", "start", "wait_answering"]
 
+_LISTENING = "Ready to accept connections"  # logged once its port is bound and its data loaded
+
 LOOPBACK = "127.0.0.1"
 
 
@@ -37,7 +39,9 @@ def argv(
 
 
 def wait_answering(child: Child, port: int, host: str = LOOPBACK) -> None:
-    """Until the server on `port` answers PING (or `child` exits)."""
+    """Until the server on `port` answers PING (or `child` exits). Its own line first: any
+    Redis already on the port would answer, and a server that could not bind it exits."""
+    child.wait_log(_LISTENING, after=child.log_start)
     with redis.Redis(host=host, port=port, socket_timeout=2) as client:
         child.wait_until(lambda: _pings(client), f"PING answered on {host}:{port}")
 

@@ -71,6 +71,18 @@ def test_a_gateway_whose_port_another_server_holds_fails_the_start(
     assert not stack.procs  # and everything it started is stopped
 
 
+def test_a_redis_whose_port_another_redis_holds_fails_the_start(
+    tmp_path: Path, redis_server: str
+) -> None:
+    taken = int(redis_server.rsplit(":", 1)[1])
+    stack = LocalStack(ports=StackPorts(redis=taken), run_dir=tmp_path)
+    stack.argvs["redis"] = stack.commands()["redis"]  # as if started, then killed
+    stack.log_path("redis").touch()
+    with pytest.raises(ChildFailed, match="Address already in use"):
+        stack.restart("redis")  # the other Redis answers PING: the server's own line is awaited
+    stack.stop()
+
+
 def test_the_sandboxes_a_stack_leaves_are_removed_by_its_label(sandbox_image: str) -> None:
     client = docker.from_env()
     # Labels of this run's own: another test run on the engine keeps its containers.
