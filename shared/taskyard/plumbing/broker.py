@@ -17,7 +17,6 @@ Sentinel names the master; see `taskyard.plumbing.celery_app`).
 from __future__ import annotations
 
 import logging
-import secrets
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,6 +28,7 @@ from kombu.transport import redis as kombu_redis
 from kombu.utils.json import dumps, loads
 
 from taskyard.plumbing import keys
+from taskyard.plumbing.ids import unique_hex
 from taskyard.plumbing.redis_clients import MasterConnection
 
 __all__ = ["ACK_LAG_S", "Channel", "QoS", "SentinelChannel", "SentinelTransport", "Transport"]
@@ -56,7 +56,7 @@ class _Record(NamedTuple):
     def of(cls, message: Any) -> _Record:
         delivery = message.delivery_info
         exchange, routing_key = delivery["exchange"], delivery["routing_key"]
-        return cls(message._raw, exchange, routing_key, secrets.token_hex(8))
+        return cls(message._raw, exchange, routing_key, unique_hex(16))
 
     @classmethod
     def parse(cls, member: bytes | str) -> _Record:

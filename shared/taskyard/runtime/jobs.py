@@ -29,6 +29,7 @@ from taskyard.agentkit.actions import action_queue, session_bound
 from taskyard.agentkit.schema import ToolCall
 from taskyard.agentkit.spec import AgentSpec, McpServer
 from taskyard.plumbing import keys
+from taskyard.plumbing.ids import unique_uuid
 from taskyard.runtime.task import TaskRecord
 
 __all__ = [
@@ -290,7 +291,7 @@ def envelope(celery: Celery, job: Job) -> Envelope:
     `basic_publish` does for the default exchange). A test holds it equal to kombu's own.
     """
     name, queue = _route(job)
-    task_id = str(uuid.uuid4())
+    task_id = unique_uuid()
     message = celery.amqp.as_task_v2(
         task_id, name, args=(job.payload(),), kwargs={}, ignore_result=True,
         argsrepr=_describe(job), kwargsrepr="{}",
@@ -302,7 +303,7 @@ def envelope(celery: Celery, job: Job) -> Envelope:
         "delivery_info": {"exchange": "", "routing_key": queue},
         "priority": 0,
         "body_encoding": "base64",
-        "delivery_tag": str(uuid.uuid4()),
+        "delivery_tag": unique_uuid(),
     }
     wrapped = {
         "body": base64.b64encode(orjson.dumps(message.body)).decode(),
