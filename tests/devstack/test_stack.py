@@ -66,9 +66,12 @@ def test_a_gateway_whose_port_another_server_holds_fails_the_start(
     stack = LocalStack(
         ports=StackPorts(gateway=squatter), run_dir=tmp_path, sandbox_backend="local"
     )
-    with pytest.raises(ChildFailed, match="address already in use"):
-        stack.start()  # the other server answers /readyz: the gateway's own line is awaited
-    assert not stack.procs  # and everything it started is stopped
+    try:
+        with pytest.raises(ChildFailed, match="address already in use"):
+            stack.start()  # the other server answers /readyz: the gateway's own line is awaited
+        assert not stack.procs  # and everything it started is stopped
+    finally:
+        stack.stop()  # (a start that wrongly went through leaves nothing running either)
 
 
 def test_a_redis_whose_port_another_redis_holds_fails_the_start(
@@ -78,9 +81,11 @@ def test_a_redis_whose_port_another_redis_holds_fails_the_start(
     stack = LocalStack(ports=StackPorts(redis=taken), run_dir=tmp_path)
     stack.argvs["redis"] = stack.commands()["redis"]  # as if started, then killed
     stack.log_path("redis").touch()
-    with pytest.raises(ChildFailed, match="Address already in use"):
-        stack.restart("redis")  # the other Redis answers PING: the server's own line is awaited
-    stack.stop()
+    try:
+        with pytest.raises(ChildFailed, match="Address already in use"):
+            stack.restart("redis")  # the other Redis answers PING: its own line is awaited
+    finally:
+        stack.stop()
 
 
 def test_the_sandboxes_a_stack_leaves_are_removed_by_its_label(sandbox_image: str) -> None:
