@@ -47,7 +47,7 @@ def free_port() -> int:
     low, high = _listening_range()
     with _handing_out:
         for _ in range(1000):
-            port = random.randrange(low, high)
+            port = _draws.randrange(low, high)
             if port not in _handed_out and _bindable(port):
                 _handed_out.add(port)
                 return port
@@ -56,6 +56,7 @@ def free_port() -> int:
 
 _handed_out: set[int] = set()
 _handing_out = threading.Lock()
+_draws = random.SystemRandom()  # no one's seed repeats it in another process
 _LOWEST_PORT = 10000  # below: ports well-known services may own
 
 
