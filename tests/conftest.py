@@ -19,6 +19,7 @@ from redis_group import RedisGroup, start_redis_group
 
 from devstack.procs import Processes, free_port
 from devstack.redis_server import start as start_redis
+from devstack.stack import remove_sandboxes
 from taskyard.plumbing.settings import SandboxSettings
 from taskyard.runtime.store import TaskStore
 
@@ -62,6 +63,9 @@ def sandbox_worker_label() -> Iterator[str]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("TASKYARD_SANDBOX_WORKER_LABEL", label)
         yield label
+    # What the run's providers left: kernels handed off to a worker that never came exit,
+    # and an exited container stays on the engine until removed.
+    remove_sandboxes(label)
 
 
 @pytest.fixture(scope="session")
