@@ -10,7 +10,7 @@ process with `EngineProxy`.
 - `create`, `execs`: the create and exec rules; `ownership`: whose a container is, and the
   hand-off rule; `holdings`: ownership as the engine records it, kept a while;
 - `callers`: who is calling; `wire`, `engine`, `relay`: HTTP on both sides, the engine's
-  socket, a worker's connection; `proxy`: the server.
+  socket, a worker's connection; `proxy`: the server; `reaper`: hand-offs that ended, removed.
 """
 
 from services.engine_proxy.callers import TOKEN_HEADER

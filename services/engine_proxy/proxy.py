@@ -15,6 +15,7 @@ from services.engine_proxy.create import Limits
 from services.engine_proxy.engine import Engine
 from services.engine_proxy.gate import Gate
 from services.engine_proxy.holdings import Holdings
+from services.engine_proxy.reaper import Reaper
 from services.engine_proxy.relay import Relay
 from services.engine_proxy.settings import EngineProxySettings
 from services.engine_proxy.wire import MAX_HEAD
@@ -31,9 +32,12 @@ class EngineProxy:
             raise ValueError("TASKYARD_ENGINE_PROXY_CALLERS names no worker: none could use it")
         self._listen = urlsplit(settings.engine_proxy_listen)
         self._engine = Engine(settings.engine_proxy_engine)
-        gate = Gate(self._engine, Holdings(self._engine), Limits.from_settings(settings))
+        holdings = Holdings(self._engine)
+        gate = Gate(self._engine, holdings, Limits.from_settings(settings))
         relay = Relay(Callers(callers), gate, self._engine, settings.engine_proxy_max_body_bytes)
         self._serve = relay.serve
+        self._reaper = Reaper(self._engine, holdings, settings.engine_proxy_reap_s)
+        self._reaping: asyncio.Task[None] | None = None
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self.address = settings.engine_proxy_listen
@@ -50,12 +54,15 @@ class EngineProxy:
             self._server = await asyncio.start_server(self._track, host, port, limit=MAX_HEAD)
             port = self._server.sockets[0].getsockname()[1]
             self.address = f"tcp://{host}:{port}"
+        self._reaping = asyncio.create_task(self._reaper.run())
         return self.address
 
     async def close(self) -> None:
         """Stop listening and end every connection (hijacked streams too)."""
         if self._server is not None:
             self._server.close()
+        if self._reaping is not None:
+            self._reaping.cancel()
         for task in list(self._connections):
             task.cancel()
         if self._connections:

@@ -65,6 +65,9 @@ class EngineProxySettings(Area):
     times one sandbox's."""
     engine_proxy_max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     """The largest request body (a file put into a sandbox)."""
+    engine_proxy_reap_s: float = Field(default=60.0, gt=0)
+    """How often the proxy removes handed-off sandboxes that ended with no worker taking them
+    over (their maker may never start again to remove them)."""
 
     @field_validator("engine_proxy_max_memory", "engine_proxy_max_disk")
     @classmethod
