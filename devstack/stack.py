@@ -41,8 +41,9 @@ _CELERY_FLAGS = ["--without-gossip", "--without-mingle", "--without-heartbeat", 
 # sandboxes run the models' code, nor to the gateway, which has no use for it.
 _TOKEN_SECRET = "TASKYARD_LLM_TOKEN_SECRET"
 _HOLD_TOKEN_SECRET = ("proxy", "agent_worker", "beat")  # names, or the start of names
-# What each HTTP service logs once its port is bound (before it answers a probe).
-_BOUND = {"model": "listening on", "proxy": "listening on", "gateway": "Uvicorn running on"}
+# What each service with a port of its own logs once it is bound (before it answers a probe).
+_BOUND = {"model": "listening on", "proxy": "listening on", "gateway": "Uvicorn running on",
+          "engine_proxy": "listening on"}  # fmt: skip
 
 
 @dataclass
@@ -268,29 +269,28 @@ class LocalStack:
         """Each agent worker's process name and the name of its Celery node (before the @)."""
         return _numbered("agent_worker", "agent", self.agent_workers)
 
-    def _wait_ready(self, name: str, log_offset: int = 0) -> None:
-        if name == "engine_proxy":
-            self.procs[name].wait_log("listening on", after=log_offset)
-            return
+    def _wait_ready(self, name: str) -> None:
+        child = self.procs[name]
+        after = child.log_start  # this run's part of a log kept across restarts
+        if name in _BOUND:
+            # Its own line first: any server on its port would answer the probe, and a
+            # service that could not bind its port exits after it.
+            child.wait_log(_BOUND[name], after=after)
         health = {
             "model": f"{self.model_url}/health",
             "proxy": f"{self.proxy_url}/healthz",
             "gateway": f"{self.gateway_url}/readyz",
         }
-        child = self.procs[name]
         if name in health:
-            # Its own line first: any server on its port would answer the probe, and a
-            # service that could not bind its port exits after it.
-            child.wait_log(_BOUND[name], after=log_offset)
             child.wait_http(health[name])
         elif name == "redis":
             self._wait_redis(child)
         elif self.sentinels and name in self.sentinels.names:
             self.sentinels.wait_ready(name, child)
         elif "_worker" in name:
-            child.wait_log("ready.", after=log_offset)
+            child.wait_log("ready.", after=after)
         elif name == "beat":
-            child.wait_log("beat: Starting", after=log_offset)
+            child.wait_log("beat: Starting", after=after)
 
     def confined(self, name: str) -> bool:
         """Whether `name` starts through `devstack.confine`: a tool worker reaching the engine
@@ -339,9 +339,8 @@ class LocalStack:
 
     def restart(self, name: str) -> None:
         """Start a killed service again with the same command line, and wait until it is up."""
-        log_offset = len(self.log_path(name).read_text(errors="replace"))
         self._spawn(name, self.argvs[name])
-        self._wait_ready(name, log_offset)
+        self._wait_ready(name)
 
     @property
     def worker_label(self) -> str:

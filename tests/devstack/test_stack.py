@@ -24,7 +24,6 @@ from taskyard.sandbox.docker.provider import WORKER_LABEL
 def test_redis_restarts_with_its_fsync_policy_and_answers_at_once(tmp_path: Path) -> None:
     stack = LocalStack(run_dir=tmp_path, redis_appendfsync="always")
     stack.argvs["redis"] = stack.commands()["redis"]  # as if started, then killed
-    stack.log_path("redis").touch()
     client = redis.Redis.from_url(stack.redis_url, decode_responses=True)
     try:
         stack.restart("redis")  # a first start: the same command line, waited on
@@ -80,7 +79,6 @@ def test_a_redis_whose_port_another_redis_holds_fails_the_start(
     taken = int(redis_server.rsplit(":", 1)[1])
     stack = LocalStack(ports=StackPorts(redis=taken), run_dir=tmp_path)
     stack.argvs["redis"] = stack.commands()["redis"]  # as if started, then killed
-    stack.log_path("redis").touch()
     try:
         with pytest.raises(ChildFailed, match="Address already in use"):
             stack.restart("redis")  # the other Redis answers PING: its own line is awaited

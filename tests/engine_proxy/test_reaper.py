@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,9 +32,8 @@ class _Made:
         labels = {CALLER_LABEL: "tools-a"} if proxied else {}
         command = ["sleep", "60"] if running else ["true"]
         made = self.engine.containers.run(
-            self.image, entrypoint=command, labels={**labels, "test": uuid.uuid4().hex},
-            network_mode="none", detach=True,
-        )  # fmt: skip
+            self.image, entrypoint=command, labels=labels, network_mode="none", detach=True
+        )
         self.made.append(made)
         if not running:
             made.wait(timeout=30)
