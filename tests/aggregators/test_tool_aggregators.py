@@ -58,6 +58,18 @@ def test_native_drops_results_whose_call_is_outside_the_window() -> None:
     assert chat == [{"role": "user", "content": "next question"}]
 
 
+def test_a_growing_history_keeps_results_of_calls_made_steps_ago_and_drops_orphans() -> None:
+    """A long session's step checks only its new messages: a result whose call an earlier
+    step announced is kept, one whose call never was is dropped, as from scratch."""
+    history = [result("c0", "cut off"), AgentMessage(content="go"), call_turn(*CALLS)]
+    aggregator = NativeToolAggregator()
+    assert [m["role"] for m in aggregator.aggregate(history, "bot")] == ["user", "assistant"]
+    history += [result("c1", "2"), result("c9", "orphan"), result("c2", "hit")]
+    chat = aggregator.aggregate(history, "bot")
+    assert [m.get("tool_call_id") for m in chat if m["role"] == "tool"] == ["c1", "c2"]
+    assert chat == NativeToolAggregator().aggregate(history, "bot")
+
+
 def test_native_renders_a_tool_message_without_call_id_as_user_text() -> None:
     stray = AgentMessage(sender="IPythonInterpreter", content=ActionReturn(errmsg="lost state"))
     chat = NativeToolAggregator().aggregate([stray], "bot")

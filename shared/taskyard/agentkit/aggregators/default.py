@@ -2,7 +2,9 @@
 
 System messages first (the system prompt, with the parser's format instruction appended);
 messages from the agent itself (``sender == name``) become ``assistant``; every other sender
-becomes ``user``, and consecutive user messages are merged into one.
+becomes ``user``, and consecutive user messages are merged into one. A ``tool`` message whose
+call no earlier message announces (a `recent_n` window cut it off, a compaction summarised
+it) is dropped: OpenAI-compatible servers reject a tool message without its call.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class _Body:
     count: int
     name: str
     chat: list[ChatMessage]
+    calls: set[str]  # the ids of the tool calls announced in `chat`
 
     def continues(self, messages: Sequence[AgentMessage], name: str) -> bool:
         """Whether `messages` start with the very messages this body was made of."""
@@ -70,22 +73,25 @@ class DefaultAggregator:
     def _body(self, messages: Sequence[AgentMessage], name: str) -> list[ChatMessage]:
         """The chat messages of `messages`, continued from the last body made for the same
         first messages (a session's memory only grows between steps), so a long session's
-        step renders and merges only what is new."""
+        step renders, merges and checks only what is new."""
         bodies: dict[int, _Body] = self.__dict__.setdefault("_bodies", {})
         first = messages[0] if messages else None
         key = id(first)
         known = bodies.get(key)
-        done, body = 0, []
+        done, body, calls = 0, [], set()
         if known is not None and known.continues(messages, name):
-            done, body = known.count, list(known.chat)  # a copy: the cached one stays whole
+            # Copies: the cached ones stay whole.
+            done, body, calls = known.count, list(known.chat), set(known.calls)
         append, rendered = self._append, self.rendered
         for message in messages[done:]:
             for entry in rendered(message, name):
-                append(body, entry)
+                if _admitted(entry, calls):
+                    append(body, entry)
         if first is not None:
             forget = bodies.pop
             anchor = weakref.ref(first, lambda _: forget(key, None))
-            bodies[key] = _Body(anchor, weakref.ref(messages[-1]), len(messages), name, body)
+            last = weakref.ref(messages[-1])
+            bodies[key] = _Body(anchor, last, len(messages), name, body, calls)
         return body
 
     def rendered(self, message: AgentMessage, name: str) -> list[ChatMessage]:
@@ -129,6 +135,17 @@ class DefaultAggregator:
             }
         else:
             chat.append(entry)
+
+
+def _admitted(entry: ChatMessage, calls: set[str]) -> bool:
+    """Whether `entry` may follow entries announcing the tool calls `calls` (an orphan tool
+    message may not: see the module's docstring); its own calls join `calls`."""
+    role = entry["role"]
+    if role == "tool":
+        return entry.get("tool_call_id") in calls
+    if role == "assistant" and entry.get("tool_calls"):
+        calls.update(call["id"] for call in entry["tool_calls"])
+    return True
 
 
 def content_text(content: Any) -> str:
