@@ -17,7 +17,9 @@ own from INFO (its CPU and every command's calls), so each figure is per agent s
 - each beside the floor, a bare no-op Celery job in taskyard's Celery configuration measured
   in the same run (a step is 1.5 jobs), and the targets of issue 30: taskyard's own CPU (the
   services less the floor) <= 2.5 ms a step, Redis <= 40 commands a step, the tool worker
-  <= 1 ms a call above its job's floor.
+  <= 1 ms a call above its job's floor;
+- the tool worker's call runner alone, without Celery (`_call_runner_cpu.py`), as issue 30
+  first measured it.
 
 What the services spend idle (pollers, heartbeats, the sweep) is measured first, for as long as
 a round, and taken off each round's figures: the table is the marginal cost of a step.
@@ -37,6 +39,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import redis
+from _call_runner_cpu import measure as call_runner_cpu
 from _celery_floor import drain
 from _cpu import main_thread_cpu_s, switches, tree_cpu_s
 from _stackbench import configure_model, submit_burst
@@ -61,6 +64,7 @@ TARGET_TASKS_S = 100.0  # two-step tasks on this machine
 JOBS_PER_STEP = 1.5  # Celery jobs: the step's own, and half a tool call's (one per two steps)
 # Bare jobs the floor is measured over: /proc counts CPU in 10 ms ticks (0.01 ms a job here).
 FLOOR_JOBS = 1000
+RUNNER_CALLS = 1000  # tool calls of the call runner alone, without Celery
 
 
 class RedisTotals(NamedTuple):
@@ -255,6 +259,7 @@ def capacity_section(quick: bool) -> None:
         mix = {n: c - before.get(n, 0) for n, c in _commands(client).items()}
         client.close()
         floor = _celery_floor(stack, FLOOR_JOBS)
+        runner = call_runner_cpu(stack.redis_url, RUNNER_CALLS)
     finally:
         stack.stop()
     print(
@@ -266,6 +271,11 @@ def capacity_section(quick: bool) -> None:
         "(its own, half a tool call's)"
     )
     _print_model(results, floor)
+    print(f"the tool worker's call runner alone, without Celery (`run_call` in a process of its "
+          f"own on a local sandbox, {RUNNER_CALLS} calls, the runner's threads): "
+          f"**{runner['runner_ms']:.2f} CPU-ms per call** (target <= {TARGET_CALL_MS}; issue 30 "
+          f"found 3.3-4.3), the cell's kernel {runner['kernel_ms']:.2f} more, "
+          f"{runner['wall_ms']:.2f} ms of wall time")  # fmt: skip
     steps = sum(r.tasks for r in results) * STEPS_PER_TASK
     top = sorted(mix.items(), key=lambda item: -item[1])[:10]
     print(

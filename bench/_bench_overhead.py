@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import httpx
 import redis
-from _bench_capacity import JOBS_PER_STEP, TARGET_TASKS_S
+from _bench_capacity import JOBS_PER_STEP, STEPS_PER_TASK, TARGET_TASKS_S
 from _celery_floor import measure as celery_floor
 
 from devstack.procs import ROOT
@@ -27,6 +27,7 @@ from devstack.stack import LocalStack
 from taskyard.client import TaskyardClient
 from taskyard.plumbing import keys
 from taskyard.plumbing.settings import ToolWorkerSettings
+from taskyard.plumbing.tenant_credentials import TenantCredentials
 from taskyard.sandbox import make_sandbox_provider
 
 __all__ = ["overhead_section"]
@@ -60,7 +61,10 @@ def _client_loop(stack: LocalStack, session: str, count: int) -> list[_Run]:
         client.close()
 
 
-def _timeline(stack: LocalStack, runs: list[_Run]) -> list[tuple[str, float]]:
+Gaps = list[tuple[str, float]]  # (event, median gap before it, ms), in the stream's order
+
+
+def _timeline(stack: LocalStack, runs: list[_Run]) -> Gaps:
     """Where a task's time goes: the median gap before each event of its stream (Redis
     stamps each entry's id with its own clock, in ms), from the client's submit on."""
     r = redis.Redis.from_url(f"{stack.redis_url}/0", decode_responses=True)
@@ -84,11 +88,18 @@ def _label(fields: dict[str, str]) -> str:
     return f"{fields.get('kind', '?')} {detail}".strip()
 
 
-def _model_call_s(stack: LocalStack, samples: int = 200) -> float:
+def _model_call_s(stack: LocalStack, through_proxy: bool = False, samples: int = 200) -> float:
+    """A model call's p50, to the scripted model straight or through the LLM proxy (with a
+    tenant credential, as the agent worker calls it)."""
     url = f"http://127.0.0.1:{stack.ports.model}/v1/chat/completions"
+    headers = {}
+    if through_proxy:
+        url = f"{stack.proxy_url}/v1/chat/completions"
+        credential = TenantCredentials(stack.token_secret, 600).sign("bench", "task_bench")
+        headers["Authorization"] = f"Bearer {credential}"
     tool = {"type": "function", "function": {"name": "IPythonInterpreter", "parameters": {}}}
     body = {"model": "scripted", "messages": [{"role": "user", "content": TASK}], "tools": [tool]}
-    with httpx.Client() as http:
+    with httpx.Client(headers=headers) as http:
         times = []
         for _ in range(samples):
             start = time.perf_counter()
@@ -140,6 +151,7 @@ def overhead_section(quick: bool) -> None:
         where = _timeline(stack, runs)
         rate = _saturation(stack, CLIENTS, burst // CLIENTS)
         model_s, tool_s = _model_call_s(stack), _tool_call_s()
+        proxied_s = _model_call_s(stack, through_proxy=True)
         floor = _floor(stack)
     finally:
         stack.stop()
@@ -155,6 +167,7 @@ def overhead_section(quick: bool) -> None:
     print(f"| saturation ({CLIENTS} clients, own sessions; target >= {TARGET_TASKS_S:.0f}) | | "
           f"**{rate:.0f}** |")  # fmt: skip
     print(f"| model call, straight | {model_s * 1e3:.2f} ms | |")
+    print(f"| model call through the LLM proxy | {proxied_s * 1e3:.2f} ms | |")
     print(f"| warm sandbox `print(1)`, straight | {tool_s * 1e3:.2f} ms | |")
     print(f"| bare Celery no-op hop (same Redis) | {floor['p50_ms']:.2f} ms "
           f"(p99 {floor['p99_ms']:.2f}) | {floor['tasks_s']:.0f} |")  # fmt: skip
@@ -164,3 +177,21 @@ def overhead_section(quick: bool) -> None:
     print("| --- | --- |")
     for label, gap in where:
         print(f"| {label} | {gap:.1f} ms |")
+    _print_parts(overhead_ms, floor["p50_ms"], proxied_s - model_s, where)
+
+
+def _print_parts(overhead_ms: float, hop_ms: float, proxy_s: float, where: Gaps) -> None:
+    """The overhead per step split into what the path holds besides the steps' own work:
+    Celery's 1.5 hops, the LLM proxy's hop (one model call a step) and the gateway's part (a
+    task's submit until its first event, and its last event until the client sees it: half
+    of it a step)."""
+    gaps = dict(where)
+    gateway_ms = (gaps[where[0][0]] + gaps["the client sees the end"]) / STEPS_PER_TASK
+    hops_ms, proxy_ms = JOBS_PER_STEP * hop_ms, proxy_s * 1e3
+    rest_ms = overhead_ms - hops_ms - proxy_ms - gateway_ms
+    fixed = (hops_ms + proxy_ms + gateway_ms) / hop_ms
+    print(f"\nThe overhead per step, {overhead_ms:.2f} ms: Celery's {JOBS_PER_STEP:g} bare hops "
+          f"{hops_ms:.2f} ms, the LLM proxy's hop {proxy_ms:.2f} ms, the gateway's part "
+          f"{gateway_ms:.2f} ms (the submit's and the end's gaps above, half a task's), the "
+          f"steps' own work the rest, {rest_ms:.2f} ms; the first three alone are {fixed:.2f} "
+          f"bare hops (target {TARGET_HOPS:g} for all)")  # fmt: skip
