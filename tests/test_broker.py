@@ -1,13 +1,18 @@
 """kombu's Redis transport as taskyard's workers run it, on a real Redis: the ack emulation
 records every job taken as one sorted-set member and removes it on the ack, one command each
 and no MULTI/EXEC, the ack sent with the next job's record (or before the worker waits, or as
-its channel closes); a job never acked, rejected to be requeued, or held by a channel that closes
-goes back to its queue, once however many restore it, and never after its ack; kombu's own
-keys stay empty."""
+its channel closes), and the job not waiting for that write's reply, which the next write
+reads: a worker killed as its job starts has left the record, and a write that failed is
+written again with every record held; a job never acked, rejected to be requeued, or held by a
+channel that closes goes back to its queue, once however many restore it, and never after its
+ack; kombu's own keys stay empty."""
 
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -61,9 +66,22 @@ def _publish(connection: kombu.Connection, body: dict[str, int]) -> None:
 
 
 def _take(connection: kombu.Connection) -> kombu.Message:
-    message = QUEUE(connection.channel()).get(no_ack=False)
+    """A job taken, its record's write done by Redis."""
+    return _settled(QUEUE(connection.channel()).get(no_ack=False))
+
+
+def _settled(message: kombu.Message | None) -> kombu.Message:
+    """`message`, once Redis has done its channel's writes (they go unwaited)."""
     assert message is not None
+    message.channel.qos.settle()
     return message
+
+
+def _acked(message: kombu.Message) -> None:
+    """`message` acked, and its record's removal done, as its worker's next write would."""
+    message.ack()
+    message.channel.qos.send_acks()
+    message.channel.qos.settle()
 
 
 def _past_the_visibility_timeout() -> None:
@@ -76,32 +94,41 @@ def test_a_taken_job_is_one_write_and_its_ack_one_more(
     consumer = QUEUE(connection.channel())
     assert consumer.get() is None  # its connection made, the queue declared
     _publish(connection, {"n": 1})
-    message, commands = _commands(broker, partial(consumer.get, no_ack=False))
+    message, commands = _commands(broker, lambda: _settled(consumer.get(no_ack=False)))
     assert commands == {"rpop": 1, "zadd": 1}
     # The whole record, so any worker can restore the job from the set alone.
     [member] = broker.zrange(TAKEN, 0, -1)
     assert json.loads(member)[0]["properties"]["delivery_tag"] == message.delivery_tag
     assert _commands(broker, message.ack)[1] == {}  # held for the next write
-    assert _commands(broker, message.channel.qos.send_acks)[1] == {"zrem": 1}
+    qos = message.channel.qos
+    assert _commands(broker, lambda: (qos.send_acks(), qos.settle()))[1] == {"zrem": 1}
     assert broker.zcard(TAKEN) == 0
 
 
-def _round_trips(action: Callable[[], T]) -> tuple[T, int]:
-    """What `action` returned, and how many times it sent commands to Redis and waited."""
-    sent = 0
-    send = redis.connection.AbstractConnection.send_packed_command
+def _round_trips(action: Callable[[], T]) -> tuple[T, int, int]:
+    """What `action` returned, how many times it sent commands to Redis, and how many replies
+    it read."""
+    sent = read = 0
+    connection = redis.connection.AbstractConnection
+    send, receive = connection.send_packed_command, connection.read_response
 
-    def counted(self: Any, *args: Any, **kwargs: Any) -> None:
+    def counted_send(self: Any, *args: Any, **kwargs: Any) -> None:
         nonlocal sent
         sent += 1
         send(self, *args, **kwargs)
 
+    def counted_read(self: Any, *args: Any, **kwargs: Any) -> Any:
+        nonlocal read
+        read += 1
+        return receive(self, *args, **kwargs)
+
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(redis.connection.AbstractConnection, "send_packed_command", counted)
-        return action(), sent
+        patch.setattr(connection, "send_packed_command", counted_send)
+        patch.setattr(connection, "read_response", counted_read)
+        return action(), sent, read
 
 
-def test_an_ack_goes_out_with_the_next_jobs_record_in_one_round_trip(
+def test_an_ack_goes_out_with_the_next_jobs_record_in_one_write_not_waited_on(
     connection: kombu.Connection, broker: redis.Redis
 ) -> None:
     consumer = QUEUE(connection.channel())
@@ -111,11 +138,21 @@ def test_an_ack_goes_out_with_the_next_jobs_record_in_one_round_trip(
     assert first is not None
     first.ack()
     take = partial(consumer.get, no_ack=False)
-    (second, sent), commands = _commands(broker, partial(_round_trips, take))
+    (second, sent, read), commands = _commands(
+        broker, lambda: _settled_after(_round_trips(take), first.channel.qos)
+    )
     assert second is not None and second.payload == {"n": 1}
-    assert commands == {"rpop": 1, "zrem": 1, "zadd": 1}
     assert sent == 2  # the RPOP, then the ZREM and the ZADD together
+    # The RPOP's reply, and the first job's record's (here long since): the second job waits
+    # for no reply of its own record's write, nor of the first's ack.
+    assert read == 2
+    assert commands == {"rpop": 1, "zrem": 1, "zadd": 1}
     assert broker.zcard(TAKEN) == 1  # the second's record only
+
+
+def _settled_after(result: T, qos: Any) -> T:
+    qos.settle()
+    return result
 
 
 def test_an_ack_held_goes_out_alone_once_no_job_came_for_a_while(
@@ -125,12 +162,16 @@ def test_an_ack_held_goes_out_alone_once_no_job_came_for_a_while(
     with consumer:
         _publish(connection, {"n": 8})
         connection.drain_events(timeout=5)  # taken (BRPOP) and acked
+        settle = consumer.channel.qos.settle
+        settle()
         assert broker.zcard(TAKEN) == 1  # the ack held, for the next job's record
         poll_round = connection.transport.cycle.on_poll_start  # a hub's every tick too
         poll_round()
+        settle()
         assert broker.zcard(TAKEN) == 1  # no job yet, but the ack is young
         time.sleep(ACK_LAG_S)
         poll_round()
+        settle()
         assert broker.zcard(TAKEN) == 0
 
 
@@ -183,8 +224,8 @@ def test_a_closing_channel_returns_the_jobs_it_holds(
     for n in range(3):
         _publish(connection, {"n": n})
     channel = connection.channel()
-    held = [QUEUE(channel).get(no_ack=False) for _ in range(3)]
-    assert all(held) and broker.zcard(TAKEN) == 3
+    held = [_settled(QUEUE(channel).get(no_ack=False)) for _ in range(3)]
+    assert broker.zcard(TAKEN) == 3
     held[0].ack()
     channel.close()  # restores the two it still holds (restore_unacked)
     assert (broker.llen("jobs"), broker.zcard(TAKEN)) == (2, 0)
@@ -227,11 +268,7 @@ def test_a_job_acked_while_being_restored_stays_acked(
     _publish(connection, {"n": 6})
     message = _take(connection)
 
-    def ack() -> None:
-        message.ack()
-        message.channel.qos.send_acks()  # as its worker's next write would
-
-    _sweep_with(monkeypatch, connection, ack)
+    _sweep_with(monkeypatch, connection, partial(_acked, message))
     assert (broker.llen("jobs"), broker.zcard(TAKEN)) == (0, 0)
 
 
@@ -244,9 +281,55 @@ def test_a_job_acked_after_its_restore_runs_again(
     _past_the_visibility_timeout()
     connection.channel().qos.restore_visible(num=10, interval=1)
     again = _take(connection)
-    message.ack()  # its first worker was slow, not dead
-    message.channel.qos.send_acks()
+    _acked(message)  # its first worker was slow, not dead
     assert broker.zcard(TAKEN) == 1  # the second take's record stays until its own ack
-    again.ack()
-    again.channel.qos.send_acks()
+    _acked(again)
     assert (broker.llen("jobs"), broker.zcard(TAKEN)) == (0, 0)
+
+
+def test_a_worker_killed_as_its_job_starts_has_left_the_jobs_record(
+    redis_server: str, broker: redis.Redis
+) -> None:
+    """The record's write is not waited on, but it is on the socket before the job starts."""
+    script = (
+        "import os, signal, sys, kombu\n"
+        "from taskyard.plumbing.broker import Transport\n"
+        "with kombu.Connection(sys.argv[1], transport=Transport) as conn:\n"
+        "    queue = kombu.Queue('jobs', routing_key='jobs')\n"
+        "    conn.Producer().publish({'n': 10}, routing_key='jobs', declare=[queue])\n"
+        "    message = queue(conn.channel()).get(no_ack=False)\n"
+        "    assert message is not None\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)  # the job's first instant\n"
+    )
+    worker = subprocess.run([sys.executable, "-c", script, f"{redis_server}/1"], timeout=60)
+    assert worker.returncode == -signal.SIGKILL
+    assert (broker.llen("jobs"), broker.zcard(TAKEN)) == (0, 1)  # recorded: it will be restored
+
+
+def test_a_record_redis_refused_is_written_again_with_every_record_held(
+    connection: kombu.Connection, broker: redis.Redis
+) -> None:
+    for n in range(2):
+        _publish(connection, {"n": n})
+    consumer = QUEUE(connection.channel())
+    broker.set(TAKEN, "not a sorted set")  # Redis answers the next record's ZADD with an error
+    first = consumer.get(no_ack=False)
+    assert first is not None  # the job went on: the write's reply was not waited for
+    broker.delete(TAKEN)
+    second = _settled(consumer.get(no_ack=False))  # this write read the error: all again
+    members = [json.loads(m)[0]["properties"]["delivery_tag"] for m in broker.zrange(TAKEN, 0, -1)]
+    assert sorted(members) == sorted([first.delivery_tag, second.delivery_tag])
+
+
+def test_a_record_written_on_a_connection_that_was_lost_is_written_again(
+    connection: kombu.Connection, broker: redis.Redis
+) -> None:
+    for n in range(2):
+        _publish(connection, {"n": n})
+    consumer = QUEUE(connection.channel())
+    first = _settled(consumer.get(no_ack=False))
+    broker.delete(TAKEN)  # as if that write had been lost with its connection
+    broker.client_kill_filter(_type="normal", skipme=True)  # every client's connection
+    second = _settled(consumer.get(no_ack=False))
+    members = [json.loads(m)[0]["properties"]["delivery_tag"] for m in broker.zrange(TAKEN, 0, -1)]
+    assert sorted(members) == sorted([first.delivery_tag, second.delivery_tag])

@@ -1,5 +1,5 @@
 """kombu's Redis transports, with one Redis client per channel instead of one per command, and
-each job taken recorded in one key.
+each job taken recorded in one key, written without waiting for Redis's reply.
 
 kombu's Redis channel builds a fresh `redis.Redis` for every publish, unacked record and
 ack (`Channel._create_client`), and redis-py's constructor fills a table of ~170 response
@@ -8,8 +8,8 @@ unacked record and its ack), about a fifth of an agent step. A client only holds
 channel's connection pool, and is safe to share across threads and greenlets, so these
 channels keep one. Their ack emulation (`QoS`) records a job taken with one write, and removes
 the record on the ack with another, where kombu's takes two each, and sends that removal with the
-next job's record, one round trip for both, where kombu waits on each (see there). Everything
-else is kombu's transport as it is; Celery selects one with
+next job's record, in one write its job does not wait on, where kombu waits on each (see
+there). Everything else is kombu's transport as it is; Celery selects one with
 ``broker_transport = "taskyard.plumbing.broker:Transport"`` (or ``SentinelTransport`` when
 Sentinel names the master; see `taskyard.plumbing.celery_app`).
 """
@@ -17,8 +17,9 @@ Sentinel names the master; see `taskyard.plumbing.celery_app`).
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cached_property
 from typing import Any, NamedTuple
@@ -91,13 +92,20 @@ class QoS(kombu_redis.QoS):
     transaction, so a job recorded is never lost. Any take or ack between the read and the
     EXEC aborts a restore too; restores are rare, so reading again is cheap.
 
-    An ack's ZREM goes out with the next job's ZADD, in one pipeline: a worker under load pays
-    one round trip a job for its record and its ack, not two. The ZREMs held go out alone once
-    the oldest waited `ACK_LAG_S` (checked at every ack and every round of the poller), before
-    the worker's own restore scan, and when its channel closes; so an ack lags by at most one
-    poll of an idle worker (about a second: kombu's BRPOP timeout). A worker killed in that lag
-    leaves its last jobs recorded: another worker restores them after the visibility timeout,
-    and they run again, as a job whose worker died before its ack does."""
+    An ack's ZREM goes out with the next job's ZADD, in one pipeline, and the job runs without
+    waiting for Redis's reply (`_UnwaitedWrites`): a job starts as soon as it is taken. The
+    write is on the socket before the job starts, so a worker killed while it runs still left
+    its record; a write that fails, or an error Redis answers, is found at the next write (or
+    at the restore scan of the poller's next rounds) and every record the worker holds is
+    written again, waited on (the job that ran meanwhile has a record again; had its worker
+    died first, it is the sweep's, as any job whose record was lost). Before anything else
+    reads or removes records (a reject, a restore), the replies are read, so Redis has done
+    those writes. The ZREMs held go out alone once the oldest waited `ACK_LAG_S` (checked at
+    every ack and every round of the poller), before the worker's own restore scan, and when
+    its channel closes; so an ack lags by at most one poll of an idle worker (about a second:
+    kombu's BRPOP timeout). A worker killed in that lag leaves its last jobs recorded: another
+    worker restores them after the visibility timeout, and they run again, as a job whose
+    worker died before its ack does."""
 
     channel: kombu_redis.Channel  # kombu's stubs say a virtual one, which has no Redis client
     _vrestore_count: int  # kombu's count of `restore_visible` calls
@@ -112,18 +120,58 @@ class QoS(kombu_redis.QoS):
     def taken_key(self) -> str:
         return keys.celery_taken(self.unacked_key)
 
+    @cached_property
+    def _writes(self) -> _UnwaitedWrites:
+        return _UnwaitedWrites(self.channel.client.connection_pool)
+
     def append(self, message: Any, delivery_tag: str) -> None:
         member = _Record.of(message).member()
-        with self._sending_acks() as acked, self.channel.conn_or_acquire() as client:
-            if acked:
-                pipe = client.pipeline(transaction=False)
-                pipe.zrem(self.taken_key, *acked).zadd(self.taken_key, {member: time.time()})
-                pipe.execute()
-            else:
-                client.zadd(self.taken_key, {member: time.time()})
         self._members[delivery_tag] = member
+        try:
+            with self._sending_acks() as acked:
+                self._write(acked, [member])
+        except BaseException:
+            self._members.pop(delivery_tag, None)
+            raise
         # The channel's own bookkeeping (kombu's `append` would write kombu's record first).
         super(kombu_redis.QoS, self).append(message, delivery_tag)
+
+    def _write(self, acked: list[str], taken: list[str]) -> None:
+        """Remove the records `acked` and add the records `taken`, not waiting for Redis."""
+        try:
+            self._writes.send(self._commands(acked, taken))
+        except redis.RedisError as exc:
+            self._write_all_again(exc, acked)
+
+    def settle(self) -> None:
+        """Wait until Redis has done every record and ack written (see the class)."""
+        try:
+            self._writes.settle()
+        except redis.RedisError as exc:
+            self._write_all_again(exc, [])
+
+    def _write_all_again(self, failed: redis.RedisError, acked: list[str]) -> None:
+        """After a write that failed (this one, or one before whose reply said so): the records
+        of every job held, and the acks `acked`, written again, waited on. An ack lost before
+        leaves its record: that job runs again after the visibility timeout."""
+        log.warning("a job's record or ack was not written (%s): all written again", failed)
+        held = list(self._members.values())
+        self._writes.send(self._commands(acked, held), wait=True)
+
+    def _commands(self, acked: list[str], taken: list[str]) -> list[tuple[Any, ...]]:
+        commands: list[tuple[Any, ...]] = [("ZREM", self.taken_key, *acked)] if acked else []
+        if taken:
+            now = time.time()
+            commands.append(("ZADD", self.taken_key, *(a for m in taken for a in (now, m))))
+        return commands
+
+    def close(self) -> None:
+        """The acks held sent, every write done by Redis, and the connection given back."""
+        try:
+            self.send_acks()
+            self.settle()
+        finally:
+            self._writes.close()
 
     def ack(self, delivery_tag: str) -> None:
         """The job's record goes with the next job's (see the class)."""
@@ -140,8 +188,8 @@ class QoS(kombu_redis.QoS):
         acked `older_than_s` ago."""
         if not self._acked or time.monotonic() - self._acked_since < older_than_s:
             return
-        with self._sending_acks() as acked, self.channel.conn_or_acquire() as client:
-            client.zrem(self.taken_key, *acked)
+        with self._sending_acks() as acked:
+            self._write(acked, [])
 
     @contextmanager
     def _sending_acks(self) -> Iterator[list[str]]:
@@ -163,12 +211,14 @@ class QoS(kombu_redis.QoS):
             yield acquired.pipeline(transaction=False)
 
     def _remove_from_indices(self, delivery_tag: str, pipe: Any = None) -> Any:
-        """The ack's (or a reject's) removal of the job's record, on a pipeline to execute."""
+        """A reject's removal of the job's record, on a pipeline to execute."""
+        self.settle()  # its record's write done first
         with self.pipe_or_acquire(pipe) as pipe:
             member = self._members.pop(delivery_tag, None)
             return pipe if member is None else pipe.zrem(self.taken_key, member)
 
     def restore_by_tag(self, tag: str, client: Any = None, leftmost: bool = False) -> None:
+        self.settle()  # its record's write done first (or, failed, done again)
         member = self._members.pop(tag, None)
         if member is None:
             return  # acked, or restored already
@@ -181,6 +231,7 @@ class QoS(kombu_redis.QoS):
         Oldest first, at most `num` of them from the `start`th (None: all). One worker at a
         time scans, as kombu's do: its mutex, shared with theirs."""
         self.send_acks()  # this worker's acked jobs are not overdue
+        self.settle()
         self._vrestore_count += 1
         if (self._vrestore_count - 1) % (interval or 1):
             return
@@ -237,19 +288,82 @@ class _LeanChannel:
         return self._shared_client
 
     def close(self) -> None:
-        _send_acks(self)
+        qos = getattr(self, "_qos", None)  # kombu's channel makes it on first use
+        if isinstance(qos, QoS):
+            _without_redis(qos.close)
         super().close()  # type: ignore[misc]
 
 
 def _send_acks(channel: Any, older_than_s: float = 0.0) -> None:
-    """The acks `channel`'s QoS holds, sent (see `QoS.send_acks`); Redis gone, they are not."""
+    """The acks `channel`'s QoS holds, sent (see `QoS.send_acks`)."""
     qos = getattr(channel, "_qos", None)  # kombu's channel makes it on first use
-    if not isinstance(qos, QoS):
-        return
+    if isinstance(qos, QoS):
+        _without_redis(lambda: qos.send_acks(older_than_s))
+
+
+def _without_redis(write: Callable[[], None]) -> None:
+    """`write`, or a warning when Redis is gone: the acks held are then not sent."""
     try:
-        qos.send_acks(older_than_s)
+        write()
     except redis.RedisError as exc:
         log.warning("acks not sent (%s): their jobs run again after the visibility timeout", exc)
+
+
+class _UnwaitedWrites:
+    """Commands written on a connection of their own, its replies read at the next write (by
+    then they have come) or at `settle`: the writer does not wait for Redis. A reply that is
+    an error, or a connection lost, raises there, from the write or `settle` that found it;
+    the connection is then made again for the next. Safe across threads and greenlets."""
+
+    def __init__(self, pool: redis.ConnectionPool) -> None:
+        self._pool = pool
+        self._connection: Any = None
+        self._unread = 0  # replies of earlier writes not read yet
+        self._lock = threading.Lock()
+
+    def send(self, commands: list[tuple[Any, ...]], wait: bool = False) -> None:
+        """Write `commands` in one go; with `wait`, return once Redis has done them."""
+        with self._lock:
+            try:
+                connection = self._connection or self._pool.get_connection()
+                self._connection = connection
+                # No health check: its PING's reply would be read in place of these.
+                connection.send_packed_command(connection.pack_commands(commands), False)
+                earlier = self._unread
+                self._unread += len(commands)
+                self._read(earlier)  # the earlier writes' replies: here by now, or soon
+                if wait:
+                    self._read(self._unread)
+            except BaseException:
+                self._drop()
+                raise
+
+    def settle(self) -> None:
+        """Return once Redis has done every write sent."""
+        with self._lock:
+            try:
+                self._read(self._unread)
+            except BaseException:
+                self._drop()
+                raise
+
+    def close(self) -> None:
+        with self._lock:
+            if self._connection is not None:
+                self._pool.release(self._connection)
+                self._connection, self._unread = None, 0
+
+    def _read(self, replies: int) -> None:
+        """Read the next `replies` replies (raising the first error among them)."""
+        for _ in range(replies):
+            self._unread -= 1
+            self._connection.read_response(disable_decoding=True)
+
+    def _drop(self) -> None:
+        if self._connection is not None:
+            self._connection.disconnect()
+            self._pool.release(self._connection)
+        self._connection, self._unread = None, 0
 
 
 class _Poller(kombu_redis.MultiChannelPoller):
