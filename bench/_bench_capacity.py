@@ -15,9 +15,10 @@ own from INFO (its CPU and every command's calls), so each figure is per agent s
 - from them: the steps/s one core of each service carries, what one Redis primary carries,
   and how many agent cores it takes before Redis is the limit;
 - each beside the floor, a bare no-op Celery job in taskyard's Celery configuration measured
-  in the same run (a step is 1.5 jobs), and the targets of issue 30: taskyard's own CPU (the
-  services less the floor) <= 2.5 ms a step, Redis <= 40 commands a step, the tool worker
-  <= 1 ms a call above its job's floor;
+  in the same run, in each worker's own pool (the agent worker's gevent, the tool worker's
+  threads; a step is 1.5 jobs: its own, half a tool call's), and the targets of issue 30:
+  taskyard's own CPU (the services less the floor) <= 2.5 ms a step, Redis <= 40 commands a
+  step, the tool worker <= 1 ms a call above its job's floor;
 - the tool worker's call runner alone, without Celery (`_call_runner_cpu.py`), as issue 30
   first measured it.
 
@@ -200,9 +201,9 @@ def _round(stack: LocalStack, tasks: int, clients: int, idle: Idle) -> Round:
 
 @dataclass(frozen=True)
 class Floor:
-    """What a bare no-op Celery job costs, run as the agent worker runs its jobs (taskyard's
-    Celery configuration, gevent pool, -c 1000, no result): the worker's CPU-ms, Redis's CPU-us,
-    commands and round trips."""
+    """What a bare no-op Celery job costs, run as a worker runs its jobs (taskyard's Celery
+    configuration, the worker's pool, no result): the worker's CPU-ms, Redis's CPU-us, commands
+    and round trips."""
 
     cpu_ms: float
     redis_us: float
@@ -218,10 +219,12 @@ _GEVENT_WORKER = (
 )
 
 
-def _celery_floor(stack: LocalStack, jobs: int) -> Floor:
+def _celery_floor(stack: LocalStack, jobs: int, pool: str, concurrency: int) -> Floor:
+    """A bare job's cost in a worker of `pool` and `concurrency`, as a service runs its jobs."""
     script = str(ROOT / "bench" / "_celery_floor.py")
-    argv = [sys.executable, "-c", _GEVENT_WORKER, script, "worker", stack.redis_url, "gevent",
-            "1000", "taskyard"]  # fmt: skip
+    patched = ["-c", _GEVENT_WORKER] if pool == "gevent" else []
+    argv = [sys.executable, *patched, script, "worker", stack.redis_url, pool, str(concurrency),
+            "taskyard"]  # fmt: skip
     worker = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               start_new_session=True)  # fmt: skip
     client = redis.Redis.from_url(f"{stack.redis_url}/0")
@@ -258,19 +261,26 @@ def capacity_section(quick: bool) -> None:
         results = [_round(stack, tasks, clients, idle) for _ in range(rounds)]
         mix = {n: c - before.get(n, 0) for n, c in _commands(client).items()}
         client.close()
-        floor = _celery_floor(stack, FLOOR_JOBS)
+        floors = {
+            "agent_worker": _celery_floor(stack, FLOOR_JOBS, stack.agent_pool,
+                                          stack.agent_concurrency),
+            "tool_worker": _celery_floor(stack, FLOOR_JOBS, "threads", stack.tool_concurrency),
+        }  # fmt: skip
         runner = call_runner_cpu(stack.redis_url, RUNNER_CALLS)
     finally:
         stack.stop()
-    print(
-        f"the floor, a bare no-op Celery job as the agent worker runs its jobs (taskyard's "
-        f"Celery configuration, gevent -c 1000; {FLOOR_JOBS} jobs): "
-        f"{floor.cpu_ms:.3f} CPU-ms in its worker, Redis {floor.calls:.1f} commands in "
-        f"{floor.reads:.1f} round trips and {floor.redis_us:.0f} CPU-us (the sends included); "
-        f"a step is {JOBS_PER_STEP} jobs "
-        "(its own, half a tool call's)"
-    )
-    _print_model(results, floor)
+    for name, (pool, concurrency) in {
+        "agent_worker": (stack.agent_pool, stack.agent_concurrency),
+        "tool_worker": ("threads", stack.tool_concurrency),
+    }.items():
+        floor = floors[name]
+        print(f"the floor, a bare no-op Celery job as the {name} runs its jobs (taskyard's Celery "
+              f"configuration, {pool} -c {concurrency}; {FLOOR_JOBS} jobs): {floor.cpu_ms:.3f} "
+              f"CPU-ms in its worker, {floor.switches:.1f} context switches, Redis "
+              f"{floor.calls:.1f} commands in {floor.reads:.1f} round trips and "
+              f"{floor.redis_us:.0f} CPU-us (the sends included)")  # fmt: skip
+    print(f"a step is {JOBS_PER_STEP} jobs (its own, half a tool call's)")
+    _print_model(results, floors)
     print(f"the tool worker's call runner alone, without Celery (`run_call` in a process of its "
           f"own on a local sandbox, {RUNNER_CALLS} calls, the runner's threads): "
           f"**{runner['runner_ms']:.2f} CPU-ms per call** (target <= {TARGET_CALL_MS}; issue 30 "
@@ -297,21 +307,24 @@ def _median(results: list[Round], name: str) -> float:
 _JOBS = {"agent_worker": 1.0, "tool_worker": JOBS_PER_STEP - 1.0}
 
 
-def _print_model(results: list[Round], floor: Floor) -> None:
+def _print_model(results: list[Round], floors: dict[str, Floor]) -> None:
+    """The table and the targets; `floors`: each worker's bare job, in its own pool (Redis's
+    and the commands' from the agent worker's: a job's commands are the same in either)."""
+    floor, tool_floor = floors["agent_worker"], floors["tool_worker"]
     print("| service | CPU ms / step | its Celery floor | steps/s per core "
           "| context switches / step (floor) |")  # fmt: skip
     print("| --- | --- | --- | --- | --- |")
     for name in (*SERVICES, "redis"):
         ms = _median(results, name)
         label = "model (scripted stand-in)" if name == "model" else name
-        jobs = _JOBS.get(name, 0.0)
-        base = f"{jobs * floor.cpu_ms:.3f} ({jobs:g} job)" if jobs else "-"
+        jobs, own = _JOBS.get(name, 0.0), floors.get(name, floor)
+        base = f"{jobs * own.cpu_ms:.3f} ({jobs:g} job)" if jobs else "-"
         if name == "redis":
             base = f"{JOBS_PER_STEP * floor.redis_us / 1000:.3f} ({JOBS_PER_STEP:g} jobs)"
         switched = "-"
         if name != "redis":
             switched = f"{statistics.median(r.switches[name] for r in results):.1f}"
-            switched += f" ({jobs * floor.switches:.1f})" if jobs else ""
+            switched += f" ({jobs * own.switches:.1f})" if jobs else ""
         print(f"| {label} | {ms:.3f} | {base} | {1000 / ms:,.0f} | {switched} |")
     for name in SPLIT:
         main = _median(results, f"{name}:main")
@@ -324,7 +337,7 @@ def _print_model(results: list[Round], floor: Floor) -> None:
     rate = statistics.median(r.tasks / r.seconds for r in results)
     agent_ms = _median(results, "agent_worker")
     redis_steps = 1e6 / redis_us
-    bound = JOBS_PER_STEP * floor.cpu_ms
+    bound = sum(jobs * floors[name].cpu_ms for name, jobs in _JOBS.items())
     per_call = _median(results, "tool_worker") * STEPS_PER_TASK
     print(f"\ntaskyard's services: {ours:.2f} CPU-ms per step, the Celery floor {bound:.2f} of "
           f"it: **taskyard's own {ours - bound:.2f} CPU-ms per step** (target <= "
@@ -334,7 +347,8 @@ def _print_model(results: list[Round], floor: Floor) -> None:
           f"floor's {floor_calls:.1f} of them) in {reads:.1f} round trips (the floor's "
           f"{JOBS_PER_STEP * floor.reads:.1f}), and {redis_us:.0f} CPU-us")  # fmt: skip
     print(f"the tool worker: {per_call:.2f} CPU-ms per call, the sandbox's kernel included; "
-          f"**{per_call - floor.cpu_ms:.2f} above its job's floor** ({floor.cpu_ms:.2f}; "
+          f"**{per_call - tool_floor.cpu_ms:.2f} above its job's floor** "
+          f"({tool_floor.cpu_ms:.2f}; "
           f"target <= {TARGET_CALL_MS})")  # fmt: skip
     print(
         f"achieved here: {rate:.1f} two-step tasks/s ({rate * STEPS_PER_TASK:.0f} steps/s; "
