@@ -20,15 +20,14 @@ from pathlib import Path
 
 from _cpu import cpu_s, tree_cpu_s
 
+from devstack.waiting_calls import waiting_on
 from services.tool_worker.call_runner import ToolCallRunner
-from taskyard.agentkit.schema import AgentMessage, ToolCall
+from taskyard.agentkit.schema import ToolCall
 from taskyard.plumbing import keys
 from taskyard.plumbing.celery_app import make_celery
 from taskyard.plumbing.settings import ToolWorkerSettings
 from taskyard.runtime.jobs import ToolRunJob
-from taskyard.runtime.store import StepCommit
 from taskyard.runtime.store.sandboxes import ToolWorkerId
-from taskyard.runtime.task import TaskRecord, TaskStatus
 
 __all__ = ["measure"]
 
@@ -74,14 +73,7 @@ def _main(redis_url: str, calls: int) -> None:
 def _waiting(runner: ToolCallRunner, index: int) -> ToolRunJob:
     """A task whose step 0 called `print(1)` and waits for its result, and the call's job."""
     call = ToolCall(id=f"c{index}", name="IPythonInterpreter", parameters={"command": "print(1)"})
-    record = TaskRecord(tenant="bench", session_id="runner", input="print(1)")
-    calls = [call.model_dump(mode="json")]
-    turn = AgentMessage(sender="assistant", content="", formatted={"tool_calls": calls})
-    commit = StepCommit(record, TaskStatus.WAITING_TOOLS, {"memory": [turn]}, [turn],
-                        fields={"pending_calls": calls})  # fmt: skip
-    runner.loop.run(runner.store.create(record))
-    assert runner.loop.run(runner.store.commit_step(commit))[0]
-    return ToolRunJob(task_id=record.id, step=0, tenant="bench", session_id="runner", call=call)
+    return runner.loop.run(waiting_on(runner.store, call, "bench", "runner"))
 
 
 if __name__ == "__main__":

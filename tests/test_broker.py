@@ -306,30 +306,38 @@ def test_a_worker_killed_as_its_job_starts_has_left_the_jobs_record(
     assert (broker.llen("jobs"), broker.zcard(TAKEN)) == (0, 1)  # recorded: it will be restored
 
 
-def test_a_record_redis_refused_is_written_again_with_every_record_held(
-    connection: kombu.Connection, broker: redis.Redis
-) -> None:
-    for n in range(2):
-        _publish(connection, {"n": n})
-    consumer = QUEUE(connection.channel())
-    broker.set(TAKEN, "not a sorted set")  # Redis answers the next record's ZADD with an error
-    first = consumer.get(no_ack=False)
-    assert first is not None  # the job went on: the write's reply was not waited for
+def _refused(broker: redis.Redis, consumer: kombu.Queue) -> kombu.Message | None:
+    """A job taken whose record Redis refuses (the key not a sorted set)."""
+    broker.set(TAKEN, "not a sorted set")
+    first = consumer.get(no_ack=False)  # the job goes on: its write's reply is not waited for
     broker.delete(TAKEN)
-    second = _settled(consumer.get(no_ack=False))  # this write read the error: all again
-    members = [json.loads(m)[0]["properties"]["delivery_tag"] for m in broker.zrange(TAKEN, 0, -1)]
-    assert sorted(members) == sorted([first.delivery_tag, second.delivery_tag])
+    return first
 
 
-def test_a_record_written_on_a_connection_that_was_lost_is_written_again(
-    connection: kombu.Connection, broker: redis.Redis
-) -> None:
-    for n in range(2):
-        _publish(connection, {"n": n})
-    consumer = QUEUE(connection.channel())
+def _lost(broker: redis.Redis, consumer: kombu.Queue) -> kombu.Message | None:
+    """A job taken whose record is lost with its connection."""
     first = _settled(consumer.get(no_ack=False))
     broker.delete(TAKEN)  # as if that write had been lost with its connection
     broker.client_kill_filter(_type="normal", skipme=True)  # every client's connection
-    second = _settled(consumer.get(no_ack=False))
-    members = [json.loads(m)[0]["properties"]["delivery_tag"] for m in broker.zrange(TAKEN, 0, -1)]
-    assert sorted(members) == sorted([first.delivery_tag, second.delivery_tag])
+    return first
+
+
+@pytest.mark.parametrize("fault", [_refused, _lost])
+def test_a_record_not_written_is_written_again_with_every_record_held(
+    connection: kombu.Connection,
+    broker: redis.Redis,
+    fault: Callable[[redis.Redis, kombu.Queue], kombu.Message | None],
+) -> None:
+    for n in range(2):
+        _publish(connection, {"n": n})
+    consumer = QUEUE(connection.channel())
+    first = fault(broker, consumer)
+    assert first is not None
+    second = _settled(consumer.get(no_ack=False))  # its write finds the fault: all again
+    assert _recorded(broker) == sorted([first.delivery_tag, second.delivery_tag])
+
+
+def _recorded(broker: redis.Redis) -> list[str]:
+    """The delivery tags of the jobs recorded as taken."""
+    members = broker.zrange(TAKEN, 0, -1)
+    return sorted(json.loads(member)[0]["properties"]["delivery_tag"] for member in members)

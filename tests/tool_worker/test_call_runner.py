@@ -11,13 +11,14 @@ from typing import Any
 import pytest
 import redis
 
+from devstack.waiting_calls import waiting_on
 from services.tool_worker.call_runner import ToolCallRunner
 from services.tool_worker.errors import CallFailed
 from taskyard.agentkit.schema import ActionReturn, ActionStatusCode, AgentMessage, ToolCall
 from taskyard.plumbing import keys
 from taskyard.runtime.jobs import Envelope, ToolRunJob
-from taskyard.runtime.store import InterpreterUse, StepCommit
-from taskyard.runtime.task import TaskRecord, TaskStatus
+from taskyard.runtime.store import InterpreterUse
+from taskyard.runtime.task import TaskStatus
 
 CALL = ToolCall(id="c1", name="IPythonInterpreter", parameters={"command": "print(1)"})
 NEXT = Envelope("agent", "the next step's job")
@@ -31,14 +32,7 @@ def _alive(runner: ToolCallRunner, *nodes: str) -> None:
 
 def _waiting_for(runner: ToolCallRunner, call: ToolCall) -> ToolRunJob:
     """A task whose step 0 called `call` and waits for its result, and the call's job."""
-    record = TaskRecord(tenant="t", session_id="s", input="hi")
-    calls = [call.model_dump(mode="json")]
-    turn = AgentMessage(sender="assistant", content="", formatted={"tool_calls": calls})
-    commit = StepCommit(record, TaskStatus.WAITING_TOOLS, {"memory": [turn]}, [turn],
-                        fields={"pending_calls": calls})  # fmt: skip
-    runner.loop.run(runner.store.create(record))
-    assert runner.loop.run(runner.store.commit_step(commit))[0]
-    return ToolRunJob(task_id=record.id, step=0, tenant="t", session_id="s", call=call)
+    return runner.loop.run(waiting_on(runner.store, call))
 
 
 @pytest.mark.parametrize(

@@ -323,26 +323,28 @@ class _UnwaitedWrites:
 
     def send(self, commands: list[tuple[Any, ...]], wait: bool = False) -> None:
         """Write `commands` in one go; with `wait`, return once Redis has done them."""
-        with self._lock:
-            try:
-                connection = self._connection or self._pool.get_connection()
-                self._connection = connection
-                # No health check: its PING's reply would be read in place of these.
-                connection.send_packed_command(connection.pack_commands(commands), False)
-                earlier = self._unread
-                self._unread += len(commands)
-                self._read(earlier)  # the earlier writes' replies: here by now, or soon
-                if wait:
-                    self._read(self._unread)
-            except BaseException:
-                self._drop()
-                raise
+        with self._using() as connection:
+            # No health check: its PING's reply would be read in place of these.
+            connection.send_packed_command(connection.pack_commands(commands), False)
+            earlier = self._unread
+            self._unread += len(commands)
+            self._read(earlier)  # the earlier writes' replies: here by now, or soon
+            if wait:
+                self._read(self._unread)
 
     def settle(self) -> None:
         """Return once Redis has done every write sent."""
+        if self._unread:  # else nothing to wait for (and no connection to make)
+            with self._using():
+                self._read(self._unread)
+
+    @contextmanager
+    def _using(self) -> Iterator[Any]:
+        """The connection, to this caller alone; dropped if anything fails on it."""
         with self._lock:
             try:
-                self._read(self._unread)
+                self._connection = self._connection or self._pool.get_connection()
+                yield self._connection
             except BaseException:
                 self._drop()
                 raise
