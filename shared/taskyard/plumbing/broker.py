@@ -76,8 +76,8 @@ class QoS(kombu_redis.QoS):
     one sorted set (`keys.celery_taken`): the whole `_Record`, scored by the time the job was
     taken. This object keeps each tag's member until its ack, which comes from the process that
     took the job, and removes it with one ZREM. Each write is one command, so neither can be cut
-    short halfway, and neither needs MULTI/EXEC. kombu's own `reject` and `restore_unacked` run
-    as they are, through `_remove_from_indices` and `restore_by_tag`; the ack is below. A
+    short halfway, and neither needs MULTI/EXEC. The ack, the reject and `restore_by_tag` (which
+    kombu's `restore_unacked` runs as it is) are below, so nothing reaches kombu's keys. A
     worker on kombu's QoS (an older one, mid-upgrade) restores from kombu's keys, so it never
     misreads these records; the jobs it recorded there are its own workers' to restore, or the
     sweep's to send again.
@@ -98,11 +98,11 @@ class QoS(kombu_redis.QoS):
     its record; a write that fails, or an error Redis answers, is found at the next write (or
     at the restore scan of the poller's next rounds) and every record the worker holds is
     written again, waited on (the job that ran meanwhile has a record again; had its worker
-    died first, it is the sweep's, as any job whose record was lost). Before anything else
-    reads or removes records (a reject, a restore), the replies are read, so Redis has done
-    those writes. The ZREMs held go out alone once the oldest waited `ACK_LAG_S` (checked at
-    every ack and every round of the poller), before the worker's own restore scan, and when
-    its channel closes; so an ack lags by at most one poll of an idle worker (about a second:
+    died first, it is the sweep's, as any job whose record was lost). Before a restore reads
+    or removes records on another connection, the replies are read, so Redis has done those
+    writes. The ZREMs held go out alone once the oldest waited `ACK_LAG_S` (checked at every
+    ack and every round of the poller), before the worker's own restore scan, and when its
+    channel closes; so an ack lags by at most one poll of an idle worker (about a second:
     kombu's BRPOP timeout). A worker killed in that lag leaves its last jobs recorded: another
     worker restores them after the visibility timeout, and they run again, as a job whose
     worker died before its ack does."""
@@ -121,7 +121,7 @@ class QoS(kombu_redis.QoS):
         return keys.celery_taken(self.unacked_key)
 
     @cached_property
-    def _writes(self) -> _UnwaitedWrites:
+    def _unwaited(self) -> _UnwaitedWrites:
         return _UnwaitedWrites(self.channel.client.connection_pool)
 
     def append(self, message: Any, delivery_tag: str) -> None:
@@ -139,14 +139,14 @@ class QoS(kombu_redis.QoS):
     def _write(self, acked: list[str], taken: list[str]) -> None:
         """Remove the records `acked` and add the records `taken`, not waiting for Redis."""
         try:
-            self._writes.send(self._commands(acked, taken))
+            self._unwaited.send(self._commands(acked, taken))
         except redis.RedisError as exc:
             self._write_all_again(exc, acked)
 
     def settle(self) -> None:
         """Wait until Redis has done every record and ack written (see the class)."""
         try:
-            self._writes.settle()
+            self._unwaited.settle()
         except redis.RedisError as exc:
             self._write_all_again(exc, [])
 
@@ -156,7 +156,7 @@ class QoS(kombu_redis.QoS):
         leaves its record: that job runs again after the visibility timeout."""
         log.warning("a job's record or ack was not written (%s): all written again", failed)
         held = list(self._members.values())
-        self._writes.send(self._commands(acked, held), wait=True)
+        self._unwaited.send(self._commands(acked, held), wait=True)
 
     def _commands(self, acked: list[str], taken: list[str]) -> list[tuple[Any, ...]]:
         commands: list[tuple[Any, ...]] = [("ZREM", self.taken_key, *acked)] if acked else []
@@ -171,7 +171,7 @@ class QoS(kombu_redis.QoS):
             self.send_acks()
             self.settle()
         finally:
-            self._writes.close()
+            self._unwaited.close()
 
     def ack(self, delivery_tag: str) -> None:
         """The job's record goes with the next job's (see the class)."""
@@ -202,20 +202,17 @@ class QoS(kombu_redis.QoS):
             self._acked[:0] = acked
             raise
 
-    @contextmanager
-    def pipe_or_acquire(self, pipe: Any = None, client: Any = None) -> Iterator[Any]:
-        if pipe is not None:
-            yield pipe
-            return
-        with self.channel.conn_or_acquire(client) as acquired:
-            yield acquired.pipeline(transaction=False)
-
-    def _remove_from_indices(self, delivery_tag: str, pipe: Any = None) -> Any:
-        """A reject's removal of the job's record, on a pipeline to execute."""
-        self.settle()  # its record's write done first
-        with self.pipe_or_acquire(pipe) as pipe:
+    def reject(self, delivery_tag: str, requeue: bool = False) -> None:
+        """Requeued, the job is restored; else its record is removed now, with the acks held,
+        written as the records are (after its own record's write, on the same connection)."""
+        if requeue:
+            self.restore_by_tag(delivery_tag, leftmost=True)
+        else:
             member = self._members.pop(delivery_tag, None)
-            return pipe if member is None else pipe.zrem(self.taken_key, member)
+            if member is not None:
+                with self._sending_acks() as acked:
+                    self._write([*acked, member], [])
+        super(kombu_redis.QoS, self).ack(delivery_tag)  # the channel's own bookkeeping
 
     def restore_by_tag(self, tag: str, client: Any = None, leftmost: bool = False) -> None:
         self.settle()  # its record's write done first (or, failed, done again)
