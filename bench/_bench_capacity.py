@@ -250,6 +250,9 @@ def capacity_section(quick: bool) -> None:
     print(f"\n## Capacity: {rounds} rounds of {tasks} two-step tasks, {clients} clients "
           "(median per agent step)")  # fmt: skip
     stack = LocalStack(sandbox_backend="local").start()
+    # Each worker's pool, as the stack runs it (the tool worker's is always threads).
+    pools = {"agent_worker": (stack.agent_pool, stack.agent_concurrency),
+             "tool_worker": ("threads", stack.tool_concurrency)}  # fmt: skip
     try:
         configure_model(stack, latency_ms=0)
         idle = _idle(stack, 1.0)
@@ -261,18 +264,11 @@ def capacity_section(quick: bool) -> None:
         results = [_round(stack, tasks, clients, idle) for _ in range(rounds)]
         mix = {n: c - before.get(n, 0) for n, c in _commands(client).items()}
         client.close()
-        floors = {
-            "agent_worker": _celery_floor(stack, FLOOR_JOBS, stack.agent_pool,
-                                          stack.agent_concurrency),
-            "tool_worker": _celery_floor(stack, FLOOR_JOBS, "threads", stack.tool_concurrency),
-        }  # fmt: skip
+        floors = {name: _celery_floor(stack, FLOOR_JOBS, *pool) for name, pool in pools.items()}
         runner = call_runner_cpu(stack.redis_url, RUNNER_CALLS)
     finally:
         stack.stop()
-    for name, (pool, concurrency) in {
-        "agent_worker": (stack.agent_pool, stack.agent_concurrency),
-        "tool_worker": ("threads", stack.tool_concurrency),
-    }.items():
+    for name, (pool, concurrency) in pools.items():
         floor = floors[name]
         print(f"the floor, a bare no-op Celery job as the {name} runs its jobs (taskyard's Celery "
               f"configuration, {pool} -c {concurrency}; {FLOOR_JOBS} jobs): {floor.cpu_ms:.3f} "
